@@ -1,0 +1,389 @@
+"""Model v1 of denoise: a temporal Swin U-Net with a 3x3x3 stencil head.
+
+This module is the source of truth for the network; the CPU engine (kernels/cpu/) and the CUDA
+engine (kernels/cuda/) reproduce it. /work/shared/design/ARCHITECTURE.md ("Model v1") describes
+it; the notes below fix every detail an engine must match.
+
+Domain and shapes
+  - Frames are RGB, v in [0,1] (non-linear code value / max), the network value is x = 2v - 1.
+  - A clip is (B, T, 3, H, W) float, T = 7 (frames t-3..t+3); the output is the centre frame
+    (B, 3, H, W) in [-1,1]. H and W are reflect-padded to a multiple of 64 and cropped after.
+  - sigma is in 8-bit code values; the network sees a constant map channel sigma/255.
+  - Space-to-depth 2x2 (pixel_unshuffle): channel index c*4 + dy*2 + dx. Patch merging and the
+    expand use the same convention (merge: channel c*4 + dy*2 + dx of the 4C vector; expand:
+    linear C -> 2C, then pixel_shuffle).
+  - Inside the U-Net tensors are NHWC (B, H, W, C).
+
+Network (per output time t, features F_s for s = t-1, t, t+1)
+  F_s = UNet(concat(s2d(x_{s-2}), ..., s2d(x_{s+2}), sigma/255)):
+    fusion conv 3x3 (61 -> 32, zero padding) -> enc0 (2 blocks, C 32, 1 head)
+    -> merge (LN 128, linear 128 -> 64 no bias) -> enc1 (2 blocks, C 64, 2 heads)
+    -> merge (LN 256, linear 256 -> 128 no bias) -> mid (3 blocks, C 128, 4 heads)
+    -> expand (linear 128 -> 256, pixel_shuffle -> 64), concat [up, enc1] -> linear 128 -> 64
+    -> dec1 (2 blocks) -> expand (64 -> 128 -> 32), concat [up, enc0] -> linear 64 -> 32
+    -> dec0 (2 blocks) = F_s (32 ch at H/2 x W/2)
+  out_t = clamp(conv3d_3x3x3(F_{t-1}, F_t, F_{t+1}) + s2d(x_t), -1, 1), then depth-to-space.
+  conv3d: 32 -> 12 channels, kernel (3,3,3) over (time, y, x), no time padding (exactly three
+  inputs), spatial zero padding 1.
+
+Swin block (Liu et al., "Swin Transformer", ICCV 2021; pre-norm):
+  x += proj(W-MSA(LN1(x)));  x += fc2(GELU_tanh(fc1(LN2(x))))
+  window 8x8, odd blocks (1, 3, ...) of a stage use a cyclic shift of 4 (torch.roll by -4 on
+  H and W before, +4 after) with Swin's region mask (tokens from different regions of the
+  shifted image never attend to each other). Head dim 32, scale 32**-0.5, relative position
+  bias table (15*15, heads) indexed by (dy + 7) * 15 + (dx + 7) with dy = y_q - y_k,
+  dx = x_q - x_k. qkv is one linear C -> 3C whose output is [q | k | v], each split into heads
+  as (head, 32). LayerNorm eps 1e-5. GELU is the tanh approximation.
+
+Temporal edges: frames outside [0, N-1] are mirrored by reflect_index(), features outside
+too (F_{-1} is the U-Net of the mirrored window, not a copy of F_1).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FORMAT = "denoise-swin"
+VERSION = 1
+
+
+@dataclass
+class Config:
+    channels: tuple = (32, 64, 128)      # enc0/dec0, enc1/dec1, mid
+    heads: tuple = (1, 2, 4)
+    depths: dict = field(default_factory=lambda: {"enc0": 2, "enc1": 2, "mid": 3, "dec1": 2, "dec0": 2})
+    window: int = 8
+    shift: int = 4
+    head_dim: int = 32
+    mlp_ratio: int = 4
+    fusion_radius: int = 2               # frames s-2..s+2 feed F_s
+    head_radius: int = 1                 # F_{t-1}, F_t, F_{t+1} feed the head
+    s2d: int = 2
+    pad_multiple: int = 64
+    ln_eps: float = 1e-5
+
+    @property
+    def temporal_radius(self) -> int:
+        """Frames t-R..t+R are needed for output t."""
+        return self.fusion_radius + self.head_radius
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["channels"] = list(self.channels)
+        d["heads"] = list(self.heads)
+        d["temporal_radius"] = self.temporal_radius
+        d["format"] = FORMAT
+        d["version"] = VERSION
+        return json.dumps(d, sort_keys=True)
+
+    @staticmethod
+    def from_json(s: str) -> "Config":
+        d = json.loads(s)
+        for k in ("temporal_radius", "format", "version"):
+            d.pop(k, None)
+        d["channels"] = tuple(d["channels"])
+        d["heads"] = tuple(d["heads"])
+        return Config(**d)
+
+
+def reflect_index(i: int, n: int) -> int:
+    """Mirror index i into [0, n-1] without repeating the edge (-1 -> 1, n -> n-2).
+
+    Repeats for |i| beyond one period so any i maps (n = 1 gives 0 always). The engines use the
+    same rule for time and for the spatial padding to a multiple of 64.
+    """
+    if n == 1:
+        return 0
+    p = 2 * (n - 1)
+    i %= p
+    return p - i if i >= n else i
+
+
+def reflect_pad(x: torch.Tensor, ph: int, pw: int) -> torch.Tensor:
+    """Pad (..., H, W) at the bottom and right by ph, pw rows/cols with reflect_index()."""
+    H, W = x.shape[-2], x.shape[-1]
+    if ph:
+        iy = torch.tensor([reflect_index(i, H) for i in range(H + ph)], device=x.device)
+        x = x.index_select(-2, iy)
+    if pw:
+        ix = torch.tensor([reflect_index(i, W) for i in range(W + pw)], device=x.device)
+        x = x.index_select(-1, ix)
+    return x
+
+
+def relative_position_index(ws: int) -> torch.Tensor:
+    """(ws*ws, ws*ws) long: (dy + ws-1) * (2ws-1) + (dx + ws-1), query row, key column."""
+    ys, xs = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
+    ys, xs = ys.flatten(), xs.flatten()
+    dy = ys[:, None] - ys[None, :] + ws - 1
+    dx = xs[:, None] - xs[None, :] + ws - 1
+    return dy * (2 * ws - 1) + dx
+
+
+def shift_region_ids(H: int, W: int, ws: int, s: int) -> torch.Tensor:
+    """(H, W) region id of Swin's shifted-window mask (3 x 3 regions), in the shifted frame."""
+    ids = torch.zeros(H, W, dtype=torch.long)
+    bounds = lambda n: ((0, n - ws), (n - ws, n - s), (n - s, n))
+    r = 0
+    for (h0, h1) in bounds(H):
+        for (w0, w1) in bounds(W):
+            ids[h0:h1, w0:w1] = r
+            r += 1
+    return ids
+
+
+def window_partition(x: torch.Tensor, ws: int) -> torch.Tensor:
+    """(B, H, W, C) -> (B * H/ws * W/ws, ws*ws, C), windows in row-major order."""
+    B, H, W, C = x.shape
+    x = x.view(B, H // ws, ws, W // ws, ws, C).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, ws * ws, C)
+
+
+def window_reverse(w: torch.Tensor, ws: int, B: int, H: int, W: int) -> torch.Tensor:
+    C = w.shape[-1]
+    x = w.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(B, H, W, C)
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, ws: int):
+        super().__init__()
+        self.heads, self.ws = heads, ws
+        self.head_dim = dim // heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * ws - 1) ** 2, heads))
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        self.register_buffer("rpi", relative_position_index(ws), persistent=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x: (nWB, N=ws*ws, C); mask: (nW, N, N) additive (0 / -inf) or None."""
+        nWB, N, C = x.shape
+        qkv = self.qkv(x).view(nWB, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]                       # (nWB, h, N, d)
+        bias = self.relative_position_bias_table[self.rpi.view(-1)]
+        bias = bias.view(N, N, self.heads).permute(2, 0, 1)    # (h, N, N)
+        attn = (q * self.scale) @ k.transpose(-2, -1) + bias.to(q.dtype)
+        if mask is not None:
+            nW = mask.shape[0]
+            attn = attn.view(nWB // nW, nW, self.heads, N, N) + mask[None, :, None].to(attn.dtype)
+            attn = attn.view(nWB, self.heads, N, N)
+        attn = attn.softmax(dim=-1)
+        out = (attn @ v).transpose(1, 2).reshape(nWB, N, C)
+        return self.proj(out)
+
+
+class SwinBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, cfg: Config, shifted: bool):
+        super().__init__()
+        self.ws = cfg.window
+        self.shift = cfg.shift if shifted else 0
+        self.norm1 = nn.LayerNorm(dim, eps=cfg.ln_eps)
+        self.attn = WindowAttention(dim, heads, cfg.window)
+        self.norm2 = nn.LayerNorm(dim, eps=cfg.ln_eps)
+        self.fc1 = nn.Linear(dim, cfg.mlp_ratio * dim)
+        self.fc2 = nn.Linear(cfg.mlp_ratio * dim, dim)
+
+    def attn_mask(self, H: int, W: int, device) -> torch.Tensor | None:
+        if not self.shift:
+            return None
+        ids = shift_region_ids(H, W, self.ws, self.shift).to(device)
+        w = window_partition(ids[None, :, :, None], self.ws).squeeze(-1)   # (nW, N)
+        same = w[:, :, None] == w[:, None, :]
+        return torch.zeros(same.shape, device=device).masked_fill(~same, float("-inf"))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, H, W, C = x.shape
+        h = self.norm1(x)
+        if self.shift:
+            h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
+        w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
+        h = window_reverse(w, self.ws, B, H, W)
+        if self.shift:
+            h = torch.roll(h, shifts=(self.shift, self.shift), dims=(1, 2))
+        x = x + h
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh"))
+
+
+class Stage(nn.Module):
+    def __init__(self, dim: int, heads: int, depth: int, cfg: Config):
+        super().__init__()
+        self.blocks = nn.ModuleList(SwinBlock(dim, heads, cfg, shifted=i % 2 == 1) for i in range(depth))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def s2d_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, W, C) -> (B, H/2, W/2, 4C), channel c*4 + dy*2 + dx."""
+    B, H, W, C = x.shape
+    x = x.view(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 5, 2, 4)
+    return x.reshape(B, H // 2, W // 2, 4 * C)
+
+
+def d2s_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, w, 4C) -> (B, 2h, 2w, C), inverse of s2d_nhwc."""
+    B, h, w, C4 = x.shape
+    C = C4 // 4
+    x = x.view(B, h, w, C, 2, 2).permute(0, 1, 4, 2, 5, 3)
+    return x.reshape(B, 2 * h, 2 * w, C)
+
+
+class PatchMerge(nn.Module):
+    """2x2 patch merging (Swin): s2d to 4C, LayerNorm, linear 4C -> 2C without bias."""
+
+    def __init__(self, dim: int, cfg: Config):
+        super().__init__()
+        self.norm = nn.LayerNorm(4 * dim, eps=cfg.ln_eps)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x):
+        return self.reduction(self.norm(s2d_nhwc(x)))
+
+
+class PatchExpand(nn.Module):
+    """linear C -> 2C, depth-to-space -> C/2 at twice the resolution."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.expand = nn.Linear(dim, 2 * dim)
+
+    def forward(self, x):
+        return d2s_nhwc(self.expand(x))
+
+
+class UNet(nn.Module):
+    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, 32) NHWC."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        c0, c1, c2 = cfg.channels
+        h0, h1, h2 = cfg.heads
+        d = cfg.depths
+        nin = (2 * cfg.fusion_radius + 1) * 3 * cfg.s2d ** 2 + 1
+        self.fusion = nn.Conv2d(nin, c0, 3, padding=1)
+        self.enc0 = Stage(c0, h0, d["enc0"], cfg)
+        self.merge0 = PatchMerge(c0, cfg)
+        self.enc1 = Stage(c1, h1, d["enc1"], cfg)
+        self.merge1 = PatchMerge(c1, cfg)
+        self.mid = Stage(c2, h2, d["mid"], cfg)
+        self.expand1 = PatchExpand(c2)
+        self.skip1 = nn.Linear(2 * c1, c1)
+        self.dec1 = Stage(c1, h1, d["dec1"], cfg)
+        self.expand0 = PatchExpand(c1)
+        self.skip0 = nn.Linear(2 * c0, c0)
+        self.dec0 = Stage(c0, h0, d["dec0"], cfg)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        x0 = self.enc0(self.fusion(z).permute(0, 2, 3, 1))
+        x1 = self.enc1(self.merge0(x0))
+        x2 = self.mid(self.merge1(x1))
+        y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)))
+        return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)))
+
+
+class Denoiser(nn.Module):
+    """Model v1. forward(clip (B, 7, 3, H, W) in [-1,1], sigma (B,) 8-bit code values)."""
+
+    def __init__(self, cfg: Config | None = None):
+        super().__init__()
+        self.cfg = cfg or Config()
+        self.unet = UNet(self.cfg)
+        self.head = nn.Conv3d(self.cfg.channels[0], 3 * self.cfg.s2d ** 2, 3, padding=(0, 1, 1))
+
+    # -- pieces the engines mirror -------------------------------------------------------------
+    def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2)."""
+        B, T, C, H, W = frames.shape
+        s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2).reshape(B, T * 12, H // 2, W // 2)
+        smap = (sigma.to(frames.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, H // 2, W // 2)
+        return torch.cat([s, smap], dim=1)
+
+    def features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """frames (B, 5, 3, H, W) -> F (B, H/2, W/2, 32) NHWC."""
+        return self.unet(self.fusion_input(frames, sigma))
+
+    def head_out(self, feats: list, centre: torch.Tensor) -> torch.Tensor:
+        """feats: [F_{t-1}, F_t, F_{t+1}] each (B, h, w, 32); centre (B, 3, H, W) -> (B, 3, H, W)."""
+        f = torch.stack([t.permute(0, 3, 1, 2) for t in feats], dim=2)       # (B, 32, 3, h, w)
+        y = self.head(f).squeeze(2) + F.pixel_unshuffle(centre, 2)
+        return F.pixel_shuffle(y.clamp(-1.0, 1.0), 2)
+
+    def forward(self, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        B, T, C, H, W = clip.shape
+        R, r = self.cfg.temporal_radius, self.cfg.fusion_radius
+        assert T == 2 * R + 1, f"clip must hold {2 * R + 1} frames, got {T}"
+        m = self.cfg.pad_multiple
+        ph, pw = (-H) % m, (-W) % m
+        if ph or pw:
+            clip = reflect_pad(clip, ph, pw)
+        # All three fusion windows in one batch: (3B, 5, 3, H, W).
+        wins = torch.cat([clip[:, c - r:c + r + 1] for c in range(R - 1, R + 2)], dim=0)
+        f = self.features(wins, sigma.repeat(3))
+        feats = list(f.chunk(3, dim=0))
+        out = self.head_out(feats, clip[:, R])
+        return out[..., :H, :W]
+
+
+def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk: int = 4) -> torch.Tensor:
+    """Denoise a whole sequence as the engines do: frames (N, 3, H, W) in [-1,1] -> (N, 3, H, W).
+
+    Each output t uses frames reflect_index(t-3..t+3); features are computed once per time index
+    s in [-1, N] and reused by the three outputs that need them.
+    """
+    N, C, H, W = frames.shape
+    cfg = model.cfg
+    r = cfg.fusion_radius
+    m = cfg.pad_multiple
+    ph, pw = (-H) % m, (-W) % m
+    x = reflect_pad(frames, ph, pw) if (ph or pw) else frames
+    sig = torch.full((1,), float(sigma), device=frames.device)
+    feats = {}
+    idx = list(range(-1, N + 1))
+    for i in range(0, len(idx), chunk):
+        ss = idx[i:i + chunk]
+        wins = torch.stack([x[[reflect_index(s + k, N) for k in range(-r, r + 1)]] for s in ss])
+        f = model.features(wins, sig.expand(len(ss)))
+        for j, s in enumerate(ss):
+            feats[s] = f[j:j + 1]
+    out = torch.empty_like(frames)
+    for t in range(N):
+        y = model.head_out([feats[t - 1], feats[t], feats[t + 1]], x[t:t + 1])
+        out[t] = y[0, :, :H, :W]
+    return out
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
+    """Multiply-adds x 2 of one output frame (one U-Net pass + head), padded size, in GFLOP."""
+    m = cfg.pad_multiple
+    H, W = H + (-H) % m, W + (-W) % m
+    c0, c1, c2 = cfg.channels
+    n0 = (H // 2) * (W // 2)
+    n1, n2 = n0 // 4, n0 // 16
+    N = cfg.window ** 2
+    r = cfg.mlp_ratio
+
+    def block(C, n):  # qkv, proj, fc1, fc2 + QK^T and PV over N keys
+        return n * (3 * C * C + C * C + 2 * r * C * C + 2 * N * C)
+
+    d = cfg.depths
+    macs = n0 * ((2 * cfg.fusion_radius + 1) * 12 + 1) * c0 * 9
+    macs += block(c0, n0) * (d["enc0"] + d["dec0"]) + block(c1, n1) * (d["enc1"] + d["dec1"])
+    macs += block(c2, n2) * d["mid"]
+    macs += n1 * 4 * c0 * c1 + n2 * 4 * c1 * c2            # merges
+    macs += n2 * c2 * 2 * c2 + n1 * 2 * c1 * c1             # expand1 + skip1
+    macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0             # expand0 + skip0
+    macs += n0 * c0 * 27 * 12                               # head
+    return 2 * macs / 1e9
