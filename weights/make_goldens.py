@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Write the golden weights and tensors the engine tests compare against.
+
+    python3 weights/make_goldens.py [--out tests/data]
+
+Outputs (both safetensors, fp32):
+  golden_weights.safetensors  every state_dict tensor of a randomised weights.model.Denoiser under
+                              its PyTorch name; __metadata__ format/version/config as shipped files.
+  golden_tensors.safetensors  a 7-frame clip (7,3,40,70), sigma 25, the output of every stage of the
+                              centre U-Net pass (padded to 64x128), the other two feature maps, the
+                              model output, and three sequence goldens (N = 5, 1, 2) made with
+                              denoise_sequence().
+
+Why the weights are randomised beyond the default init: default LayerNorm is (1, 0) and default
+biases are small, and the bias table is ~0.02, so an engine that ignored an LN affine, a bias or the
+relative position bias would still pass a 1e-4 comparison. Perturbing each makes every parameter
+visible in the output.
+
+Determinism: fp32 everywhere, TF32 off, a fixed seed. Run on CUDA when available (the committed
+goldens are meant to come from the device); CPU results agree within ~1e-5.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors.torch import save_file  # noqa: E402
+
+from weights.model import FORMAT, VERSION, Denoiser, denoise_sequence, reflect_pad  # noqa: E402
+
+
+def randomise(model: Denoiser, gen: torch.Generator) -> None:
+    def normal(t: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+        return (torch.randn(t.shape, generator=gen) * std + mean).to(t.dtype)
+
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.copy_(normal(mod.weight, 1.0, 0.1))
+                mod.bias.copy_(normal(mod.bias, 0.0, 0.1))
+            elif getattr(mod, "bias", None) is not None and isinstance(mod.bias, torch.Tensor):
+                mod.bias.copy_(normal(mod.bias, 0.0, 0.05))
+            if hasattr(mod, "relative_position_bias_table"):
+                t = mod.relative_position_bias_table
+                t.copy_(normal(t, 0.0, 0.5))
+
+
+def noisy_clip(gen: torch.Generator, T: int, H: int, W: int) -> torch.Tensor:
+    """Smooth clean pattern in [-0.8, 0.8] plus N(0, 0.2), not clipped (like real noisy input)."""
+    ys = torch.linspace(0, 1, H)[:, None]
+    xs = torch.linspace(0, 1, W)[None, :]
+    frames = []
+    for t in range(T):
+        chans = []
+        for c in range(3):
+            ph = 0.7 * c + 0.3 * t
+            chans.append(0.8 * torch.sin(6.0 * xs + 4.0 * ys * (1 + 0.3 * c) + ph) * torch.cos(3.0 * ys - ph))
+        frames.append(torch.stack(chans))
+    clean = torch.stack(frames)
+    return clean + 0.2 * torch.randn(clean.shape, generator=gen)
+
+
+def stage_outputs(model: Denoiser, frames5: torch.Tensor, sigma: torch.Tensor) -> dict:
+    """Run one U-Net pass submodule by submodule; frames5 (1,5,3,H,W) padded."""
+    u = model.unet
+    out = {}
+    z = model.fusion_input(frames5, sigma)
+    out["stage.fusion_in"] = z[0]
+    x = u.fusion(z).permute(0, 2, 3, 1)
+    out["stage.fusion"] = x[0]
+    x = u.enc0.blocks[0](x)
+    out["stage.enc0.block0"] = x[0]
+    for b in u.enc0.blocks[1:]:
+        x = b(x)
+    x0 = x
+    out["stage.enc0"] = x0[0]
+    x = u.merge0(x0)
+    out["stage.merge0"] = x[0]
+    x1 = u.enc1(x)
+    out["stage.enc1"] = x1[0]
+    x = u.merge1(x1)
+    out["stage.merge1"] = x[0]
+    x2 = u.mid(x)
+    out["stage.mid"] = x2[0]
+    up = u.expand1(x2)
+    out["stage.expand1"] = up[0]
+    x = u.skip1(torch.cat([up, x1], dim=-1))
+    out["stage.skip1"] = x[0]
+    y1 = u.dec1(x)
+    out["stage.dec1"] = y1[0]
+    up = u.expand0(y1)
+    out["stage.expand0"] = up[0]
+    x = u.skip0(torch.cat([up, x0], dim=-1))
+    out["stage.skip0"] = x[0]
+    f = u.dec0(x)
+    out["stage.dec0"] = f[0]
+    # The stage-by-stage path must be the module's own forward.
+    ref = model.features(frames5, sigma)
+    assert torch.equal(ref, f) or (ref - f).abs().max().item() < 1e-6
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data"))
+    args = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    torch.manual_seed(1234)
+    model = Denoiser()
+    gen = torch.Generator().manual_seed(1234)
+    randomise(model, gen)
+    model = model.float().eval().to(dev)
+    cfg = model.cfg
+
+    os.makedirs(args.out, exist_ok=True)
+    sd = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
+    meta = {"format": FORMAT, "version": str(VERSION), "config": cfg.to_json()}
+    save_file(sd, os.path.join(args.out, "golden_weights.safetensors"), metadata=meta)
+
+    g = {}
+    with torch.no_grad():
+        clip = noisy_clip(gen, 7, 40, 70).to(dev)
+        sigma = torch.tensor([25.0], device=dev)
+        g["input.clip"] = clip
+        g["input.sigma"] = sigma
+        m = cfg.pad_multiple
+        H, W = clip.shape[-2:]
+        padded = reflect_pad(clip, (-H) % m, (-W) % m)[None]            # (1,7,3,64,128)
+        g.update(stage_outputs(model, padded[:, 1:6], sigma))
+        g["stage.F_tm1"] = model.features(padded[:, 0:5], sigma)[0]
+        g["stage.F_tp1"] = model.features(padded[:, 2:7], sigma)[0]
+        g["output"] = model(clip[None], sigma)[0]
+
+        for key, n, s in (("seq", 5, 10.0), ("seq1", 1, 10.0), ("seq2", 2, 10.0)):
+            x = torch.rand((n, 3, 24, 40), generator=gen) * 2 - 1
+            x = x.to(dev)
+            g[f"{key}.input"] = x
+            g[f"{key}.sigma"] = torch.tensor([s], device=dev)
+            g[f"{key}.output"] = denoise_sequence(model, x, s)
+
+    g = {k: v.detach().float().contiguous().cpu() for k, v in g.items()}
+    save_file(g, os.path.join(args.out, "golden_tensors.safetensors"),
+              metadata={"device": str(dev), "torch": torch.__version__, "seed": "1234"})
+    for k, v in g.items():
+        print(f"{k:22s} {tuple(v.shape)}  rms {v.pow(2).mean().sqrt().item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
