@@ -18,23 +18,29 @@
  *   for YUV formats the noise is added to the Y, U and V code values as stored (it is then not
  *   white in RGB: use a gbrp* format to reproduce the RGB AWGN the model is trained for).
  *
- * Random numbers (counter-based, so any frame/pixel can be generated independently and the
- *   result does not depend on how the stream is chunked, on threads or on the machine):
- *   - mix64(z): the SplitMix64 output function (Steele, Lea & Flood, "Fast splittable
+ * Random numbers: the counter-based generator that weights/awgn.py (the PyTorch evaluation)
+ *   defines, so the C tool and PyTorch produce the same noisy clip on any machine, in any order:
+ *   - mix(z): the SplitMix64 output function (Steele, Lea & Flood, "Fast splittable
  *     pseudorandom number generators", OOPSLA 2014; constants from Vigna's public-domain
- *     splitmix64.c, https://prng.di.unimi.it/splitmix64.c):
+ *     splitmix64.c, https://prng.di.unimi.it/splitmix64.c), all arithmetic mod 2^64:
  *       z += 0x9E3779B97F4A7C15; z = (z ^ z>>30) * 0xBF58476D1CE4E5B9;
  *       z = (z ^ z>>27) * 0x94D049BB133111EB; return z ^ z>>31;
- *   - key(seed, frame, plane) = mix64(mix64(mix64(seed) ^ frame) ^ plane), frame counted from 0
- *     (plus --first-frame), plane in stored order (gbrp: 0 = G, 1 = B, 2 = R; yuv: Y, U, V).
- *   - for sample index i = y * plane_width + x:
- *       a = mix64(key + 2*i), b = mix64(key + 2*i + 1)       (64-bit wrap-around arithmetic)
- *       u1 = ((a >> 11) + 1) * 2^-53   in (0, 1]
- *       u2 =  (b >> 11)      * 2^-53   in [0, 1)
- *       n  = sqrt(-2 ln u1) * cos(2 pi u2)                     (Box-Muller, cosine branch)
- *     computed in double precision. Results are bit-identical wherever libm's log/cos/sqrt are
- *     (glibc's are correctly rounded for these in practice); elsewhere a float sample may differ
- *     by an ulp and an integer sample, very rarely, by one code value.
+ *   - base = mix(seed)
+ *   - sample counter i = f * S + O_c + y * W_c + x, where f = frame number (0-based, plus
+ *     --first-frame), S = samples per frame (all planes), c = component in *logical* order
+ *     (RGB formats: 0 = R, 1 = G, 2 = B, although gbrp stores G, B, R; YUV/gray: Y, U, V),
+ *     O_c = samples of the components before c, W_c = that component's plane width. For RGB
+ *     this is awgn.py's i = ((f * 3 + c) * H + y) * W + x.
+ *   - a = mix(base + 2i), b = mix(base + 2i + 1)
+ *     u1 = ((a >> 11) + 1) * 2^-53 in (0, 1],  u2 = (b >> 11) * 2^-53 in [0, 1)
+ *     g  = (float)(sqrt(-2 ln u1) * cos(2 pi u2))       (Box-Muller in double, stored as float)
+ *   - float formats:   out = v + s * g, float32 arithmetic, s = (float)(sigma / 255)
+ *     integer formats: v = code / M (float32, M = 2^depth - 1),
+ *                      out = rint(clamp(v + s * g, 0, 1) * M)   (round half to even, as
+ *                      torch.round; awgn.py's clip8 protocol for 8 bit)
+ *   Results are bit-identical wherever libm's log/cos/sqrt agree (glibc's do across x86-64 and
+ *   aarch64 in practice) and the compiler does not fuse s * g + v into an FMA (it does not for
+ *   baseline x86-64; build with -ffp-contract=off elsewhere).
  *
  * Exit status: 0 on success (including empty input), 1 on a read/write error or a truncated
  * last frame, 2 on a usage error.
@@ -56,25 +62,26 @@ typedef struct PixFmt {
     int log2_cw, log2_ch; /* chroma subsampling of planes 1 and 2 (planes 0 and 3 are full size) */
     int depth;          /* bits per sample; 0 = float32 */
     int bytes;          /* bytes per sample */
+    int rgb;            /* planes stored G, B, R (logical component order R, G, B) */
 } PixFmt;
 
 static const PixFmt pix_fmts[] = {
-    { "gray",        1, 0, 0,  8, 1 },
-    { "gray10le",    1, 0, 0, 10, 2 },
-    { "gray12le",    1, 0, 0, 12, 2 },
-    { "gray16le",    1, 0, 0, 16, 2 },
-    { "grayf32le",   1, 0, 0,  0, 4 },
-    { "gbrp",        3, 0, 0,  8, 1 },
-    { "gbrp10le",    3, 0, 0, 10, 2 },
-    { "gbrp12le",    3, 0, 0, 12, 2 },
-    { "gbrp16le",    3, 0, 0, 16, 2 },
-    { "gbrpf32le",   3, 0, 0,  0, 4 },
-    { "yuv420p",     3, 1, 1,  8, 1 },
-    { "yuv420p10le", 3, 1, 1, 10, 2 },
-    { "yuv422p",     3, 1, 0,  8, 1 },
-    { "yuv422p10le", 3, 1, 0, 10, 2 },
-    { "yuv444p",     3, 0, 0,  8, 1 },
-    { "yuv444p10le", 3, 0, 0, 10, 2 },
+    { "gray",        1, 0, 0,  8, 1, 0 },
+    { "gray10le",    1, 0, 0, 10, 2, 0 },
+    { "gray12le",    1, 0, 0, 12, 2, 0 },
+    { "gray16le",    1, 0, 0, 16, 2, 0 },
+    { "grayf32le",   1, 0, 0,  0, 4, 0 },
+    { "gbrp",        3, 0, 0,  8, 1, 1 },
+    { "gbrp10le",    3, 0, 0, 10, 2, 1 },
+    { "gbrp12le",    3, 0, 0, 12, 2, 1 },
+    { "gbrp16le",    3, 0, 0, 16, 2, 1 },
+    { "gbrpf32le",   3, 0, 0,  0, 4, 1 },
+    { "yuv420p",     3, 1, 1,  8, 1, 0 },
+    { "yuv420p10le", 3, 1, 1, 10, 2, 0 },
+    { "yuv422p",     3, 1, 0,  8, 1, 0 },
+    { "yuv422p10le", 3, 1, 0, 10, 2, 0 },
+    { "yuv444p",     3, 0, 0,  8, 1, 0 },
+    { "yuv444p10le", 3, 0, 0, 10, 2, 0 },
 };
 #define NB_PIX_FMTS (sizeof(pix_fmts) / sizeof(pix_fmts[0]))
 
@@ -86,18 +93,13 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static uint64_t plane_key(uint64_t seed, uint64_t frame, uint64_t plane)
+/* Standard normal sample number i of the stream base = mix64(seed), rounded to float. */
+static float gauss(uint64_t base, uint64_t i)
 {
-    return mix64(mix64(mix64(seed) ^ frame) ^ plane);
-}
-
-/* Standard normal sample number i of the stream `key`. */
-static double gauss(uint64_t key, uint64_t i)
-{
-    uint64_t a = mix64(key + 2 * i), b = mix64(key + 2 * i + 1);
+    uint64_t a = mix64(base + 2 * i), b = mix64(base + 2 * i + 1);
     double u1 = (double)((a >> 11) + 1) * 0x1.0p-53;
     double u2 = (double)(b >> 11) * 0x1.0p-53;
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
 static int host_is_le(void)
@@ -133,9 +135,9 @@ static void usage(FILE *f)
 "  --frames N       stop after N frames (default: until end of input).\n"
 "  -h, --help       this text.\n"
 "\n"
-"Generator: n = Box-Muller(u1, u2), u1/u2 from SplitMix64's mixer (Steele, Lea & Flood 2014)\n"
-"applied to the counter key(seed, frame, plane) + 2*i and + 2*i+1, i = y*plane_width + x;\n"
-"see the comment at the top of tools/noise.c for the exact definition.\n"
+"Generator (same as weights/awgn.py): n = Box-Muller(u1, u2), u1/u2 from SplitMix64's mixer\n"
+"(Steele, Lea & Flood 2014) of mix(seed) + 2i and + 2i+1, i = ((frame*3 + c)*H + y)*W + x with\n"
+"c = 0, 1, 2 for R, G, B (Y, U, V); see the comment at the top of tools/noise.c for the details.\n"
 "\n"
 "Example:\n"
 "  ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le - \\\n"
@@ -179,7 +181,9 @@ int main(int argc, char **argv)
     uint64_t seed = 0, first_frame = 0, max_frames = UINT64_MAX, frame;
     long w = 0, h = 0;
     const PixFmt *pf = NULL;
-    size_t plane_w[4], plane_h[4], frame_bytes = 0;
+    size_t plane_w[4], plane_h[4], comp_size[4], frame_bytes = 0;
+    uint64_t comp_offset[4], frame_samples = 0, base;
+    float s;
     unsigned char *buf;
     int i, p, swap;
 
@@ -247,6 +251,16 @@ int main(int argc, char **argv)
         plane_h[p] = sub ? (size_t)((h + (1 << pf->log2_ch) - 1) >> pf->log2_ch) : (size_t)h;
         frame_bytes += plane_w[p] * plane_h[p] * pf->bytes;
     }
+    for (p = 0; p < pf->planes; p++) {
+        int c = pf->rgb ? (p + 1) % 3 : p;
+        comp_size[c] = plane_w[p] * plane_h[p];
+    }
+    for (p = 0; p < pf->planes; p++) {
+        comp_offset[p] = frame_samples;
+        frame_samples += comp_size[p];
+    }
+    s = (float)(sigma / 255.0);
+    base = mix64(seed);
     buf = malloc(frame_bytes);
     if (!buf) {
         fprintf(stderr, "noise: out of memory\n");
@@ -269,34 +283,35 @@ int main(int argc, char **argv)
             return 1;
         }
         for (p = 0; p < pf->planes; p++) {
-            uint64_t key = plane_key(seed, first_frame + frame, (uint64_t)p);
+            /* logical component of storage plane p and the counter of its first sample */
+            int c = pf->rgb ? (p + 1) % 3 : p; /* gbrp: G, B, R -> 1, 2, 0 */
+            uint64_t i0 = (first_frame + frame) * frame_samples + comp_offset[c];
             size_t n = plane_w[p] * plane_h[p], k;
             if (pf->depth == 0) {
-                const double s = sigma / 255.0;
                 for (k = 0; k < n; k++) {
                     unsigned char *q = ptr + 4 * k;
-                    uint32_t bits;
-                    float f;
+                    float f, d;
                     if (swap) { unsigned char t = q[0]; q[0] = q[3]; q[3] = t; t = q[1]; q[1] = q[2]; q[2] = t; }
-                    memcpy(&bits, q, 4);
-                    memcpy(&f, &bits, 4);
-                    f = (float)((double)f + s * gauss(key, k));
+                    memcpy(&f, q, 4);
+                    d = s * gauss(base, i0 + k);
+                    f = f + d;
                     memcpy(q, &f, 4);
                     if (swap) { unsigned char t = q[0]; q[0] = q[3]; q[3] = t; t = q[1]; q[1] = q[2]; q[2] = t; }
                 }
             } else {
-                const double maxv = (double)((1 << pf->depth) - 1);
-                const double s = sigma / 255.0 * maxv;
+                const float maxv = (float)((1 << pf->depth) - 1);
                 for (k = 0; k < n; k++) {
-                    double x;
+                    float x, d;
                     unsigned v;
                     if (pf->bytes == 1)
                         v = ptr[k];
                     else
                         v = ptr[2 * k] | (unsigned)ptr[2 * k + 1] << 8; /* little-endian on any host */
-                    x = floor((double)v + s * gauss(key, k) + 0.5);
-                    x = x < 0 ? 0 : x > maxv ? maxv : x;
-                    v = (unsigned)x;
+                    d = s * gauss(base, i0 + k);
+                    x = (float)v / maxv + d;
+                    x = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
+                    x = x * maxv;
+                    v = (unsigned)rintf(x);
                     if (pf->bytes == 1) {
                         ptr[k] = (unsigned char)v;
                     } else {
