@@ -39,8 +39,8 @@
  *                      out = rint(clamp(v + s * g, 0, 1) * M)   (round half to even, as
  *                      torch.round; awgn.py's clip8 protocol for 8 bit)
  *   Results are bit-identical wherever libm's log/cos/sqrt agree (glibc's do across x86-64 and
- *   aarch64 in practice) and the compiler does not fuse s * g + v into an FMA (it does not for
- *   baseline x86-64; build with -ffp-contract=off elsewhere).
+ *   aarch64 in practice); the product s * g goes through a volatile float, so no compiler
+ *   fuses s * g + v into an FMA.
  *
  * Exit status: 0 on success (including empty input), 1 on a read/write error or a truncated
  * last frame, 2 on a usage error.
@@ -290,7 +290,8 @@ int main(int argc, char **argv)
             if (pf->depth == 0) {
                 for (k = 0; k < n; k++) {
                     unsigned char *q = ptr + 4 * k;
-                    float f, d;
+                    float f;
+                    volatile float d; /* rounded product: no FMA contraction of s * g + v */
                     if (swap) { unsigned char t = q[0]; q[0] = q[3]; q[3] = t; t = q[1]; q[1] = q[2]; q[2] = t; }
                     memcpy(&f, q, 4);
                     d = s * gauss(base, i0 + k);
@@ -301,7 +302,8 @@ int main(int argc, char **argv)
             } else {
                 const float maxv = (float)((1 << pf->depth) - 1);
                 for (k = 0; k < n; k++) {
-                    float x, d;
+                    float x;
+                    volatile float d; /* rounded product: no FMA contraction */
                     unsigned v;
                     if (pf->bytes == 1)
                         v = ptr[k];
