@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Export a training checkpoint to the shipped safetensors weight file.
+
+  python3 weights/export.py CKPT.pt OUT.safetensors [--dtype bf16] [--eval EVAL.json]
+                            [--log train.log]
+
+Tensors keep the PyTorch module names (model.Denoiser.state_dict()). __metadata__ (all values
+strings, as safetensors requires) holds:
+  format "denoise-swin", version "1", config (model.Config JSON), data, noise_model,
+  steps, clips, train_minutes, gpu ("NVIDIA H200"), eval (JSON of weights/eval.py, if given).
+Loading it back: weights/export.py's load_weights(), or the C engine (kernels/safetensors.cpp).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import FORMAT, VERSION, Config, Denoiser  # noqa: E402
+
+DATA = ("train-photos (234 JPEG photographs: Debian wallpaper packages, Urban100, Sun-Hays80) and "
+        "train-video (16 DAVIS-2016 sequences, CC BY 4.0), minus the held-out validation split "
+        "(weights/data.py); never eval-davis4")
+NOISE = ("AWGN, sigma ~ U(0,55) in 8-bit code values per 7-frame clip, RGB, unclipped; 25% of clips "
+         "clipped to [0,1] and quantised to 8 bit")
+
+
+def load_weights(path: str, device="cpu") -> Denoiser:
+    """Build a Denoiser from a weight file (.safetensors or a training checkpoint .pt)."""
+    if path.endswith(".pt"):
+        d = torch.load(path, map_location=device)
+        m = Denoiser(Config.from_json(d["config"]))
+        m.load_state_dict(d["model"])
+        return m.to(device)
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        meta = f.metadata() or {}
+    if meta.get("format") != FORMAT or meta.get("version") != str(VERSION):
+        raise ValueError(f"{path}: not a {FORMAT} v{VERSION} weight file (metadata {meta.get('format')!r} "
+                         f"v{meta.get('version')!r})")
+    m = Denoiser(Config.from_json(meta["config"]))
+    sd = {k: v.float() for k, v in load_file(path).items()}
+    m.load_state_dict(sd, strict=True)
+    return m.to(device)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ckpt")
+    ap.add_argument("out")
+    ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    ap.add_argument("--eval", help="JSON written by weights/eval.py")
+    ap.add_argument("--gpu", default="NVIDIA H200")
+    args = ap.parse_args()
+    d = torch.load(args.ckpt, map_location="cpu")
+    cfg = Config.from_json(d["config"])
+    m = Denoiser(cfg)
+    m.load_state_dict(d["model"])
+    dt = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    tensors = {k: v.detach().to(dt).contiguous() for k, v in m.state_dict().items()}
+    st = d.get("state", {})
+    meta = {
+        "format": FORMAT, "version": str(VERSION), "config": cfg.to_json(),
+        "data": DATA, "noise_model": NOISE,
+        "steps": str(st.get("step", 0)), "clips": str(st.get("clips", 0)),
+        "train_minutes": f"{st.get('train_seconds', 0) / 60:.1f}", "gpu": args.gpu,
+        "dtype": args.dtype,
+    }
+    if args.eval:
+        with open(args.eval) as f:
+            meta["eval"] = json.dumps(json.load(f), sort_keys=True)
+    save_file(tensors, args.out, metadata=meta)
+    print(f"wrote {args.out}: {len(tensors)} tensors, {os.path.getsize(args.out)} bytes, {args.dtype}")
+
+
+if __name__ == "__main__":
+    main()
