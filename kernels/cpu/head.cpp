@@ -1,0 +1,63 @@
+// Output head: conv3d 3x3x3 (32 -> 12 channels; time taps F_{t-1}, F_t, F_{t+1}, no time padding;
+// spatial zero padding 1) + bias + s2d(x_t) residual, clamped to [-1, 1].
+//
+// Two passes (the idea of the project's stencil-head note, own code):
+//  1. temporal GEMM: G (h*w, 9*Cout) = sum_dt F_dt (h*w, Cin) x Wt_dt (Cin, 9*Cout), where output
+//     channel (ky*3 + kx)*Cout + o of G holds spatial tap (ky, kx) of output channel o. Three
+//     sgemms with K = 32, N = 108; the operand is each feature map read once.
+//  2. stencil: out[y, x, o] = clamp(bias[o] + res[y, x, o]
+//                                    + sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*Cout + o], -1, 1),
+//     neighbours outside the map contribute 0 (the conv's zero padding). Nine shifted 12-float
+//     reads per position, served from cache (rows y-1..y+1 of G).
+// Value path: all 27 taps accumulate in fp32 (3 in the GEMM, 9 partial sums here), like the
+// PyTorch reference up to summation order (~1e-6).
+#include "ops.h"
+
+#include <algorithm>
+#include <cblas.h>
+
+namespace denoise {
+namespace cpu {
+
+void head_pack(const float *w, int Cout, int Cin, float *wt) {
+    const int N = 9 * Cout;
+    for (int dt = 0; dt < 3; ++dt)
+        for (int ci = 0; ci < Cin; ++ci)
+            for (int ky = 0; ky < 3; ++ky)
+                for (int kx = 0; kx < 3; ++kx)
+                    for (int o = 0; o < Cout; ++o)
+                        wt[((size_t)dt * Cin + ci) * N + (ky * 3 + kx) * Cout + o] =
+                            w[((((size_t)o * Cin + ci) * 3 + dt) * 3 + ky) * 3 + kx];
+}
+
+size_t head_work_floats(int h, int w, int Cout) { return (size_t)h * w * 9 * Cout; }
+
+void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt, const float *bias, int Cout,
+                 const float *residual, float *out, float *G) {
+    const int N = 9 * Cout;
+    const int M = h * w;
+    for (int dt = 0; dt < 3; ++dt)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Cin, 1.0f, F[dt], Cin,
+                    wt + (size_t)dt * Cin * N, N, dt ? 1.0f : 0.0f, G, N);
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+            float acc[64];
+            for (int o = 0; o < Cout; ++o) acc[o] = bias[o];
+            for (int ky = 0; ky < 3; ++ky) {
+                const int yy = y + ky - 1;
+                if (yy < 0 || yy >= h) continue;
+                for (int kx = 0; kx < 3; ++kx) {
+                    const int xx = x + kx - 1;
+                    if (xx < 0 || xx >= w) continue;
+                    const float *g = G + ((size_t)yy * w + xx) * N + (ky * 3 + kx) * Cout;
+                    for (int o = 0; o < Cout; ++o) acc[o] += g[o];
+                }
+            }
+            const size_t p = ((size_t)y * w + x) * Cout;
+            for (int o = 0; o < Cout; ++o) out[p + o] = std::min(1.0f, std::max(-1.0f, acc[o] + residual[p + o]));
+        }
+}
+
+}  // namespace cpu
+}  // namespace denoise

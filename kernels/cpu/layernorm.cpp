@@ -1,0 +1,33 @@
+// LayerNorm over the channels of each token: y = (x - mean) / sqrt(var + eps) * gamma + beta,
+// biased variance, as torch.nn.LayerNorm. NHWC fp32, so a token's C channels are contiguous.
+// Two passes over each token's C floats (mean, then variance and the affine) from L1; one read
+// and one write of the map from memory. Variance is computed about the mean (not E[x^2]-mean^2)
+// to keep the 1e-4 parity when |mean| >> std.
+#include "ops.h"
+
+#include <cmath>
+
+namespace denoise {
+namespace cpu {
+
+void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+        const float *x = in + t * C;
+        float *y = out + t * C;
+        float mean = 0.f;
+        for (int c = 0; c < C; ++c) mean += x[c];
+        mean /= (float)C;
+        float var = 0.f;
+        for (int c = 0; c < C; ++c) {
+            float d = x[c] - mean;
+            var += d * d;
+        }
+        var /= (float)C;
+        const float r = 1.0f / std::sqrt(var + eps);
+        for (int c = 0; c < C; ++c) y[c] = (x[c] - mean) * r * gamma[c] + beta[c];
+    }
+}
+
+}  // namespace cpu
+}  // namespace denoise

@@ -1,0 +1,71 @@
+// CPU reference operators of model v1 (weights/model.py). All tensors are fp32, NHWC (token-major:
+// element (y, x, c) of an h x w x C map lives at (y * w + x) * C + c) unless stated otherwise.
+// Each operator is in its own file with a note on its math and memory traffic. None allocates
+// except where stated; callers pass workspaces. Loops are OpenMP-parallel; GEMMs are OpenBLAS.
+#ifndef DENOISE_CPU_OPS_H
+#define DENOISE_CPU_OPS_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace denoise {
+namespace cpu {
+
+// layernorm.cpp: out[n, :] = (in[n, :] - mean) / sqrt(var + eps) * gamma + beta, per token,
+// biased variance (PyTorch). in and out may alias. n tokens of C channels.
+void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps);
+
+// linear.cpp: out[n, N] = beta_out * out + in[n, K] (row stride lda) x W^T + b, W in PyTorch layout
+// (N, K) row-major with row stride ldw (usually K); b may be null. beta_out 0 overwrites, 1
+// accumulates (used to add a residual or a second operand without a concat copy).
+void linear(const float *in, int64_t n, int K, int lda, const float *W, int ldw, const float *b, int N,
+            float *out, float beta_out);
+
+// gelu.cpp: x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in place, n elements.
+void gelu_tanh(float *x, int64_t n);
+
+// space_to_depth.cpp: s2d (h, w, C) -> (h/2, w/2, 4C), out channel c*4 + dy*2 + dx; d2s the inverse
+// (h, w, 4C) -> (2h, 2w, C). h, w even for s2d.
+void s2d_nhwc(const float *in, int h, int w, int C, float *out);
+void d2s_nhwc(const float *in, int h, int w, int C4, float *out);
+
+// conv3x3.cpp: 3x3 convolution, zero padding 1, NHWC in (h, w, Cin) -> out (h, w, Cout) + bias.
+// `wk` is the weight repacked by conv3x3_pack: 9 taps of (Cin, Cout) row-major.
+// `work` needs conv3x3_work_floats(h, w, Cin, Cout) floats.
+void conv3x3_pack(const float *w_oihw, int Cout, int Cin, float *wk);
+size_t conv3x3_work_floats(int h, int w, int Cin, int Cout);
+void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const float *bias, int Cout, float *out,
+             float *work);
+
+// window_attention.cpp: Swin's (shifted) window multi-head self-attention core on an already
+// projected qkv map, in window order. qkv: (nwin * ws*ws, 3C) with [q | k | v], head h at channels
+// h*hd..h*hd+hd-1 of each part, windows in row-major order over the (shifted) map of
+// (h/ws) x (w/ws) windows, tokens row-major inside a window. bias: (heads, N, N), N = ws*ws, the
+// relative position bias already gathered from the table. shift > 0 applies Swin's region mask
+// (regions of the rolled map: [0, H-ws), [H-ws, H-s), [H-s, H) per axis). out: (nwin*N, C).
+void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, int shift, const float *bias,
+                      float *out);
+
+// window_attention.cpp: gather the map (H, W, C) into window order with a cyclic roll by -shift
+// (token (y, x) of the rolled map is token ((y+shift) % H, (x+shift) % W) of the map), and the
+// inverse scatter that adds the windowed result back onto the map (roll by +shift, residual add).
+void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win);
+void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift, float *map);
+
+// relative position bias table (15*15, heads) -> (heads, N, N), N = ws*ws, index
+// (dy + ws-1) * (2ws-1) + (dx + ws-1) with dy = y_q - y_k, dx = x_q - x_k.
+void gather_relative_bias(const float *table, int ws, int heads, float *out);
+
+// head.cpp: conv3d 3x3x3 (time taps t-1, t, t+1, spatial zero padding) as a temporal GEMM to
+// 9 x Cout channels followed by a 9-tap stencil, + bias + residual, clamped to [-1, 1].
+// F[3]: the three feature maps (h, w, Cin); wt: head_pack output; residual and out (h, w, Cout);
+// work: head_work_floats(h, w, Cout) floats.
+void head_pack(const float *w_oitkk, int Cout, int Cin, float *wt);  // -> 3 x (Cin, 9*Cout)
+size_t head_work_floats(int h, int w, int Cout);
+void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt, const float *bias, int Cout,
+                 const float *residual, float *out, float *work);
+
+}  // namespace cpu
+}  // namespace denoise
+
+#endif

@@ -1,0 +1,232 @@
+// The whole model v1 network on the CPU (weights/model.py's UNet and Denoiser.head_out), built
+// from the operators in ops.h. fp32 NHWC throughout. Memory: the workspace holds the three skip
+// levels (x0, x1, x2), two token buffers of the largest stage (a, b), qkv (3C) and the MLP hidden
+// map (mlp_ratio C); at 854x480 (padded 896x512, 448x256 tokens of 32 ch) about 200 MB.
+#include "unet.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops.h"
+
+namespace denoise {
+namespace cpu {
+
+bool bind_weights(const StFile &f, const ModelConfig &cfg, UNetWeights *W, std::string *err) {
+    const std::string file = base_name(f.path);
+    const auto expected = expected_tensors(cfg);
+    for (const auto &e : expected) {
+        auto it = f.tensors.find(e.first);
+        if (it == f.tensors.end()) {
+            *err = file + ": tensor '" + e.first + "' is missing (expected shape " + shape_str(e.second) + ")";
+            return false;
+        }
+        if (it->second.shape != e.second) {
+            *err = file + ": tensor '" + e.first + "' has shape " + shape_str(it->second.shape) + ", expected " +
+                   shape_str(e.second);
+            return false;
+        }
+    }
+    if (f.tensors.size() != expected.size()) {
+        for (const auto &t : f.tensors) {
+            bool known = std::any_of(expected.begin(), expected.end(), [&](const auto &e) { return e.first == t.first; });
+            if (!known) {
+                *err = file + ": unexpected tensor '" + t.first + "' " + shape_str(t.second.shape) +
+                       " (not part of the model the config describes)";
+                return false;
+            }
+        }
+    }
+
+    auto T = [&](const std::string &n) { return f.tensors.at(n).data.data(); };
+    auto lin = [&](const std::string &p, int in, int out, bool bias) {
+        LinearW l;
+        l.w = T(p + ".weight");
+        l.b = bias ? T(p + ".bias") : nullptr;
+        l.in = in;
+        l.out = out;
+        return l;
+    };
+    auto norm = [&](const std::string &p, int n) { return NormW{T(p + ".weight"), T(p + ".bias"), n}; };
+    auto stage = [&](const std::string &name, int C, int heads, int depth) {
+        StageW s;
+        s.C = C;
+        s.heads = heads;
+        const int N = cfg.window * cfg.window;
+        for (int i = 0; i < depth; ++i) {
+            const std::string p = "unet." + name + ".blocks." + std::to_string(i) + ".";
+            BlockW b;
+            b.norm1 = norm(p + "norm1", C);
+            b.norm2 = norm(p + "norm2", C);
+            b.qkv = lin(p + "attn.qkv", C, 3 * C, true);
+            b.proj = lin(p + "attn.proj", C, C, true);
+            b.fc1 = lin(p + "fc1", C, cfg.mlp_ratio * C, true);
+            b.fc2 = lin(p + "fc2", cfg.mlp_ratio * C, C, true);
+            b.bias.resize((size_t)heads * N * N);
+            gather_relative_bias(T(p + "attn.relative_position_bias_table"), cfg.window, heads, b.bias.data());
+            b.shift = (i % 2 == 1) ? cfg.shift : 0;
+            s.blocks.push_back(std::move(b));
+        }
+        return s;
+    };
+    const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
+    W->cfg = cfg;
+    W->fusion_wk.resize((size_t)9 * cfg.fusion_in_channels() * c0);
+    conv3x3_pack(T("unet.fusion.weight"), c0, cfg.fusion_in_channels(), W->fusion_wk.data());
+    W->fusion_b = T("unet.fusion.bias");
+    W->enc0 = stage("enc0", c0, cfg.heads[0], cfg.depth_enc0);
+    W->merge0_norm = norm("unet.merge0.norm", 4 * c0);
+    W->merge0_red = lin("unet.merge0.reduction", 4 * c0, c1, false);
+    W->enc1 = stage("enc1", c1, cfg.heads[1], cfg.depth_enc1);
+    W->merge1_norm = norm("unet.merge1.norm", 4 * c1);
+    W->merge1_red = lin("unet.merge1.reduction", 4 * c1, c2, false);
+    W->mid = stage("mid", c2, cfg.heads[2], cfg.depth_mid);
+    W->expand1 = lin("unet.expand1.expand", c2, 2 * c2, true);
+    W->skip1 = lin("unet.skip1", 2 * c1, c1, true);
+    W->dec1 = stage("dec1", c1, cfg.heads[1], cfg.depth_dec1);
+    W->expand0 = lin("unet.expand0.expand", c1, 2 * c1, true);
+    W->skip0 = lin("unet.skip0", 2 * c0, c0, true);
+    W->dec0 = stage("dec0", c0, cfg.heads[0], cfg.depth_dec0);
+    const int hc = cfg.head_out_channels();
+    W->head_wt.resize((size_t)3 * c0 * 9 * hc);
+    head_pack(T("head.weight"), hc, c0, W->head_wt.data());
+    W->head_b = T("head.bias");
+    return true;
+}
+
+void Workspace::resize(const ModelConfig &cfg, int hh, int ww) {
+    if (hh == h && ww == w) return;
+    h = hh;
+    w = ww;
+    const size_t n0 = (size_t)h * w, n1 = n0 / 4, n2 = n0 / 16;
+    const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
+    // The largest token map of any stage: n0*c0 == 2 n1*c1 == 4 n2*c2 when channels double.
+    const size_t big = std::max({n0 * c0, n1 * c1, n2 * c2, n1 * 4 * c0, n2 * 4 * c1, n2 * 2 * c2, n1 * 2 * c1});
+    conv.assign(conv3x3_work_floats(h, w, cfg.fusion_in_channels(), c0), 0.f);
+    x0.assign(n0 * c0, 0.f);
+    x1.assign(n1 * c1, 0.f);
+    x2.assign(n2 * c2, 0.f);
+    a.assign(big, 0.f);
+    b.assign(big, 0.f);
+    qkv.assign(3 * big, 0.f);
+    hidden.assign((size_t)cfg.mlp_ratio * big, 0.f);
+    head.assign(head_work_floats(h, w, cfg.head_out_channels()), 0.f);
+}
+
+void build_fusion_input(const float *const *frames, int nframes, int h, int w, float sigma, float *out) {
+    const int Cin = nframes * 12 + 1;
+    const float sm = sigma / 255.0f;
+    const int64_t n = (int64_t)h * w;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < n; ++p) {
+        float *o = out + p * Cin;
+        for (int k = 0; k < nframes; ++k) std::memcpy(o + k * 12, frames[k] + p * 12, sizeof(float) * 12);
+        o[Cin - 1] = sm;
+    }
+}
+
+namespace {
+
+// x (H, W, C) += proj(W-MSA(LN1(x))); x += fc2(GELU(fc1(LN2(x)))).
+void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float *x, int H, int W, Workspace &ws) {
+    const int64_t n = (int64_t)H * W;
+    float *win = ws.a.data(), *att = ws.b.data(), *qkv = ws.qkv.data(), *hid = ws.hidden.data();
+    const float eps = (float)cfg.ln_eps;
+    // LayerNorm is per token, so it commutes with the gather; normalising in window order saves
+    // a map-sized buffer.
+    window_gather(x, H, W, C, cfg.window, B.shift, win);
+    layernorm(win, win, n, C, B.norm1.g, B.norm1.b, eps);
+    linear(win, n, C, C, B.qkv.w, C, B.qkv.b, 3 * C, qkv, 0.f);
+    window_attention(qkv, H, W, C, heads, cfg.window, B.shift, B.bias.data(), att);
+    linear(att, n, C, C, B.proj.w, C, B.proj.b, C, win, 0.f);
+    window_scatter_add(win, H, W, C, cfg.window, B.shift, x);
+    layernorm(x, win, n, C, B.norm2.g, B.norm2.b, eps);
+    const int Ch = cfg.mlp_ratio * C;
+    linear(win, n, C, C, B.fc1.w, C, B.fc1.b, Ch, hid, 0.f);
+    gelu_tanh(hid, n * Ch);
+    linear(hid, n, Ch, Ch, B.fc2.w, Ch, B.fc2.b, C, x, 1.f);
+}
+
+void run_stage(const StageW &S, const ModelConfig &cfg, float *x, int H, int W, Workspace &ws, const StageHook &hook,
+               const char *name) {
+    for (size_t i = 0; i < S.blocks.size(); ++i) {
+        swin_block(S.blocks[i], cfg, S.C, S.heads, x, H, W, ws);
+        if (hook && i + 1 < S.blocks.size()) {
+            std::string n = std::string(name) + ".block" + std::to_string(i);
+            hook(n.c_str(), x, H, W, S.C);
+        }
+    }
+    if (hook) hook(name, x, H, W, S.C);
+}
+
+// s2d (H, W, C) -> LN(4C) -> linear 4C -> 2C (no bias) into out (H/2, W/2, 2C).
+void patch_merge(const NormW &nw, const LinearW &red, const ModelConfig &cfg, const float *x, int H, int W, int C,
+                 float *out, float *tmp) {
+    const int64_t n = (int64_t)(H / 2) * (W / 2);
+    s2d_nhwc(x, H, W, C, tmp);
+    layernorm(tmp, tmp, n, 4 * C, nw.g, nw.b, (float)cfg.ln_eps);
+    linear(tmp, n, 4 * C, 4 * C, red.w, 4 * C, nullptr, red.out, out, 0.f);
+}
+
+// up = d2s(linear C -> 2C (x)) at (2H, 2W, C/2); out = [up, skip] x Wskip^T + b, without the concat.
+void expand_skip(const LinearW &ex, const LinearW &sk, const float *x, int H, int W, int C, const float *skip,
+                 float *out, float *tmp, float *up) {
+    const int64_t n = (int64_t)H * W;
+    linear(x, n, C, C, ex.w, C, ex.b, 2 * C, tmp, 0.f);
+    d2s_nhwc(tmp, H, W, 2 * C, up);
+    const int Cu = C / 2, Co = sk.out;
+    linear(up, 4 * n, Cu, Cu, sk.w, 2 * Cu, nullptr, Co, out, 0.f);
+    linear(skip, 4 * n, Cu, Cu, sk.w + Cu, 2 * Cu, sk.b, Co, out, 1.f);
+}
+
+}  // namespace
+
+void unet_forward(const UNetWeights &Wt, const float *fusion_in, int h, int w, float *F, Workspace &ws,
+                  const StageHook &hook) {
+    const ModelConfig &cfg = Wt.cfg;
+    ws.resize(cfg, h, w);
+    const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
+    const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
+    float *x0 = ws.x0.data(), *x1 = ws.x1.data(), *x2 = ws.x2.data();
+
+    conv3x3(fusion_in, h, w, cfg.fusion_in_channels(), Wt.fusion_wk.data(), Wt.fusion_b, c0, x0, ws.conv.data());
+    if (hook) hook("fusion", x0, h, w, c0);
+    run_stage(Wt.enc0, cfg, x0, h, w, ws, hook, "enc0");
+
+    patch_merge(Wt.merge0_norm, Wt.merge0_red, cfg, x0, h, w, c0, x1, ws.hidden.data());
+    if (hook) hook("merge0", x1, h1, w1, c1);
+    run_stage(Wt.enc1, cfg, x1, h1, w1, ws, hook, "enc1");
+
+    patch_merge(Wt.merge1_norm, Wt.merge1_red, cfg, x1, h1, w1, c1, x2, ws.hidden.data());
+    if (hook) hook("merge1", x2, h2, w2, c2);
+    run_stage(Wt.mid, cfg, x2, h2, w2, ws, hook, "mid");
+
+    // Decoder. The blocks use a, b, qkv and hidden as scratch, so the level-1 result y1 is kept
+    // in F's storage (h1*w1*c1 <= h*w*c0); the level-0 expand reads y1 into `hidden` before the
+    // skip linear writes F, so F can be both.
+    float *y1 = F;
+    expand_skip(Wt.expand1, Wt.skip1, x2, h2, w2, c2, x1, y1, ws.qkv.data(), ws.b.data());
+    if (hook) {
+        hook("expand1", ws.b.data(), h1, w1, c1);
+        hook("skip1", y1, h1, w1, c1);
+    }
+    run_stage(Wt.dec1, cfg, y1, h1, w1, ws, hook, "dec1");
+
+    expand_skip(Wt.expand0, Wt.skip0, y1, h1, w1, c1, x0, F, ws.hidden.data(), ws.a.data());
+    if (hook) {
+        hook("expand0", ws.a.data(), h, w, c0);
+        hook("skip0", F, h, w, c0);
+    }
+    run_stage(Wt.dec0, cfg, F, h, w, ws, hook, "dec0");
+}
+
+void head_forward(const UNetWeights &Wt, const float *const F[3], const float *centre, int h, int w, float *out,
+                  Workspace &ws) {
+    const ModelConfig &cfg = Wt.cfg;
+    ws.resize(cfg, h, w);
+    head_conv3d(F, h, w, cfg.channels[0], Wt.head_wt.data(), Wt.head_b, cfg.head_out_channels(), centre, out,
+                ws.head.data());
+}
+
+}  // namespace cpu
+}  // namespace denoise

@@ -1,0 +1,131 @@
+// Swin window attention (Liu et al. 2021) on NHWC fp32 maps, model.py's WindowAttention and the
+// roll / partition / reverse of SwinBlock.forward.
+//
+// Per window (N = ws*ws = 64 tokens) and head (hd = 32): S = (q * hd^-0.5) k^T + B_h (+ mask),
+// P = softmax_row(S), O = P v. The scores of one window-head are 64 x 64 floats (16 KB) and stay
+// in L1/L2 with K^T (8 KB); q, k, v are read once from the qkv map and O written once, so the
+// traffic is the qkv map (3C per token) plus the output (C per token). The 2 * 64 * C MAC per
+// token are done by plain loops whose inner dimension (64 keys or 32 head channels) is contiguous
+// so the compiler vectorises them; windows are spread over OpenMP threads.
+//
+// Shifted blocks: the map is rolled by -shift before partitioning; tokens of the rolled map that
+// come from different regions (rows [0, H-ws), [H-ws, H-s), [H-s, H), same for columns) must not
+// attend to each other. Only windows in the last window row or column contain more than one
+// region, so the mask is built per window from the tokens' region ids, and skipped when uniform.
+#include "ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace denoise {
+namespace cpu {
+
+void gather_relative_bias(const float *table, int ws, int heads, float *out) {
+    const int N = ws * ws, span = 2 * ws - 1;
+    for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < N; ++i)
+            for (int j = 0; j < N; ++j) {
+                const int dy = i / ws - j / ws + ws - 1, dx = i % ws - j % ws + ws - 1;
+                out[((size_t)h * N + i) * N + j] = table[(size_t)(dy * span + dx) * heads + h];
+            }
+}
+
+void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win) {
+    const int nwx = W / ws, nwin = (H / ws) * nwx;
+#pragma omp parallel for schedule(static)
+    for (int wi = 0; wi < nwin; ++wi) {
+        const int wy = wi / nwx, wx = wi % nwx;
+        for (int i = 0; i < ws; ++i) {
+            const int y = (wy * ws + i + shift) % H;
+            for (int j = 0; j < ws; ++j) {
+                const int x = (wx * ws + j + shift) % W;
+                std::memcpy(win + ((size_t)wi * ws * ws + i * ws + j) * C, map + ((size_t)y * W + x) * C, sizeof(float) * C);
+            }
+        }
+    }
+}
+
+void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift, float *map) {
+    const int nwx = W / ws, nwin = (H / ws) * nwx;
+#pragma omp parallel for schedule(static)
+    for (int wi = 0; wi < nwin; ++wi) {
+        const int wy = wi / nwx, wx = wi % nwx;
+        for (int i = 0; i < ws; ++i) {
+            const int y = (wy * ws + i + shift) % H;
+            for (int j = 0; j < ws; ++j) {
+                const int x = (wx * ws + j + shift) % W;
+                const float *s = win + ((size_t)wi * ws * ws + i * ws + j) * C;
+                float *d = map + ((size_t)y * W + x) * C;
+                for (int c = 0; c < C; ++c) d[c] += s[c];
+            }
+        }
+    }
+}
+
+static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : (p < n - s ? 1 : 2); }
+
+void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, int shift, const float *bias,
+                      float *out) {
+    const int N = ws * ws, hd = C / heads, C3 = 3 * C;
+    const int nwx = W / ws, nwin = (H / ws) * nwx;
+    const float scale = 1.0f / std::sqrt((float)hd);
+#pragma omp parallel
+    {
+        std::vector<float> qs((size_t)N * hd), kt((size_t)hd * N), S((size_t)N * N);
+        std::vector<int> ids(N);
+        std::vector<float> o(hd);
+#pragma omp for schedule(static)
+        for (int wi = 0; wi < nwin; ++wi) {
+            const int wy = wi / nwx, wx = wi % nwx;
+            bool masked = false;
+            if (shift) {
+                for (int t = 0; t < N; ++t)
+                    ids[t] = region(wy * ws + t / ws, H, ws, shift) * 3 + region(wx * ws + t % ws, W, ws, shift);
+                for (int t = 1; t < N; ++t) masked |= ids[t] != ids[0];
+            }
+            const float *base = qkv + (size_t)wi * N * C3;
+            for (int h = 0; h < heads; ++h) {
+                for (int t = 0; t < N; ++t) {
+                    const float *r = base + (size_t)t * C3 + h * hd;
+                    for (int d = 0; d < hd; ++d) {
+                        qs[(size_t)t * hd + d] = r[d] * scale;
+                        kt[(size_t)d * N + t] = r[C + d];
+                    }
+                }
+                const float *B = bias + (size_t)h * N * N;
+                for (int i = 0; i < N; ++i) {
+                    float *s = &S[(size_t)i * N];
+                    const float *b = B + (size_t)i * N;
+                    for (int j = 0; j < N; ++j) s[j] = b[j];
+                    for (int d = 0; d < hd; ++d) {
+                        const float qd = qs[(size_t)i * hd + d];
+                        const float *k = &kt[(size_t)d * N];
+                        for (int j = 0; j < N; ++j) s[j] += qd * k[j];
+                    }
+                    if (masked)
+                        for (int j = 0; j < N; ++j)
+                            if (ids[j] != ids[i]) s[j] = -INFINITY;
+                    float m = s[0];
+                    for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
+                    float sum = 0.f;
+                    for (int j = 0; j < N; ++j) {
+                        s[j] = std::exp(s[j] - m);
+                        sum += s[j];
+                    }
+                    const float inv = 1.0f / sum;
+                    for (int d = 0; d < hd; ++d) o[d] = 0.f;
+                    for (int j = 0; j < N; ++j) {
+                        const float p = s[j] * inv;
+                        const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
+                        for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+                    }
+                    std::memcpy(out + ((size_t)wi * N + i) * C + h * hd, o.data(), sizeof(float) * hd);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace cpu
+}  // namespace denoise

@@ -1,0 +1,45 @@
+// Model hyper-parameters as stored in a weight file's __metadata__ "config" (weights/model.py's
+// Config.to_json()), their validation, and the tensor list (names and shapes) they imply.
+#ifndef DENOISE_MODEL_CONFIG_H
+#define DENOISE_MODEL_CONFIG_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace denoise {
+
+struct ModelConfig {
+    int channels[3] = {32, 64, 128};  // enc0/dec0, enc1/dec1, mid
+    int heads[3] = {1, 2, 4};
+    int depth_enc0 = 2, depth_enc1 = 2, depth_mid = 3, depth_dec1 = 2, depth_dec0 = 2;
+    int window = 8;
+    int shift = 4;
+    int head_dim = 32;
+    int mlp_ratio = 4;
+    int fusion_radius = 2;  // frames s-r..s+r feed F_s
+    int head_radius = 1;    // F_{t-1}, F_t, F_{t+1} feed the head
+    int s2d = 2;
+    int pad_multiple = 64;
+    double ln_eps = 1e-5;
+
+    int temporal_radius() const { return fusion_radius + head_radius; }
+    int fusion_in_channels() const { return (2 * fusion_radius + 1) * 3 * s2d * s2d + 1; }
+    int head_out_channels() const { return 3 * s2d * s2d; }
+};
+
+// Parse the config JSON and check that this engine can run it. Every field of model.py's Config
+// must be present with the right type, no unknown field is accepted (it could change the math),
+// and the values must fit what the CPU engine implements: s2d 2, head_radius 1,
+// channels[i+1] = 2 channels[i], channels[i] = heads[i] * head_dim, 0 < shift < window, and
+// pad_multiple a multiple of s2d * 4 * window (the mid stage must tile into whole windows).
+// Returns false with *err naming the field ("config field 'channels' = [48,96,192]: ...").
+bool parse_model_config(const std::string &json_text, ModelConfig *cfg, std::string *err);
+
+// Every tensor the network needs, with its PyTorch name and shape, in state_dict order.
+std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const ModelConfig &cfg);
+
+}  // namespace denoise
+
+#endif

@@ -1,0 +1,250 @@
+// CPU engine vs the PyTorch reference (tests/data/golden_*.safetensors, written by
+// weights/make_goldens.py from randomised weights and noisy random clips).
+// Tolerance: 1e-4 max abs in network units ([-1, 1]) for every stage, the output and the
+// sequences; relative L2 is printed alongside (expected ~1e-6: fp32 with a different summation
+// order).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../kernels/cpu/unet.h"
+#include "../kernels/denoise.h"
+#include "../kernels/model_config.h"
+#include "../kernels/safetensors.h"
+#include "engine_test_util.h"
+
+using namespace denoise;
+using denoise_test::compare;
+using denoise_test::data_dir;
+
+namespace {
+
+constexpr double kTol = 1e-4;
+
+int reflect(int i, int n) {
+    if (n == 1) return 0;
+    int p = 2 * (n - 1);
+    i %= p;
+    if (i < 0) i += p;
+    return i >= n ? p - i : i;
+}
+
+class Golden : public ::testing::Test {
+protected:
+    static StFile wfile, gfile;
+    static ModelConfig cfg;
+    static cpu::UNetWeights W;
+    static bool loaded;
+    static std::string load_err;
+
+    static void SetUpTestSuite() {
+        std::string err;
+        loaded = load_safetensors(data_dir() + "/golden_weights.safetensors", &wfile, &err) &&
+                 load_safetensors(data_dir() + "/golden_tensors.safetensors", &gfile, &err) &&
+                 parse_model_config(wfile.metadata["config"], &cfg, &err) && cpu::bind_weights(wfile, cfg, &W, &err);
+        load_err = err;
+    }
+    void SetUp() override { ASSERT_TRUE(loaded) << load_err; }
+
+    static const StTensor &G(const std::string &name) { return gfile.tensors.at(name); }
+
+    // Frame f of a (T, 3, H, W) clip, reflect-padded to (Hp, Wp) and s2d'd to (Hp/2, Wp/2, 12).
+    static std::vector<float> s2d_frame(const StTensor &clip, int f, int Hp, int Wp) {
+        const int H = (int)clip.shape[2], Wd = (int)clip.shape[3];
+        std::vector<float> out((size_t)Hp / 2 * Wp / 2 * 12);
+        for (int y = 0; y < Hp / 2; ++y)
+            for (int x = 0; x < Wp / 2; ++x)
+                for (int c = 0; c < 3; ++c)
+                    for (int dy = 0; dy < 2; ++dy)
+                        for (int dx = 0; dx < 2; ++dx)
+                            out[((size_t)y * (Wp / 2) + x) * 12 + c * 4 + dy * 2 + dx] =
+                                clip.data[(((size_t)f * 3 + c) * H + reflect(2 * y + dy, H)) * Wd +
+                                          reflect(2 * x + dx, Wd)];
+        return out;
+    }
+};
+
+StFile Golden::wfile, Golden::gfile;
+ModelConfig Golden::cfg;
+cpu::UNetWeights Golden::W;
+bool Golden::loaded = false;
+std::string Golden::load_err;
+
+void expect_close(const std::string &name, const float *got, const StTensor &ref) {
+    auto d = compare(got, ref.data.data(), (int64_t)ref.data.size());
+    std::printf("  %-22s %-14s max_abs %.3e  rel_l2 %.3e\n", name.c_str(), shape_str(ref.shape).c_str(), d.max_abs,
+                d.rel_l2);
+    EXPECT_LE(d.max_abs, kTol) << name;
+}
+
+TEST_F(Golden, EveryStageOfTheCentrePass) {
+    const StTensor &clip = G("input.clip");
+    const float sigma = G("input.sigma").data[0];
+    const int Hp = 64, Wp = 128, h = Hp / 2, w = Wp / 2;
+    std::vector<std::vector<float>> fr;
+    for (int f = 0; f < 7; ++f) fr.push_back(s2d_frame(clip, f, Hp, Wp));
+
+    const int Cin = cfg.fusion_in_channels();
+    std::vector<float> fin((size_t)h * w * Cin), F[3];
+    cpu::Workspace ws;
+    std::map<std::string, std::vector<float>> got;
+    for (int pass = 0; pass < 3; ++pass) {
+        const float *win[5];
+        for (int k = 0; k < 5; ++k) win[k] = fr[pass + k].data();
+        cpu::build_fusion_input(win, 5, h, w, sigma, fin.data());
+        F[pass].resize((size_t)h * w * cfg.channels[0]);
+        cpu::StageHook hook;
+        if (pass == 1)
+            hook = [&](const char *name, const float *d, int hh, int ww, int C) {
+                got[name].assign(d, d + (size_t)hh * ww * C);
+            };
+        cpu::unet_forward(W, fin.data(), h, w, F[pass].data(), ws, hook);
+        if (pass == 1) {
+            // The golden fusion input is NCHW (61, h, w).
+            std::vector<float> nchw((size_t)Cin * h * w);
+            for (int c = 0; c < Cin; ++c)
+                for (int p = 0; p < h * w; ++p) nchw[(size_t)c * h * w + p] = fin[(size_t)p * Cin + c];
+            expect_close("stage.fusion_in", nchw.data(), G("stage.fusion_in"));
+        }
+    }
+    const char *stages[] = {"fusion", "enc0.block0", "enc0", "merge0", "enc1",  "merge1", "mid",
+                            "expand1", "skip1",      "dec1", "expand0", "skip0", "dec0"};
+    for (const char *s : stages) {
+        ASSERT_TRUE(got.count(s)) << "stage hook never reported " << s;
+        const StTensor &ref = G(std::string("stage.") + s);
+        ASSERT_EQ(got[s].size(), ref.data.size()) << s;
+        expect_close(std::string("stage.") + s, got[s].data(), ref);
+    }
+    expect_close("stage.F_tm1", F[0].data(), G("stage.F_tm1"));
+    expect_close("stage.F_t (dec0)", F[1].data(), G("stage.dec0"));
+    expect_close("stage.F_tp1", F[2].data(), G("stage.F_tp1"));
+
+    // Head + crop: the model output (3, 40, 70).
+    std::vector<float> out((size_t)h * w * 12);
+    const float *Fp[3] = {F[0].data(), F[1].data(), F[2].data()};
+    cpu::head_forward(W, Fp, fr[3].data(), h, w, out.data(), ws);
+    const StTensor &ref = G("output");
+    const int H = (int)ref.shape[1], Wd = (int)ref.shape[2];
+    std::vector<float> img((size_t)3 * H * Wd);
+    for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < H; ++y)
+            for (int x = 0; x < Wd; ++x)
+                img[((size_t)c * H + y) * Wd + x] = out[((size_t)(y / 2) * w + x / 2) * 12 + c * 4 + (y & 1) * 2 + (x & 1)];
+    expect_close("output", img.data(), ref);
+}
+
+// Full API on one 7-frame clip: output 3 of the stream is the model's centre output only when the
+// stream has >= 7 frames, so push the clip, flush, and check frame 3.
+TEST_F(Golden, PublicApiCentreFrameMatchesModelOutput) {
+    const StTensor &clip = G("input.clip");
+    const int H = (int)clip.shape[2], Wd = (int)clip.shape[3];
+    DenoiseEngine *e = denoise_alloc();
+    ASSERT_NE(e, nullptr);
+    const std::string wpath = data_dir() + "/golden_weights.safetensors";
+    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_AUTO, 0, G("input.sigma").data[0], Wd, H, 0};
+    ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
+    EXPECT_EQ(denoise_backend(e), DENOISE_BACKEND_CPU);
+    std::vector<float> v((size_t)7 * 3 * H * Wd), d((size_t)3 * H * Wd);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * (clip.data[i] + 1.0f);
+    int got = 0;
+    std::vector<float> out3;
+    auto drain = [&](bool flushed) {
+        float *dp[3] = {&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd]};
+        for (;;) {
+            int rc = denoise_pull(e, dp, Wd);
+            if (rc == DENOISE_EAGAIN) { EXPECT_FALSE(flushed); return; }
+            if (rc == DENOISE_EOF) { EXPECT_TRUE(flushed); return; }
+            ASSERT_EQ(rc, 0) << denoise_last_error(e);
+            if (got == 3) {
+                out3.resize(d.size());
+                for (size_t i = 0; i < d.size(); ++i) out3[i] = 2.0f * (v[(size_t)3 * 3 * H * Wd + i] + d[i]) - 1.0f;
+            }
+            ++got;
+        }
+    };
+    for (int f = 0; f < 7; ++f) {
+        const float *pl[3];
+        for (int c = 0; c < 3; ++c) pl[c] = &v[((size_t)f * 3 + c) * H * Wd];
+        ASSERT_EQ(denoise_push(e, pl, Wd), 0) << denoise_last_error(e);
+        drain(false);
+        EXPECT_EQ(got, std::max(0, f + 1 - 3));
+    }
+    ASSERT_EQ(denoise_flush(e), 0);
+    drain(true);
+    EXPECT_EQ(got, 7);
+    ASSERT_EQ(out3.size(), G("output").data.size());
+    expect_close("api output[3]", out3.data(), G("output"));
+    denoise_free(&e);
+    EXPECT_EQ(e, nullptr);
+}
+
+// Push frames one at a time, pulling whatever is ready, then flush and drain; returns the outputs
+// in network units.
+std::vector<float> run_sequence(DenoiseEngine *e, const StTensor &in, int *pulls_before_flush) {
+    const int N = (int)in.shape[0], H = (int)in.shape[2], Wd = (int)in.shape[3];
+    const size_t fs = (size_t)3 * H * Wd;
+    std::vector<float> v(in.data.size()), out(in.data.size(), NAN);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * (in.data[i] + 1.0f);
+    int t = 0;
+    std::vector<float> d(fs);
+    float *dp[3] = {&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd]};
+    auto take = [&]() {
+        for (size_t i = 0; i < fs; ++i) out[t * fs + i] = 2.0f * (v[t * fs + i] + d[i]) - 1.0f;
+        ++t;
+    };
+    for (int f = 0; f < N; ++f) {
+        const float *pl[3] = {&v[f * fs], &v[f * fs + (size_t)H * Wd], &v[f * fs + (size_t)2 * H * Wd]};
+        EXPECT_EQ(denoise_push(e, pl, Wd), 0) << denoise_last_error(e);
+        int rc;
+        while ((rc = denoise_pull(e, dp, Wd)) == 0) take();
+        EXPECT_EQ(rc, DENOISE_EAGAIN);
+        EXPECT_EQ(denoise_pending(e), f + 1 - t);
+    }
+    *pulls_before_flush = t;
+    EXPECT_EQ(denoise_flush(e), 0);
+    int rc;
+    while ((rc = denoise_pull(e, dp, Wd)) == 0) take();
+    EXPECT_EQ(rc, DENOISE_EOF) << denoise_last_error(e);
+    EXPECT_EQ(t, N);
+    EXPECT_EQ(denoise_pull(e, dp, Wd), DENOISE_EOF);
+    EXPECT_EQ(denoise_pending(e), 0);
+    return out;
+}
+
+DenoiseEngine *open_engine(int Wd, int H, float sigma) {
+    DenoiseEngine *e = denoise_alloc();
+    const std::string wpath = data_dir() + "/golden_weights.safetensors";
+    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, sigma, Wd, H, 0};
+    EXPECT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
+    return e;
+}
+
+TEST_F(Golden, SequencesThroughPushPullFlush) {
+    for (const char *key : {"seq", "seq1", "seq2"}) {
+        const StTensor &in = G(std::string(key) + ".input");
+        const int N = (int)in.shape[0];
+        DenoiseEngine *e = open_engine((int)in.shape[3], (int)in.shape[2], G(std::string(key) + ".sigma").data[0]);
+        int early = 0;
+        auto out = run_sequence(e, in, &early);
+        EXPECT_EQ(early, std::max(0, N - 3)) << key;
+        expect_close(std::string(key) + ".output N=" + std::to_string(N), out.data(), G(std::string(key) + ".output"));
+        denoise_free(&e);
+    }
+}
+
+// Segments back to back on one engine: after EOF the next push starts a fresh segment.
+TEST_F(Golden, SegmentsBackToBackOnOneEngine) {
+    const StTensor &in = G("seq.input");
+    DenoiseEngine *e = open_engine((int)in.shape[3], (int)in.shape[2], 10.0f);
+    for (const char *key : {"seq2", "seq", "seq1", "seq"}) {
+        int early = 0;
+        auto out = run_sequence(e, G(std::string(key) + ".input"), &early);
+        expect_close(std::string("back-to-back ") + key, out.data(), G(std::string(key) + ".output"));
+    }
+    denoise_free(&e);
+}
+
+}  // namespace
