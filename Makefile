@@ -1,0 +1,351 @@
+# denoise: top-level build. See docs/build.md.
+#
+#   make              libdenoise, FFmpeg (with the denoise filter), tools, tests
+#   make check        all, then tests/run_tests.sh
+#   make demo         all, then tools/demo.sh
+#   make check-gpu | bench | eval      tools/check_gpu.sh | bench.sh | eval.sh
+#   make install PREFIX=DIR
+#   make clean        engine/tests/tools objects (keeps FFmpeg's build)
+#   make distclean    everything under build/ and config.mk
+#
+# Everything built lands in build/: bin/ (ffmpeg, ffprobe, tools), lib/ (FFmpeg's shared libs,
+# libdenoise.a, pkgconfig/), include/, tests/ (test binaries), and the work folders obj/,
+# src/ (fetched sources), ffmpeg-build/ (FFmpeg's out-of-tree build), apt/, dl/, deps/.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+
+# ---------------------------------------------------------------------------------------------
+# configuration: ./configure writes config.mk; without one, make runs ./configure (defaults)
+# and restarts; when configure changes, it is re-run with the arguments recorded in config.mk.
+-include $(TOP)/config.mk
+$(TOP)/config.mk: $(TOP)/configure
+	cd $(TOP) && ./configure $(CONFIGURE_ARGS)
+
+ifeq ($(wildcard $(TOP)/config.mk),)
+# (nothing configured yet: the rule above creates config.mk and make restarts)
+PREFIX ?= /usr/local
+else
+PREFIX ?= $(CONFIGURED_PREFIX)
+endif
+
+B := $(TOP)/build
+OBJ := $(B)/obj
+LIBDIR := $(B)/lib
+LIBDENOISE := $(LIBDIR)/libdenoise.a
+FFSRC := $(B)/src/ffmpeg
+FFBUILD := $(B)/ffmpeg-build
+NVCH_SRC := $(B)/src/nv-codec-headers
+DEPS_PREFIX := $(B)/deps
+FF_STAMP := $(B)/.ffmpeg-installed
+CONFIG_H := $(TOP)/filter/denoise_config.h
+WEIGHTS := $(TOP)/weights/denoise-v1.safetensors
+FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
+
+# ---------------------------------------------------------------------------------------------
+# libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
+CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
+CU_SRCS := $(if $(filter yes,$(CUDA)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu)))
+HAVE_CUDA := $(if $(CU_SRCS),yes,)
+# host-side CUDA sources (kernels/cuda/*.cpp) are built only with the .cu files
+CXXSRCS += $(if $(HAVE_CUDA),$(sort $(wildcard $(TOP)/kernels/cuda/*.cpp)))
+
+CUDA_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 \
+                   -gencode arch=compute_89,code=sm_89 \
+                   -gencode arch=compute_90,code=[sm_90,compute_90]
+CUDA_DEFS := $(if $(HAVE_CUDA),-DDENOISE_HAVE_CUDA=1 -I$(CUDA_HOME)/include)
+CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt)
+
+# the CPU engine uses OpenMP (GCC's libgomp) next to OpenBLAS's own threads
+OPENMP_CFLAGS := -fopenmp
+OPENMP_LIBS := -lgomp
+CXXFLAGS_DENOISE := -std=c++17 -O2 -g -fPIC -Wall -Wextra $(OPENMP_CFLAGS) -I$(TOP)/kernels $(CUDA_DEFS) $(EXTRA_CXXFLAGS)
+NVCCFLAGS_DENOISE := -std=c++17 -O2 $(CUDA_ARCH_FLAGS) -Xcompiler -fPIC,-fopenmp -I$(TOP)/kernels $(CUDA_DEFS)
+# what anything linking libdenoise.a needs after it
+ENGINE_LIBS := $(CUDA_LIBS) -lopenblas $(OPENMP_LIBS) -lstdc++ -lm -lpthread
+# what libavfilter needs for the denoise filter (goes into libavfilter.pc's Libs.private)
+DENOISE_EXTRALIBS := -L$(LIBDIR) -ldenoise $(ENGINE_LIBS) $(PLACEBO_LIBS) -lz
+
+lib_obj = $(patsubst $(TOP)/%,$(OBJ)/%.o,$(1))
+LIB_OBJS := $(call lib_obj,$(CXXSRCS) $(CU_SRCS))
+
+# flags_file FILE,VARNAME: FILE holds VARNAME's value and is rewritten (new mtime) only when
+# that value changes, so what depends on FILE rebuilds exactly when the flags change
+define flags_file
+$(1): FORCE
+	$$(shell mkdir -p $$(dir $$@))$$(file >$$@.tmp,$$($(2)))
+	@cmp -s $$@.tmp $$@ && rm -f $$@.tmp || mv -f $$@.tmp $$@
+endef
+LIB_FLAGS_TEXT = $(CXX) $(CXXFLAGS_DENOISE) $(NVCC) $(NVCCFLAGS_DENOISE) $(LIB_OBJS)
+$(eval $(call flags_file,$(OBJ)/cxxflags,LIB_FLAGS_TEXT))
+
+$(OBJ)/%.cpp.o: $(TOP)/%.cpp $(OBJ)/cxxflags
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_DENOISE) -MMD -MP -c $< -o $@
+
+$(OBJ)/%.cu.o: $(TOP)/%.cu $(OBJ)/cxxflags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS_DENOISE) -MMD -MP -c $< -o $@
+
+$(LIBDENOISE): $(LIB_OBJS) $(OBJ)/cxxflags
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJS)
+
+$(LIBDIR)/pkgconfig/denoise.pc: $(OBJ)/cxxflags
+	@mkdir -p $(dir $@)
+	printf '%s\n' 'prefix=$(B)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: denoise' 'Description: neural video denoiser engine (static)' 'Version: 1' \
+	  'Libs: -L$${libdir} -ldenoise $(ENGINE_LIBS)' 'Cflags: -I$${includedir}' > $@
+
+$(B)/include/denoise.h: $(TOP)/kernels/denoise.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+.PHONY: libdenoise
+libdenoise: $(LIBDENOISE) $(LIBDIR)/pkgconfig/denoise.pc $(B)/include/denoise.h
+
+# ---------------------------------------------------------------------------------------------
+# the filter's compile-time configuration (git-ignored, regenerated when a value changes)
+define CONFIG_H_TEXT
+/* generated by the Makefile: do not edit, do not commit */
+#ifndef DENOISE_CONFIG_H
+#define DENOISE_CONFIG_H
+/* installed weights folder: $(PREFIX)/share/denoise/denoise-v1.safetensors after make install */
+#define DENOISE_DATADIR "$(PREFIX)/share/denoise"
+/* the weights in the source tree, for running from the build tree */
+#define DENOISE_BUILD_WEIGHTS "$(WEIGHTS)"
+$(if $(HAVE_CUDA),#define DENOISE_HAVE_CUDA 1,/* DENOISE_HAVE_CUDA: not defined (no kernels/cuda/*.cu or CUDA disabled) */)
+#endif
+endef
+$(eval $(call flags_file,$(CONFIG_H),CONFIG_H_TEXT))
+
+# ---------------------------------------------------------------------------------------------
+# FFmpeg and nv-codec-headers sources
+$(FFSRC)/.denoise-origin:
+ifeq ($(FFMPEG_SOURCE),)
+	sh $(TOP)/mk/fetch-debsrc.sh $(B) ffmpeg 7.1. $(FFSRC) $(DEB_MIRROR)
+else
+	rm -rf $(FFSRC) && mkdir -p $(B)/src
+	cp -a $(FFMPEG_SOURCE) $(FFSRC)
+	echo "ffmpeg from --ffmpeg-source=$(FFMPEG_SOURCE)" > $@
+endif
+
+$(NVCH_SRC)/.denoise-origin:
+	sh $(TOP)/mk/fetch-debsrc.sh $(B) nv-codec-headers 12. $(NVCH_SRC) $(DEB_MIRROR)
+
+$(DEPS_PREFIX)/lib/pkgconfig/ffnvcodec.pc: $(NVCH_SRC)/.denoise-origin
+	$(MAKE) -C $(NVCH_SRC) PREFIX=$(DEPS_PREFIX) install
+
+.PHONY: fetch
+fetch: $(FFSRC)/.denoise-origin $(if $(filter none,$(FFMPEG_CUDA)),,$(NVCH_SRC)/.denoise-origin)
+
+# ---------------------------------------------------------------------------------------------
+# FFmpeg: a lean shared build with the components the project uses
+comma := ,
+FF_PROTOCOLS := file pipe
+FF_DEMUXERS := yuv4mpegpipe matroska mov nut rawvideo image2 image2pipe png_pipe h264 hevc lavfi
+FF_MUXERS := yuv4mpegpipe matroska mov mp4 nut rawvideo image2 image2pipe null h264 hevc
+FF_DECODERS := rawvideo ffv1 h264 hevc png wrapped_avframe pcm_s16le
+FF_ENCODERS := rawvideo ffv1 png libx264 wrapped_avframe pcm_s16le
+FF_PARSERS := h264 hevc png
+FF_BSFS := h264_mp4toannexb hevc_mp4toannexb
+FF_HWACCELS := h264_nvdec hevc_nvdec
+FF_INDEVS := lavfi
+FF_FILTERS := testsrc testsrc2 color nullsrc scale format hwupload hwdownload \
+    psnr ssim crop hstack vstack pad setpts trim select split null nullsink scdet \
+    hqdn3d nlmeans bm3d atadenoise fftdnoiz vaguedenoiser noise \
+    showinfo fps setsar tpad concat copy \
+    aformat anull atrim asetpts aresample anullsrc abuffer abuffersink buffer buffersink
+FF_CUDA_FILTERS := hwupload_cuda *_cuda
+ifneq ($(FILTER_PRESENT),)
+FF_FILTERS += denoise
+endif
+
+FF_CUDA_FLAGS_llvm := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-llvm \
+    --nvcc=$(CLANG) --enable-zlib --enable-hwaccel=$(subst $(eval) ,$(comma),$(FF_HWACCELS)) \
+    --enable-filter='$(subst $(eval) ,$(comma),$(FF_CUDA_FILTERS))'
+FF_CUDA_FLAGS_nvcc := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-nvcc \
+    --enable-nonfree --nvcc=$(NVCC) --nvccflags='-gencode arch=compute_80$(comma)code=sm_80 -O2' \
+    --extra-cflags=-I$(CUDA_HOME)/include --extra-ldflags=-L$(CUDA_HOME)/lib64 \
+    --enable-zlib --enable-hwaccel=$(subst $(eval) ,$(comma),$(FF_HWACCELS)) \
+    --enable-filter='$(subst $(eval) ,$(comma),$(FF_CUDA_FILTERS))'
+FF_CUDA_FLAGS_none := --disable-cuda --disable-nvdec --disable-ffnvcodec --enable-zlib
+
+list = $(subst $(eval) ,$(comma),$(strip $(1)))
+FFMPEG_CONFIG_FLAGS := --prefix=$(B) --enable-shared --disable-static \
+    --disable-autodetect --disable-everything --disable-doc --disable-postproc \
+    --enable-gpl --enable-libx264 --enable-pthreads \
+    --cc=$(CC) --cxx=$(CXX) \
+    --enable-protocol=$(call list,$(FF_PROTOCOLS)) \
+    --enable-demuxer=$(call list,$(FF_DEMUXERS)) \
+    --enable-muxer=$(call list,$(FF_MUXERS)) \
+    --enable-decoder=$(call list,$(FF_DECODERS)) \
+    --enable-encoder=$(call list,$(FF_ENCODERS)) \
+    --enable-parser=$(call list,$(FF_PARSERS)) \
+    --enable-bsf=$(call list,$(FF_BSFS)) \
+    --enable-indev=$(call list,$(FF_INDEVS)) \
+    --enable-filter=$(call list,$(FF_FILTERS)) \
+    $(FF_CUDA_FLAGS_$(FFMPEG_CUDA)) \
+    --extra-cflags='-I$(TOP)/kernels $(PLACEBO_CFLAGS)' \
+    '--extra-ldexeflags=-Wl,-rpath,\\\$$\$$ORIGIN/../lib' \
+    '--extra-ldsoflags=-Wl,-rpath,\\\$$\$$\$$\$$ORIGIN' \
+    $(EXTRA_FFMPEG_FLAGS)
+
+FF_PKG_CONFIG_PATH := $(DEPS_PREFIX)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+
+FF_FLAGS_TEXT = $(FFMPEG_CONFIG_FLAGS) $(DENOISE_EXTRALIBS) $(FF_PKG_CONFIG_PATH)
+$(eval $(call flags_file,$(B)/ffmpeg.flags,FF_FLAGS_TEXT))
+
+FF_PREREQS := $(FFSRC)/.denoise-origin $(B)/ffmpeg.flags $(CONFIG_H) libdenoise \
+    $(if $(filter none,$(FFMPEG_CUDA)),,$(DEPS_PREFIX)/lib/pkgconfig/ffnvcodec.pc)
+
+# inject (cheap, idempotent) -> configure when its inputs changed -> make -> install into build/
+.PHONY: ffmpeg
+ffmpeg: $(FF_PREREQS)
+	sh $(TOP)/filter/inject.sh $(FFSRC) $(if $(FILTER_PRESENT),$(FILTER_SRC),-) $(CONFIG_H) \
+	    '$(DENOISE_EXTRALIBS)' $(LIBDENOISE)
+ifeq ($(FILTER_PRESENT),)
+	@echo "*** WARNING: $(FILTER_SRC) does not exist: FFmpeg is built WITHOUT the denoise filter ***"
+endif
+	@if [ ! -f $(FFBUILD)/ffbuild/config.mak ] || [ $(B)/ffmpeg.flags -nt $(FFBUILD)/ffbuild/config.mak ] \
+	    || [ $(FFSRC)/configure -nt $(FFBUILD)/ffbuild/config.mak ] \
+	    || [ $(FFSRC)/libavfilter/allfilters.c -nt $(FFBUILD)/ffbuild/config.mak ]; then \
+	  echo "configuring FFmpeg in $(FFBUILD) (log: $(FFBUILD)/ffbuild/config.log)"; \
+	  mkdir -p $(FFBUILD) && cd $(FFBUILD) && \
+	  PKG_CONFIG_PATH=$(FF_PKG_CONFIG_PATH) $(FFSRC)/configure $(FFMPEG_CONFIG_FLAGS) > configure.out 2>&1 \
+	    || { tail -n 30 configure.out; tail -n 40 ffbuild/config.log; exit 1; }; \
+	  touch ffbuild/config.mak; \
+	fi
+	+$(MAKE) -C $(FFBUILD) -j$(JOBS)
+	@if [ ! -f $(FF_STAMP) ] || [ -n "$$(find $(FFBUILD) -maxdepth 2 -newer $(FF_STAMP) \
+	      \( -name 'lib*.so*' -o -name ffmpeg -o -name ffprobe -o -name '*.pc' \) -print -quit)" ]; then \
+	  echo "installing FFmpeg into $(B)"; \
+	  $(MAKE) -C $(FFBUILD) install >/dev/null && touch $(FF_STAMP); \
+	fi
+
+# ---------------------------------------------------------------------------------------------
+# tools: tools/NAME.c|cpp -> build/bin/NAME (linked with libdenoise; *_lavfi.* also get FFmpeg)
+FF_PC := libavfilter libavformat libavcodec libswscale libswresample libavutil
+ff_pkg = PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig pkg-config $(1) $(FF_PC)
+RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
+
+TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
+TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRCS))))
+CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include
+
+$(OBJ)/tools/%.c.o: $(TOP)/tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(CFLAGS_TOOLS) -MMD -MP -c $< -o $@
+$(OBJ)/tools/%.cpp.o: $(TOP)/tools/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(CFLAGS_TOOLS) -MMD -MP -c $< -o $@
+
+define tool_rule
+$(B)/bin/$(basename $(notdir $(1))): $(OBJ)/tools/$(notdir $(1)).o $(LIBDENOISE) $(if $(findstring _lavfi.,$(1)),$(FF_STAMP))
+	@mkdir -p $$(dir $$@)
+	$(CXX) -o $$@ $$< -Wl,--as-needed $(LIBDENOISE) $(ENGINE_LIBS) \
+	    $(if $(findstring _lavfi.,$(1)),$$$$($(call ff_pkg,--libs)) $(RPATH_FLAGS)) -lm
+endef
+$(foreach t,$(TOOL_SRCS),$(eval $(call tool_rule,$(t))))
+$(filter $(OBJ)/tools/%_lavfi.c.o $(OBJ)/tools/%_lavfi.cpp.o,$(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(TOOL_SRCS))): $(FF_STAMP)
+
+.PHONY: tools
+tools: $(TOOLS)
+
+# ---------------------------------------------------------------------------------------------
+# tests: tests/NAME_test.cpp -> build/tests/NAME_test, linked with libdenoise and GoogleTest;
+# tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
+# Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
+TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
+HELPER_SRCS := $(filter-out $(TEST_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
+TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))
+LAVFI_TESTS := $(filter %_lavfi_test,$(TESTS))
+HELPER_LIB := $(if $(HELPER_SRCS),$(B)/tests/libtesthelpers.a)
+CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests -I$(B)/include $(GTEST_CFLAGS) \
+    $(CUDA_DEFS) -DDENOISE_SOURCE_DIR='"$(TOP)"' -DDENOISE_BUILD_DIR='"$(B)"'
+
+$(OBJ)/tests/%.o: $(TOP)/tests/%.cpp $(OBJ)/cxxflags
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_TESTS) -MMD -MP -c $< -o $@
+
+$(HELPER_LIB): $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(HELPER_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# lavfi tests and helpers may include FFmpeg's headers: compile them after FFmpeg is installed
+$(patsubst $(B)/tests/%,$(OBJ)/tests/%.o,$(LAVFI_TESTS)) $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(HELPER_SRCS)): | $(FF_STAMP)
+
+$(B)/tests/%_lavfi_test: $(OBJ)/tests/%_lavfi_test.o $(HELPER_LIB) $(LIBDENOISE) $(FF_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) $(PLACEBO_LIBS) \
+	    $(GTEST_LIBS) $(RPATH_FLAGS)
+
+$(B)/tests/%_test: $(OBJ)/tests/%_test.o $(HELPER_LIB) $(LIBDENOISE)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $(ENGINE_LIBS) $(GTEST_LIBS) \
+	    $(if $(HELPER_SRCS),$$($(call ff_pkg,--libs)) $(RPATH_FLAGS))
+
+# FF_STAMP is made by the ffmpeg target
+$(FF_STAMP): | ffmpeg
+	@test -f $@
+
+.PHONY: tests
+tests: $(TESTS)
+
+# ---------------------------------------------------------------------------------------------
+.PHONY: all
+all: libdenoise ffmpeg tools tests
+	@echo "built: $(B)/bin/ffmpeg $(B)/bin/ffprobe $(LIBDENOISE)$(if $(TOOLS), $(TOOLS))$(if $(TESTS), $(TESTS))"
+
+RUN_ENV := DENOISE_SOURCE_DIR=$(TOP) DENOISE_BUILD_DIR=$(B) PATH=$(B)/bin:$$PATH
+
+.PHONY: check demo check-gpu bench eval
+check: all
+	$(RUN_ENV) $(SHELL) $(TOP)/tests/run_tests.sh
+
+demo: all
+	$(RUN_ENV) $(SHELL) $(TOP)/tools/demo.sh
+
+define script_target
+$(1): all
+	@test -f $(TOP)/tools/$(2) || { echo "make $(1): tools/$(2) does not exist yet (nothing to run)" >&2; exit 1; }
+	$(RUN_ENV) $(SHELL) $(TOP)/tools/$(2)
+endef
+$(eval $(call script_target,check-gpu,check_gpu.sh))
+$(eval $(call script_target,bench,bench.sh))
+$(eval $(call script_target,eval,eval.sh))
+
+# ---------------------------------------------------------------------------------------------
+# install: FFmpeg's programs, libraries, headers and .pc files (re-pointed to PREFIX), libdenoise,
+# denoise.h, the weights. A PREFIX other than configure's regenerates denoise_config.h first,
+# so the installed filter looks for its weights in PREFIX/share/denoise.
+DESTDIR ?=
+.PHONY: install
+install: all
+	@test -n "$(PREFIX)" || { echo "install: PREFIX is empty" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/share/denoise
+	cp -a $(B)/bin/. $(DESTDIR)$(PREFIX)/bin/
+	cp -a $(LIBDIR)/lib*.so* $(LIBDENOISE) $(DESTDIR)$(PREFIX)/lib/
+	cp -a $(B)/include/. $(DESTDIR)$(PREFIX)/include/
+	@if [ -d $(B)/share/ffmpeg ]; then install -d $(DESTDIR)$(PREFIX)/share/ffmpeg && \
+	    cp -a $(B)/share/ffmpeg/. $(DESTDIR)$(PREFIX)/share/ffmpeg/; fi
+	for f in $(LIBDIR)/pkgconfig/*.pc; do \
+	  sed -e 's|^prefix=.*|prefix=$(PREFIX)|' -e 's|$(B)|$(PREFIX)|g' $$f > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$(basename $$f); \
+	done
+	@if [ -f $(WEIGHTS) ]; then install -m 644 $(WEIGHTS) $(DESTDIR)$(PREFIX)/share/denoise/; \
+	  else echo "install: $(WEIGHTS) does not exist yet: no weights installed"; fi
+
+# ---------------------------------------------------------------------------------------------
+.PHONY: clean distclean ffmpeg-clean FORCE
+FORCE:
+clean:
+	rm -rf $(OBJ) $(LIBDENOISE) $(B)/tests $(TOOLS)
+ffmpeg-clean:
+	rm -rf $(FFBUILD) $(FF_STAMP)
+distclean:
+	rm -rf $(B) $(TOP)/config.mk $(CONFIG_H)
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)

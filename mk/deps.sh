@@ -1,0 +1,68 @@
+#!/bin/sh
+# The one list of Debian packages the build needs, and the check/installer for it.
+#
+#   mk/deps.sh           list missing packages; install them with apt-get when run as root
+#   mk/deps.sh --check   only list missing packages (exit 1 if any are missing)
+#   mk/deps.sh --list    print the full package list
+#
+# Used by ./configure (unless --disable-deps-install) and by .ci/run.
+set -eu
+
+PACKAGES="
+build-essential
+pkg-config
+nasm
+make
+xz-utils
+ca-certificates
+dpkg-dev
+debian-archive-keyring
+zlib1g-dev
+libx264-dev
+libplacebo-dev
+libopenblas-dev
+libgtest-dev
+googletest
+clang
+"
+
+mode=${1:-install}
+
+case $mode in
+    --list) for p in $PACKAGES; do echo "$p"; done; exit 0 ;;
+    --check|install|--install) ;;
+    *) echo "usage: $0 [--check|--install|--list]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $PACKAGES; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case $st in
+        *" installed") ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+
+if [ -z "$missing" ]; then
+    [ "$mode" = --check ] || echo "deps: all Debian packages present"
+    exit 0
+fi
+
+echo "deps: missing Debian packages:$missing"
+if [ "$mode" = --check ]; then
+    exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "deps: not root; install them with:" >&2
+    echo "  sudo apt-get install -y --no-install-recommends$missing" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# apt-get update once if the package lists look stale/empty or an install fails for lack of them
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 ||
+   ! apt-get install -y --no-install-recommends $missing; then
+    apt-get update
+    apt-get install -y --no-install-recommends $missing
+fi
+echo "deps: installed:$missing"
