@@ -179,6 +179,9 @@ class WindowAttention(nn.Module):
         return self.proj(out)
 
 
+_MASKS: dict = {}
+
+
 class SwinBlock(nn.Module):
     def __init__(self, dim: int, heads: int, cfg: Config, shifted: bool):
         super().__init__()
@@ -190,13 +193,23 @@ class SwinBlock(nn.Module):
         self.fc1 = nn.Linear(dim, cfg.mlp_ratio * dim)
         self.fc2 = nn.Linear(cfg.mlp_ratio * dim, dim)
 
+    @torch.compiler.disable
     def attn_mask(self, H: int, W: int, device) -> torch.Tensor | None:
+        """(nW, N, N) additive mask, 0 within a region and -inf across; cached per size.
+
+        Kept out of torch.compile's graph: it is host-side set-up, built once per frame size.
+        """
         if not self.shift:
             return None
-        ids = shift_region_ids(H, W, self.ws, self.shift).to(device)
-        w = window_partition(ids[None, :, :, None], self.ws).squeeze(-1)   # (nW, N)
-        same = w[:, :, None] == w[:, None, :]
-        return torch.zeros(same.shape, device=device).masked_fill(~same, float("-inf"))
+        key = (H, W, str(device))
+        m = _MASKS.get(key)
+        if m is None:
+            ids = shift_region_ids(H, W, self.ws, self.shift)
+            w = window_partition(ids[None, :, :, None], self.ws).squeeze(-1)   # (nW, N)
+            same = w[:, :, None] == w[:, None, :]
+            m = torch.zeros(same.shape).masked_fill(~same, float("-inf")).to(device)
+            _MASKS[key] = m
+        return m
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, H, W, C = x.shape
