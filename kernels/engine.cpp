@@ -134,8 +134,8 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     try {
         int rc = open_cpu(e, p);
         if (rc) return rc;
+        // Process-wide: OpenMP and OpenBLAS have no per-engine thread pools.
         if (p->threads > 0) {
-            // Process-wide: OpenMP and OpenBLAS have no per-engine thread pools.
             omp_set_num_threads(p->threads);
             openblas_set_num_threads(p->threads);
         }

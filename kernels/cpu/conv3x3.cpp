@@ -10,7 +10,6 @@
 // and read-modify-writing the (h, w+2, Cout) accumulator, one final crop + bias pass.
 #include "ops.h"
 
-#include <cblas.h>
 #include <cstring>
 
 namespace denoise {
@@ -47,9 +46,8 @@ void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const floa
     const int M = h * wp - 2;
     for (int tap = 0; tap < 9; ++tap) {
         const int ky = tap / 3, kx = tap % 3;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, Cout, Cin, 1.0f,
-                    inp + ((size_t)ky * wp + kx) * Cin, Cin, wk + (size_t)tap * Cin * Cout, Cout,
-                    tap ? 1.0f : 0.0f, acc, Cout);
+        sgemm_rows(false, M, Cout, Cin, inp + ((size_t)ky * wp + kx) * Cin, Cin, wk + (size_t)tap * Cin * Cout, Cout,
+                   tap ? 1.0f : 0.0f, acc, Cout);
     }
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; ++y)

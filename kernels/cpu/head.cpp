@@ -14,7 +14,6 @@
 #include "ops.h"
 
 #include <algorithm>
-#include <cblas.h>
 
 namespace denoise {
 namespace cpu {
@@ -37,8 +36,7 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
     const int N = 9 * Cout;
     const int M = h * w;
     for (int dt = 0; dt < 3; ++dt)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Cin, 1.0f, F[dt], Cin,
-                    wt + (size_t)dt * Cin * N, N, dt ? 1.0f : 0.0f, G, N);
+        sgemm_rows(false, M, N, Cin, F[dt], Cin, wt + (size_t)dt * Cin * N, N, dt ? 1.0f : 0.0f, G, N);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x) {

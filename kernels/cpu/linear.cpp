@@ -1,5 +1,9 @@
 // Linear layer on a token-major map: out (n, N) = in (n, K) x W^T + b, W in PyTorch's (N, K)
-// layout, so one cblas_sgemm (RowMajor, NoTrans x Trans) with no repacking; OpenBLAS threads it.
+// layout, so cblas_sgemm (RowMajor, NoTrans x Trans) with no repacking.
+// Threading: OpenBLAS's own threads run each GEMM. Splitting the rows over OpenMP threads with a
+// single-threaded sgemm per block would leave one thread pool, but Debian's pthread OpenBLAS
+// serialises concurrent callers: 2 threads x 2 sgemm (8192x96x32) took 2329 ms against 285 ms
+// for the same calls made one after the other (/tmp/gemmpar.cpp, recorded in docs/cpu-engine.md).
 // Traffic: in and out once each (W, at most 128 KB, stays in cache); 2 n N K FLOP. The bias is a
 // separate OpenMP pass over out (out is still in L2/L3 for the token counts of one tile row).
 // beta_out = 1 lets a caller accumulate into out: residual adds (fc2, proj) and the skip
@@ -11,10 +15,17 @@
 namespace denoise {
 namespace cpu {
 
+void sgemm_rows(bool transB, int64_t M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+                float *C, int ldc) {
+    if (M <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, N, K, 1.0f, A, lda, B, ldb,
+                beta, C, ldc);
+}
+
 void linear(const float *in, int64_t n, int K, int lda, const float *W, int ldw, const float *b, int N,
             float *out, float beta_out) {
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, N, K, 1.0f, in, lda, W, ldw, beta_out, out, N);
+    sgemm_rows(true, n, N, K, in, lda, W, ldw, beta_out, out, N);
     if (!b) return;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < n; ++t) {

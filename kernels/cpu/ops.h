@@ -21,6 +21,11 @@ void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma
 void linear(const float *in, int64_t n, int K, int lda, const float *W, int ldw, const float *b, int N,
             float *out, float beta_out);
 
+// linear.cpp: C (M, N) = A (M, K) x op(B) + beta C, row-major, op(B) = B^T (B stored (N, K)) when
+// transB, else B stored (K, N). One (OpenBLAS-threaded) sgemm.
+void sgemm_rows(bool transB, int64_t M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+                float *C, int ldc);
+
 // gelu.cpp: x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in place, n elements.
 void gelu_tanh(float *x, int64_t n);
 

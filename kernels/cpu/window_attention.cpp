@@ -12,6 +12,7 @@
 // come from different regions (rows [0, H-ws), [H-ws, H-s), [H-s, H), same for columns) must not
 // attend to each other. Only windows in the last window row or column contain more than one
 // region, so the mask is built per window from the tokens' region ids, and skipped when uniform.
+#include "fast_math.h"
 #include "ops.h"
 
 #include <cmath>
@@ -107,11 +108,20 @@ void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, 
                         for (int j = 0; j < N; ++j)
                             if (ids[j] != ids[i]) s[j] = -INFINITY;
                     float m = s[0];
+#pragma omp simd reduction(max : m)
                     for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
                     float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
                     for (int j = 0; j < N; ++j) {
-                        s[j] = std::exp(s[j] - m);
+                        s[j] = fast_expf(s[j] - m);
                         sum += s[j];
+                    }
+                    if (masked) {  // fast_expf clamps -inf to exp(-87); make masked keys exactly 0
+                        for (int j = 0; j < N; ++j)
+                            if (ids[j] != ids[i]) {
+                                sum -= s[j];
+                                s[j] = 0.f;
+                            }
                     }
                     const float inv = 1.0f / sum;
                     for (int d = 0; d < hd; ++d) o[d] = 0.f;
