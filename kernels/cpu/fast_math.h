@@ -6,6 +6,17 @@
 #include <cstdint>
 #include <cstring>
 
+// Hot loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and for the build's baseline, and the
+// loader picks one at run time (GCC/clang target_clones, an ifunc), so a generic -O2 build of
+// libdenoise still runs AVX2 code where the CPU has it. Must sit on a function that contains no
+// OpenMP region: GCC outlines the region body before cloning, and the outlined body would stay
+// baseline. Hence the pattern "OpenMP loop in the op, DENOISE_HOT kernel per chunk".
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(DENOISE_NO_CLONES)
+#define DENOISE_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define DENOISE_HOT
+#endif
+
 namespace denoise {
 namespace cpu {
 

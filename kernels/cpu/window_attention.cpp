@@ -66,17 +66,73 @@ void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift
 
 static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : (p < n - s ? 1 : 2); }
 
+// One window, all heads. Scratch: qs (N*hd), kt (hd*N), S (N*N) floats, ids (N) ints.
+DENOISE_HOT static void attend_window(const float *base, float *dst, int C, int heads, int ws, const float *bias,
+                                      const int *ids, bool masked, float *qs, float *kt, float *S) {
+    const int N = ws * ws, hd = C / heads, C3 = 3 * C;
+    const float scale = 1.0f / std::sqrt((float)hd);
+    for (int h = 0; h < heads; ++h) {
+        for (int t = 0; t < N; ++t) {
+            const float *r = base + (size_t)t * C3 + h * hd;
+            for (int d = 0; d < hd; ++d) {
+                qs[(size_t)t * hd + d] = r[d] * scale;
+                kt[(size_t)d * N + t] = r[C + d];
+            }
+        }
+        const float *B = bias + (size_t)h * N * N;
+        for (int i = 0; i < N; ++i) {
+            float *s = S + (size_t)i * N;
+            const float *b = B + (size_t)i * N;
+#pragma omp simd
+            for (int j = 0; j < N; ++j) s[j] = b[j];
+            for (int d = 0; d < hd; ++d) {
+                const float qd = qs[(size_t)i * hd + d];
+                const float *k = kt + (size_t)d * N;
+#pragma omp simd
+                for (int j = 0; j < N; ++j) s[j] += qd * k[j];
+            }
+            if (masked)
+                for (int j = 0; j < N; ++j)
+                    if (ids[j] != ids[i]) s[j] = -INFINITY;
+            float m = s[0];
+#pragma omp simd reduction(max : m)
+            for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
+            float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < N; ++j) {
+                s[j] = fast_expf(s[j] - m);
+                sum += s[j];
+            }
+            if (masked) {  // fast_expf clamps -inf to exp(-87); make masked keys exactly 0
+                for (int j = 0; j < N; ++j)
+                    if (ids[j] != ids[i]) {
+                        sum -= s[j];
+                        s[j] = 0.f;
+                    }
+            }
+            const float inv = 1.0f / sum;
+            float *o = dst + (size_t)i * C + h * hd;
+#pragma omp simd
+            for (int d = 0; d < hd; ++d) o[d] = 0.f;
+            for (int j = 0; j < N; ++j) {
+                const float p = s[j] * inv;
+                const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
+#pragma omp simd
+                for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+            }
+        }
+    }
+}
+
 void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, int shift, const float *bias,
                       float *out) {
-    const int N = ws * ws, hd = C / heads, C3 = 3 * C;
+    const int N = ws * ws, hd = C / heads;
     const int nwx = W / ws, nwin = (H / ws) * nwx;
-    const float scale = 1.0f / std::sqrt((float)hd);
 #pragma omp parallel
     {
         std::vector<float> qs((size_t)N * hd), kt((size_t)hd * N), S((size_t)N * N);
         std::vector<int> ids(N);
-        std::vector<float> o(hd);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 8)
         for (int wi = 0; wi < nwin; ++wi) {
             const int wy = wi / nwx, wx = wi % nwx;
             bool masked = false;
@@ -85,54 +141,8 @@ void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, 
                     ids[t] = region(wy * ws + t / ws, H, ws, shift) * 3 + region(wx * ws + t % ws, W, ws, shift);
                 for (int t = 1; t < N; ++t) masked |= ids[t] != ids[0];
             }
-            const float *base = qkv + (size_t)wi * N * C3;
-            for (int h = 0; h < heads; ++h) {
-                for (int t = 0; t < N; ++t) {
-                    const float *r = base + (size_t)t * C3 + h * hd;
-                    for (int d = 0; d < hd; ++d) {
-                        qs[(size_t)t * hd + d] = r[d] * scale;
-                        kt[(size_t)d * N + t] = r[C + d];
-                    }
-                }
-                const float *B = bias + (size_t)h * N * N;
-                for (int i = 0; i < N; ++i) {
-                    float *s = &S[(size_t)i * N];
-                    const float *b = B + (size_t)i * N;
-                    for (int j = 0; j < N; ++j) s[j] = b[j];
-                    for (int d = 0; d < hd; ++d) {
-                        const float qd = qs[(size_t)i * hd + d];
-                        const float *k = &kt[(size_t)d * N];
-                        for (int j = 0; j < N; ++j) s[j] += qd * k[j];
-                    }
-                    if (masked)
-                        for (int j = 0; j < N; ++j)
-                            if (ids[j] != ids[i]) s[j] = -INFINITY;
-                    float m = s[0];
-#pragma omp simd reduction(max : m)
-                    for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
-                    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j < N; ++j) {
-                        s[j] = fast_expf(s[j] - m);
-                        sum += s[j];
-                    }
-                    if (masked) {  // fast_expf clamps -inf to exp(-87); make masked keys exactly 0
-                        for (int j = 0; j < N; ++j)
-                            if (ids[j] != ids[i]) {
-                                sum -= s[j];
-                                s[j] = 0.f;
-                            }
-                    }
-                    const float inv = 1.0f / sum;
-                    for (int d = 0; d < hd; ++d) o[d] = 0.f;
-                    for (int j = 0; j < N; ++j) {
-                        const float p = s[j] * inv;
-                        const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
-                        for (int d = 0; d < hd; ++d) o[d] += p * v[d];
-                    }
-                    std::memcpy(out + ((size_t)wi * N + i) * C + h * hd, o.data(), sizeof(float) * hd);
-                }
-            }
+            attend_window(qkv + (size_t)wi * N * 3 * C, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(), masked,
+                          qs.data(), kt.data(), S.data());
         }
     }
 }
