@@ -12,7 +12,8 @@ namespace denoise_test {
 // tests/data: $DENOISE_TEST_DATA, else the compile-time DENOISE_TEST_DATA_DIR, else next to this
 // source file (works when the tests are built from the source tree).
 inline std::string data_dir() {
-    if (const char *e = std::getenv("DENOISE_TEST_DATA")) return e;
+    const char *e = std::getenv("DENOISE_TEST_DATA");
+    if (e && *e) return e;  // empty counts as unset
 #ifdef DENOISE_TEST_DATA_DIR
     return DENOISE_TEST_DATA_DIR;
 #else
