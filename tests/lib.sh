@@ -135,6 +135,8 @@ to_rgb() {
 
 # add_noise IN OUT SIGMA SEED [FMT]: OUT (FFV1 mkv) = IN decoded to FMT (default: rgb_fmt IN)
 # plus AWGN from tools/noise (integer formats: rounded and clipped, as real files are).
+# Pipes are named pipe:0/pipe:1: FFmpeg 7.1 maps a bare "-" to the fd: protocol, which a
+# minimal build may not have.
 add_noise() {
     _in=$1 _out=$2 _sigma=$3 _seed=$4
     _fmt=${5:-$(rgb_fmt "$_in")}
@@ -144,9 +146,9 @@ add_noise() {
     # a pipeline's status is its last command's: check each stage through a status file
     rm -f "$_out.st1" "$_out.st2"
     { "$FFMPEG" -nostdin -v error -i "$_in" -sws_flags "$SWS_FLAGS" -vf "format=$_fmt" \
-          -fps_mode passthrough -f rawvideo -pix_fmt "$_fmt" - 2>"$_out.log1"; echo $? >"$_out.st1"; } |
+          -fps_mode passthrough -f rawvideo -pix_fmt "$_fmt" pipe:1 2>"$_out.log1"; echo $? >"$_out.st1"; } |
     { "$NOISE" --sigma "$_sigma" --seed "$_seed" --size "$_size" --pix-fmt "$_fmt" 2>"$_out.log2"; echo $? >"$_out.st2"; } |
-    "$FFMPEG" -nostdin -y -v error -f rawvideo -pix_fmt "$_fmt" -s "$_size" -r "$_rate" -i - \
+    "$FFMPEG" -nostdin -y -v error -f rawvideo -pix_fmt "$_fmt" -s "$_size" -r "$_rate" -i pipe:0 \
         $FFV1 "$_out" 2>"$_out.log3"
     _rc3=$?
     if [ "$(cat "$_out.st1")" != 0 ] || [ "$(cat "$_out.st2")" != 0 ] || [ $_rc3 != 0 ]; then

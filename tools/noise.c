@@ -4,9 +4,9 @@
  * A pipe filter: reads raw frames on stdin, writes the noisy copy on stdout. It needs only
  * libc and libm (link: -lm), no FFmpeg libraries, so it can sit between two ffmpeg processes:
  *
- *   build/bin/ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le - \
+ *   build/bin/ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le pipe:1 \
  *     | build/bin/noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \
- *     | build/bin/ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i - -c:v ffv1 noisy.mkv
+ *     | build/bin/ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i pipe:0 -c:v ffv1 noisy.mkv
  *
  * Noise model
  *   sigma is given in 8-bit code values (0..255 scale) whatever the format, as the filter's
@@ -140,9 +140,9 @@ static void usage(FILE *f)
 "c = 0, 1, 2 for R, G, B (Y, U, V); see the comment at the top of tools/noise.c for the details.\n"
 "\n"
 "Example:\n"
-"  ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le - \\\n"
+"  ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le pipe:1 \\\n"
 "    | noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \\\n"
-"    | ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i - -c:v ffv1 noisy.mkv\n");
+"    | ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i pipe:0 -c:v ffv1 noisy.mkv\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
