@@ -116,7 +116,7 @@ define CONFIG_H_TEXT
 #define DENOISE_DATADIR "$(PREFIX)/share/denoise"
 /* the weights in the source tree, for running from the build tree */
 #define DENOISE_BUILD_WEIGHTS "$(WEIGHTS)"
-$(if $(HAVE_CUDA),#define DENOISE_HAVE_CUDA 1,/* DENOISE_HAVE_CUDA: not defined (no kernels/cuda/*.cu or CUDA disabled) */)
+$(if $(HAVE_CUDA),#define DENOISE_HAVE_CUDA 1,/* DENOISE_HAVE_CUDA: not defined (no CUDA kernel sources, or CUDA disabled) */)
 #endif
 endef
 $(eval $(call flags_file,$(CONFIG_H),CONFIG_H_TEXT))
@@ -264,7 +264,8 @@ TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))
 LAVFI_TESTS := $(filter %_lavfi_test,$(TESTS))
 HELPER_LIB := $(if $(HELPER_SRCS),$(B)/tests/libtesthelpers.a)
 CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests -I$(B)/include $(GTEST_CFLAGS) \
-    $(CUDA_DEFS) -DDENOISE_SOURCE_DIR='"$(TOP)"' -DDENOISE_BUILD_DIR='"$(B)"'
+    $(CUDA_DEFS) -DDENOISE_SOURCE_DIR='"$(TOP)"' -DDENOISE_BUILD_DIR='"$(B)"' \
+    -DDENOISE_TEST_DATA_DIR='"$(TOP)/tests/data"'
 
 $(OBJ)/tests/%.o: $(TOP)/tests/%.cpp $(OBJ)/cxxflags
 	@mkdir -p $(dir $@)
@@ -339,6 +340,9 @@ install: all
 	  else echo "install: $(WEIGHTS) does not exist yet: no weights installed"; fi
 
 # ---------------------------------------------------------------------------------------------
+# keep intermediate objects (chained pattern rules would delete them)
+.SECONDARY:
+
 .PHONY: clean distclean ffmpeg-clean FORCE
 FORCE:
 clean:
