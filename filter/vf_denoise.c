@@ -613,8 +613,8 @@ static void apply_delta(AVFilterContext *ctx, AVFrame *f, const FrameRepr *r)
         /* Bring the change to chroma resolution with the adjoint (transpose) of the bilinear
          * upsampling used going in, normalised by the weight each chroma sample receives:
          * a weighted average over the luma pixels each chroma sample influenced, centred on
-         * the sample's own location (for 4:2:0 "center" this is the 2x2 box average; for
-         * "left" a [1 2 1]/4 tent horizontally).  Averaging R'G'B' first and converting after
+         * the sample's own location (per axis with 2x subsampling: [1 3 3 1]/8 for centred
+         * chroma, [1 2 1]/4 for co-sited).  Averaging R'G'B' first and converting after
          * is the same thing since the conversion is linear. */
         const int cw = s->cw, ch = s->ch;
         const size_t cplane = (size_t)cw * ch;
