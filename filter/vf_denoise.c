@@ -49,6 +49,7 @@
 #include <libplacebo/dither.h>
 
 #include "libavutil/common.h"
+#include "libavutil/dict.h"
 #include "libavutil/fifo.h"
 #include "libavutil/intfloat.h"
 #include "libavutil/intreadwrite.h"
@@ -761,6 +762,15 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
     QueuedFrame q = { .frame = in, .disabled = ctx->is_disabled };
     FrameRepr r;
     int ret;
+
+    /* A scene cut marked upstream by the scdet filter (-vf scdet,denoise) ends the segment:
+     * the engine then mirrors the window at the cut instead of mixing two scenes. */
+    if (s->engine && av_fifo_can_read(s->queue) &&
+        av_dict_get(in->metadata, "lavfi.scd.time", NULL, 0)) {
+        av_log(ctx, AV_LOG_DEBUG, "scene cut at pts %"PRId64": new segment\n", in->pts);
+        if ((ret = drain(ctx)) < 0)
+            goto fail;
+    }
 
     if (!s->engine || in->width != s->width || in->height != s->height) {
         if (s->engine)
