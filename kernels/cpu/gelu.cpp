@@ -11,20 +11,23 @@
 namespace denoise {
 namespace cpu {
 
-DENOISE_HOT static void gelu_chunk(float *x, int64_t n) {
+DENOISE_HOT static void gelu_rows(float *x, int64_t rows, int C, const float *bias) {
     const float k0 = -2.0f * 0.7978845608028654f;  // -2 sqrt(2/pi)
     const float k1 = 0.044715f;
+    for (int64_t r = 0; r < rows; ++r) {
+        float *y = x + r * C;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        x[i] = v / (1.0f + fast_expf(k0 * (v + k1 * v * v * v)));
+        for (int c = 0; c < C; ++c) {
+            const float v = y[c] + (bias ? bias[c] : 0.0f);
+            y[c] = v / (1.0f + fast_expf(k0 * (v + k1 * v * v * v)));
+        }
     }
 }
 
-void gelu_tanh(float *x, int64_t n) {
-    const int64_t chunk = 16384;
+void gelu_tanh(float *x, int64_t rows, int C, const float *bias) {
+    const int64_t chunk = std::max<int64_t>(1, 16384 / C);
 #pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t i = 0; i < n; i += chunk) gelu_chunk(x + i, std::min(chunk, n - i));
+    for (int64_t r = 0; r < rows; r += chunk) gelu_rows(x + r * C, std::min(chunk, rows - r), C, bias);
 }
 
 }  // namespace cpu

@@ -13,33 +13,60 @@
 namespace denoise {
 namespace cpu {
 
-DENOISE_HOT static void layernorm_rows(const float *in, float *out, int64_t n, int C, const float *gamma,
-                                       const float *beta, float eps) {
-    for (int64_t t = 0; t < n; ++t) {
-        const float *x = in + t * C;
-        float *y = out + t * C;
-        float mean = 0.f;
+DENOISE_HOT static void layernorm_token(const float *x, float *y, int C, const float *gamma, const float *beta,
+                                        float eps) {
+    float mean = 0.f;
 #pragma omp simd reduction(+ : mean)
-        for (int c = 0; c < C; ++c) mean += x[c];
-        mean /= (float)C;
-        float var = 0.f;
+    for (int c = 0; c < C; ++c) mean += x[c];
+    mean /= (float)C;
+    float var = 0.f;
 #pragma omp simd reduction(+ : var)
-        for (int c = 0; c < C; ++c) {
-            const float d = x[c] - mean;
-            var += d * d;
-        }
-        var /= (float)C;
-        const float r = 1.0f / std::sqrt(var + eps);
+    for (int c = 0; c < C; ++c) {
+        const float d = x[c] - mean;
+        var += d * d;
+    }
+    var /= (float)C;
+    const float r = 1.0f / std::sqrt(var + eps);
 #pragma omp simd
-        for (int c = 0; c < C; ++c) y[c] = (x[c] - mean) * r * gamma[c] + beta[c];
+    for (int c = 0; c < C; ++c) y[c] = (x[c] - mean) * r * gamma[c] + beta[c];
+}
+
+DENOISE_HOT static void layernorm_rows(const float *in, float *out, int64_t n, int C, const float *gamma,
+                                       const float *beta, float eps, float *tgt, const float *add) {
+    for (int64_t t = 0; t < n; ++t) {
+        layernorm_token(in + t * C, out + t * C, C, gamma, beta, eps);
+        if (add) {
+            float *x = tgt + t * C;
+#pragma omp simd
+            for (int c = 0; c < C; ++c) x[c] += add[c];
+        }
     }
 }
 
-void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps) {
+void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps,
+               float *in_add_target, const float *add) {
     const int64_t rows = 256;
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t t = 0; t < n; t += rows)
-        layernorm_rows(in + t * C, out + t * C, std::min(rows, n - t), C, gamma, beta, eps);
+        layernorm_rows(in + t * C, out + t * C, std::min(rows, n - t), C, gamma, beta, eps,
+                       add ? in_add_target + t * C : nullptr, add);
+}
+
+void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, const float *gamma,
+                             const float *beta, float eps, float *win) {
+    const int nwx = W / ws, nwin = (H / ws) * nwx;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int wi = 0; wi < nwin; ++wi) {
+        const int wy = wi / nwx, wx = wi % nwx;
+        for (int i = 0; i < ws; ++i) {
+            const int y = (wy * ws + i + shift) % H;
+            for (int j = 0; j < ws; ++j) {
+                const int x = (wx * ws + j + shift) % W;
+                layernorm_token(map + ((size_t)y * W + x) * C, win + ((size_t)wi * ws * ws + i * ws + j) * C, C, gamma,
+                                beta, eps);
+            }
+        }
+    }
 }
 
 }  // namespace cpu

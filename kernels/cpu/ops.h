@@ -13,7 +13,15 @@ namespace cpu {
 
 // layernorm.cpp: out[n, :] = (in[n, :] - mean) / sqrt(var + eps) * gamma + beta, per token,
 // biased variance (PyTorch). in and out may alias. n tokens of C channels.
-void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps);
+// `add` (C floats, may be null; in != out then): after token t is normalised, in[t, :] += add, which
+// lets the Swin block put fc2's bias into the residual in the same pass (x is read here anyway and
+// the fc2 GEMM then accumulates onto it).
+void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps,
+               float *in_add_target = nullptr, const float *add = nullptr);
+
+// layernorm.cpp: window_gather (below) and layernorm in one pass: win = LN(gathered map).
+void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, const float *gamma,
+                             const float *beta, float eps, float *win);
 
 // linear.cpp: out[n, N] = beta_out * out + in[n, K] (row stride lda) x W^T + b, W in PyTorch layout
 // (N, K) row-major with row stride ldw (usually K); b may be null. beta_out 0 overwrites, 1
@@ -26,8 +34,9 @@ void linear(const float *in, int64_t n, int K, int lda, const float *W, int ldw,
 void sgemm_rows(bool transB, int64_t M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
                 float *C, int ldc);
 
-// gelu.cpp: x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in place, n elements.
-void gelu_tanh(float *x, int64_t n);
+// gelu.cpp: v = x + bias (per channel; bias may be null), x = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+// in place on rows x C floats (the fc1 output: its bias is added here, not by linear()).
+void gelu_tanh(float *x, int64_t rows, int C, const float *bias);
 
 // space_to_depth.cpp: s2d (h, w, C) -> (h/2, w/2, 4C), out channel c*4 + dy*2 + dx; d2s the inverse
 // (h, w, 4C) -> (2h, 2w, C). h, w even for s2d.
@@ -48,14 +57,17 @@ void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const floa
 // (h/ws) x (w/ws) windows, tokens row-major inside a window. bias: (heads, N, N), N = ws*ws, the
 // relative position bias already gathered from the table. shift > 0 applies Swin's region mask
 // (regions of the rolled map: [0, H-ws), [H-ws, H-s), [H-s, H) per axis). out: (nwin*N, C).
-void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, int shift, const float *bias,
-                      float *out);
+// qkv_bias (3C, required): the qkv linear's bias, added here as q, k, v are read (v's bias is
+// added to the output: the softmax rows sum to 1).
+void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws, int shift,
+                      const float *bias, float *out);
 
 // window_attention.cpp: gather the map (H, W, C) into window order with a cyclic roll by -shift
 // (token (y, x) of the rolled map is token ((y+shift) % H, (x+shift) % W) of the map), and the
-// inverse scatter that adds the windowed result back onto the map (roll by +shift, residual add).
+// inverse scatter that adds the windowed result (+ bias, C floats, may be null) back onto the map
+// (roll by +shift, residual add).
 void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win);
-void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift, float *map);
+void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, float *map);
 
 // relative position bias table (15*15, heads) -> (heads, N, N), N = ws*ws, index
 // (dy + ws-1) * (2ws-1) + (dx + ws-1) with dy = y_q - y_k, dx = x_q - x_k.

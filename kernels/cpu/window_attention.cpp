@@ -47,7 +47,7 @@ void window_gather(const float *map, int H, int W, int C, int ws, int shift, flo
     }
 }
 
-void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift, float *map) {
+void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, float *map) {
     const int nwx = W / ws, nwin = (H / ws) * nwx;
 #pragma omp parallel for schedule(static)
     for (int wi = 0; wi < nwin; ++wi) {
@@ -58,7 +58,10 @@ void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift
                 const int x = (wx * ws + j + shift) % W;
                 const float *s = win + ((size_t)wi * ws * ws + i * ws + j) * C;
                 float *d = map + ((size_t)y * W + x) * C;
-                for (int c = 0; c < C; ++c) d[c] += s[c];
+                if (bias)
+                    for (int c = 0; c < C; ++c) d[c] += s[c] + bias[c];
+                else
+                    for (int c = 0; c < C; ++c) d[c] += s[c];
             }
         }
     }
@@ -67,16 +70,18 @@ void window_scatter_add(const float *win, int H, int W, int C, int ws, int shift
 static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : (p < n - s ? 1 : 2); }
 
 // One window, all heads. Scratch: qs (N*hd), kt (hd*N), S (N*N) floats, ids (N) ints.
-DENOISE_HOT static void attend_window(const float *base, float *dst, int C, int heads, int ws, const float *bias,
-                                      const int *ids, bool masked, float *qs, float *kt, float *S) {
+DENOISE_HOT static void attend_window(const float *base, const float *qkv_bias, float *dst, int C, int heads, int ws,
+                                      const float *bias, const int *ids, bool masked, float *qs, float *kt, float *S) {
     const int N = ws * ws, hd = C / heads, C3 = 3 * C;
     const float scale = 1.0f / std::sqrt((float)hd);
+    const float *qb = qkv_bias;
     for (int h = 0; h < heads; ++h) {
+        const float *bq = qb + h * hd, *bk = qb + C + h * hd, *bv = qb + 2 * C + h * hd;
         for (int t = 0; t < N; ++t) {
             const float *r = base + (size_t)t * C3 + h * hd;
             for (int d = 0; d < hd; ++d) {
-                qs[(size_t)t * hd + d] = r[d] * scale;
-                kt[(size_t)d * N + t] = r[C + d];
+                qs[(size_t)t * hd + d] = (r[d] + bq[d]) * scale;
+                kt[(size_t)d * N + t] = r[C + d] + bk[d];
             }
         }
         const float *B = bias + (size_t)h * N * N;
@@ -113,7 +118,7 @@ DENOISE_HOT static void attend_window(const float *base, float *dst, int C, int 
             const float inv = 1.0f / sum;
             float *o = dst + (size_t)i * C + h * hd;
 #pragma omp simd
-            for (int d = 0; d < hd; ++d) o[d] = 0.f;
+            for (int d = 0; d < hd; ++d) o[d] = bv[d];
             for (int j = 0; j < N; ++j) {
                 const float p = s[j] * inv;
                 const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
@@ -124,8 +129,8 @@ DENOISE_HOT static void attend_window(const float *base, float *dst, int C, int 
     }
 }
 
-void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, int shift, const float *bias,
-                      float *out) {
+void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws, int shift,
+                      const float *bias, float *out) {
     const int N = ws * ws, hd = C / heads;
     const int nwx = W / ws, nwin = (H / ws) * nwx;
 #pragma omp parallel
@@ -141,8 +146,8 @@ void window_attention(const float *qkv, int H, int W, int C, int heads, int ws, 
                     ids[t] = region(wy * ws + t / ws, H, ws, shift) * 3 + region(wx * ws + t % ws, W, ws, shift);
                 for (int t = 1; t < N; ++t) masked |= ids[t] != ids[0];
             }
-            attend_window(qkv + (size_t)wi * N * 3 * C, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(), masked,
-                          qs.data(), kt.data(), S.data());
+            attend_window(qkv + (size_t)wi * N * 3 * C, qkv_bias, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(),
+                          masked, qs.data(), kt.data(), S.data());
         }
     }
 }
