@@ -144,7 +144,7 @@ fetch: $(FFSRC)/.denoise-origin $(if $(filter none,$(FFMPEG_CUDA)),,$(NVCH_SRC)/
 # ---------------------------------------------------------------------------------------------
 # FFmpeg: a lean shared build with the components the project uses
 comma := ,
-FF_PROTOCOLS := file pipe
+FF_PROTOCOLS := file pipe fd
 FF_DEMUXERS := yuv4mpegpipe matroska mov nut rawvideo image2 image2pipe png_pipe h264 hevc lavfi
 FF_MUXERS := yuv4mpegpipe matroska mov mp4 nut rawvideo image2 image2pipe null h264 hevc
 FF_DECODERS := rawvideo ffv1 h264 hevc png wrapped_avframe pcm_s16le
