@@ -16,9 +16,15 @@ DENOISE_HOT static void gelu_rows(float *x, int64_t rows, int C, const float *bi
     const float k1 = 0.044715f;
     for (int64_t r = 0; r < rows; ++r) {
         float *y = x + r * C;
+        // Two loops rather than a conditional load inside one: the conditional stops GCC
+        // vectorising (it was 23% of a pass as scalar code).
+        if (bias) {
+#pragma omp simd
+            for (int c = 0; c < C; ++c) y[c] += bias[c];
+        }
 #pragma omp simd
         for (int c = 0; c < C; ++c) {
-            const float v = y[c] + (bias ? bias[c] : 0.0f);
+            const float v = y[c];
             y[c] = v / (1.0f + fast_expf(k0 * (v + k1 * v * v * v)));
         }
     }
