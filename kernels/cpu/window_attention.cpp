@@ -69,10 +69,51 @@ void window_scatter_add(const float *win, const float *bias, int H, int W, int C
 
 static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : (p < n - s ? 1 : 2); }
 
+// 8 floats as one value (GCC/clang vector extension): the compiler keeps an array of these with
+// constant indices in registers, which plain float loops with runtime bounds do not get.
+// aligned(4): rows of the qkv map and scratch are only float-aligned.
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+__attribute__((always_inline)) static inline v8f load8(const float *p) {
+    v8f v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+__attribute__((always_inline)) static inline void store8(float *p, v8f v) { std::memcpy(p, &v, sizeof v); }
+
+// Softmax of one score row in place (masked keys get exactly 0); returns 1 / sum.
+__attribute__((always_inline)) static inline float softmax_row(float *s, int N, const int *ids, int i, bool masked) {
+    if (masked)
+        for (int j = 0; j < N; ++j)
+            if (ids[j] != ids[i]) s[j] = -INFINITY;
+    float m = s[0];
+#pragma omp simd reduction(max : m)
+    for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < N; ++j) {
+        s[j] = fast_expf(s[j] - m);
+        sum += s[j];
+    }
+    if (masked) {  // fast_expf clamps -inf to exp(-87); make masked keys exactly 0
+        for (int j = 0; j < N; ++j)
+            if (ids[j] != ids[i]) {
+                sum -= s[j];
+                s[j] = 0.f;
+            }
+    }
+    return 1.0f / sum;
+}
+
 // One window, all heads. Scratch: qs (N*hd), kt (hd*N), S (N*N) floats, ids (N) ints.
-DENOISE_HOT static void attend_window(const float *base, const float *qkv_bias, float *dst, int C, int heads, int ws,
-                                      const float *bias, const int *ids, bool masked, float *qs, float *kt, float *S) {
-    const int N = ws * ws, hd = C / heads, C3 = 3 * C;
+// NC, HDC: compile-time N and head dim (0 = use the runtime values). The model v1 case (64, 32)
+// holds a score row in 8 vector registers and an output row in 4; ~2x the generic loops.
+template <int NC, int HDC>
+__attribute__((always_inline)) static inline void attend_body(const float *base, const float *qkv_bias, float *dst,
+                                                              int C, int heads, int ws, const float *bias,
+                                                              const int *ids, bool masked, float *qs, float *kt,
+                                                              float *S) {
+    const int N = NC ? NC : ws * ws, hd = HDC ? HDC : C / heads, C3 = 3 * C;
     const float scale = 1.0f / std::sqrt((float)hd);
     const float *qb = qkv_bias;
     for (int h = 0; h < heads; ++h) {
@@ -88,45 +129,68 @@ DENOISE_HOT static void attend_window(const float *base, const float *qkv_bias, 
         for (int i = 0; i < N; ++i) {
             float *s = S + (size_t)i * N;
             const float *b = B + (size_t)i * N;
+            if constexpr (NC != 0 && NC % 8 == 0) {
+                v8f acc[NC / 8];
+#pragma GCC unroll 16
+                for (int jb = 0; jb < NC / 8; ++jb) acc[jb] = load8(b + 8 * jb);
+                for (int d = 0; d < hd; ++d) {
+                    const float qd = qs[(size_t)i * hd + d];
+                    const float *k = kt + (size_t)d * N;
+#pragma GCC unroll 16
+                    for (int jb = 0; jb < NC / 8; ++jb) acc[jb] += qd * load8(k + 8 * jb);
+                }
+#pragma GCC unroll 16
+                for (int jb = 0; jb < NC / 8; ++jb) store8(s + 8 * jb, acc[jb]);
+            } else {
 #pragma omp simd
-            for (int j = 0; j < N; ++j) s[j] = b[j];
-            for (int d = 0; d < hd; ++d) {
-                const float qd = qs[(size_t)i * hd + d];
-                const float *k = kt + (size_t)d * N;
+                for (int j = 0; j < N; ++j) s[j] = b[j];
+                for (int d = 0; d < hd; ++d) {
+                    const float qd = qs[(size_t)i * hd + d];
+                    const float *k = kt + (size_t)d * N;
 #pragma omp simd
-                for (int j = 0; j < N; ++j) s[j] += qd * k[j];
+                    for (int j = 0; j < N; ++j) s[j] += qd * k[j];
+                }
             }
-            if (masked)
-                for (int j = 0; j < N; ++j)
-                    if (ids[j] != ids[i]) s[j] = -INFINITY;
-            float m = s[0];
-#pragma omp simd reduction(max : m)
-            for (int j = 1; j < N; ++j) m = s[j] > m ? s[j] : m;
-            float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < N; ++j) {
-                s[j] = fast_expf(s[j] - m);
-                sum += s[j];
-            }
-            if (masked) {  // fast_expf clamps -inf to exp(-87); make masked keys exactly 0
-                for (int j = 0; j < N; ++j)
-                    if (ids[j] != ids[i]) {
-                        sum -= s[j];
-                        s[j] = 0.f;
-                    }
-            }
-            const float inv = 1.0f / sum;
+            const float inv = softmax_row(s, N, ids, i, masked);
             float *o = dst + (size_t)i * C + h * hd;
+            if constexpr (HDC != 0 && HDC % 8 == 0) {
+                v8f acc[HDC / 8];
+#pragma GCC unroll 16
+                for (int db = 0; db < HDC / 8; ++db) acc[db] = v8f{};
+                for (int j = 0; j < N; ++j) {
+                    const float p = s[j];
+                    const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
+#pragma GCC unroll 16
+                    for (int db = 0; db < HDC / 8; ++db) acc[db] += p * load8(v + 8 * db);
+                }
+#pragma GCC unroll 16
+                for (int db = 0; db < HDC / 8; ++db) store8(o + 8 * db, acc[db] * inv + load8(bv + 8 * db));
+            } else {
 #pragma omp simd
-            for (int d = 0; d < hd; ++d) o[d] = bv[d];
-            for (int j = 0; j < N; ++j) {
-                const float p = s[j] * inv;
-                const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
+                for (int d = 0; d < hd; ++d) o[d] = 0.f;
+                for (int j = 0; j < N; ++j) {
+                    const float p = s[j];
+                    const float *v = base + (size_t)j * C3 + 2 * C + h * hd;
 #pragma omp simd
-                for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+                    for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+                }
+#pragma omp simd
+                for (int d = 0; d < hd; ++d) o[d] = o[d] * inv + bv[d];
             }
         }
     }
+}
+
+DENOISE_HOT static void attend_window_64_32(const float *base, const float *qkv_bias, float *dst, int C, int heads,
+                                            int ws, const float *bias, const int *ids, bool masked, float *qs,
+                                            float *kt, float *S) {
+    attend_body<64, 32>(base, qkv_bias, dst, C, heads, ws, bias, ids, masked, qs, kt, S);
+}
+
+DENOISE_HOT static void attend_window_any(const float *base, const float *qkv_bias, float *dst, int C, int heads,
+                                          int ws, const float *bias, const int *ids, bool masked, float *qs, float *kt,
+                                          float *S) {
+    attend_body<0, 0>(base, qkv_bias, dst, C, heads, ws, bias, ids, masked, qs, kt, S);
 }
 
 void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws, int shift,
@@ -146,8 +210,9 @@ void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int
                     ids[t] = region(wy * ws + t / ws, H, ws, shift) * 3 + region(wx * ws + t % ws, W, ws, shift);
                 for (int t = 1; t < N; ++t) masked |= ids[t] != ids[0];
             }
-            attend_window(qkv + (size_t)wi * N * 3 * C, qkv_bias, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(),
-                          masked, qs.data(), kt.data(), S.data());
+            auto fn = (N == 64 && hd == 32) ? attend_window_64_32 : attend_window_any;
+            fn(qkv + (size_t)wi * N * 3 * C, qkv_bias, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(), masked,
+               qs.data(), kt.data(), S.data());
         }
     }
 }
