@@ -221,8 +221,12 @@ endif
 	+$(MAKE) -C $(FFBUILD) -j$(JOBS)
 	@if [ ! -f $(FF_STAMP) ] || [ -n "$$(find $(FFBUILD) -maxdepth 2 -newer $(FF_STAMP) \
 	      \( -name 'lib*.so*' -o -name ffmpeg -o -name ffprobe -o -name '*.pc' \) -print -quit)" ]; then \
-	  echo "installing FFmpeg into $(B)"; \
-	  $(MAKE) -C $(FFBUILD) install >/dev/null && touch $(FF_STAMP); \
+	  if [ ! -f $(FF_STAMP) ] || [ $(FFBUILD)/ffbuild/config.mak -nt $(FF_STAMP) ]; then \
+	    echo "installing FFmpeg into $(B)"; $(MAKE) -C $(FFBUILD) install >/dev/null; \
+	  else \
+	    echo "installing FFmpeg's libraries and programs into $(B)"; \
+	    $(MAKE) -C $(FFBUILD) install-libs install-progs >/dev/null; \
+	  fi && touch $(FF_STAMP); \
 	fi
 
 # ---------------------------------------------------------------------------------------------
