@@ -141,10 +141,17 @@ void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float
     linear(att, n, C, C, B.proj.w, C, nullptr, C, win, 0.f);
     window_scatter_add(win, B.proj.b, H, W, C, cfg.window, B.shift, x);
     layernorm(x, win, n, C, B.norm2.g, B.norm2.b, eps, x, B.fc2.b);  // also x += fc2 bias
+    // The MLP runs in token chunks so that its hidden map (mlp_ratio C per token) stays in cache
+    // between fc1, the GELU and fc2 instead of making three trips through memory (at 854x480 the
+    // whole map is 59 MB; a chunk is ~2 MB).
     const int Ch = cfg.mlp_ratio * C;
-    linear(win, n, C, C, B.fc1.w, C, nullptr, Ch, hid, 0.f);
-    gelu_tanh(hid, n, Ch, B.fc1.b);
-    linear(hid, n, Ch, Ch, B.fc2.w, Ch, nullptr, C, x, 1.f);
+    const int64_t chunk = std::max<int64_t>(1024, (int64_t)(2u << 20) / (sizeof(float) * Ch));
+    for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+        const int64_t m = std::min(chunk, n - t0);
+        linear(win + t0 * C, m, C, C, B.fc1.w, C, nullptr, Ch, hid, 0.f);
+        gelu_tanh(hid, m, Ch, B.fc1.b);
+        linear(hid, m, Ch, Ch, B.fc2.w, Ch, nullptr, C, x + t0 * C, 1.f);
+    }
 }
 
 void run_stage(const StageW &S, const ModelConfig &cfg, float *x, int H, int W, Workspace &ws, const StageHook &hook,

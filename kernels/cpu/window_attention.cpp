@@ -72,6 +72,8 @@ static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : 
 // 8 floats as one value (GCC/clang vector extension): the compiler keeps an array of these with
 // constant indices in registers, which plain float loops with runtime bounds do not get.
 // aligned(4): rows of the qkv map and scratch are only float-aligned.
+// Only used inside always_inline helpers, so the AVX-vs-SSE argument ABI note does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 __attribute__((always_inline)) static inline v8f load8(const float *p) {
