@@ -75,7 +75,7 @@ rm -f "$OUTDIR/compare.log.txt"
 gain=$(awk -v a="$p_den" -v b="$p_noisy" 'BEGIN { printf "%+.2f", a - b }')
 echo "demo: wrote $OUTDIR/noisy.mkv, $OUTDIR/denoised.mkv, $OUTDIR/clean.mkv"
 echo "demo: wrote $OUTDIR/compare.png (frame $mid, ${cw}x${ch} crop at $cx,$cy: noisy | denoised | clean)"
-echo "PSNR noisy $p_noisy dB -> denoised $p_den dB ($gain dB)"
+printf 'PSNR noisy %.2f dB -> denoised %.2f dB (%s dB)\n' "$p_noisy" "$p_den" "$gain"
 if fcmp "$p_den" '>' "$p_noisy"; then
     exit 0
 fi
