@@ -30,6 +30,7 @@ else
 PREFIX ?= $(CONFIGURED_PREFIX)
 endif
 
+comma := ,
 B := $(TOP)/build
 OBJ := $(B)/obj
 LIBDIR := $(B)/lib
@@ -55,7 +56,8 @@ CUDA_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 \
                    -gencode arch=compute_89,code=sm_89 \
                    -gencode arch=compute_90,code=[sm_90,compute_90]
 CUDA_DEFS := $(if $(HAVE_CUDA),-DDENOISE_HAVE_CUDA=1 -I$(CUDA_HOME)/include)
-CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt)
+# cuBLASLt is a shared library outside ld.so's paths on these machines: RUNPATH to the toolkit
+CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt)
 
 # the CPU engine uses OpenMP (GCC's libgomp) next to OpenBLAS's own threads
 OPENMP_CFLAGS := -fopenmp
@@ -143,7 +145,6 @@ fetch: $(FFSRC)/.denoise-origin $(if $(filter none,$(FFMPEG_CUDA)),,$(NVCH_SRC)/
 
 # ---------------------------------------------------------------------------------------------
 # FFmpeg: a lean shared build with the components the project uses
-comma := ,
 FF_PROTOCOLS := file pipe fd
 FF_DEMUXERS := yuv4mpegpipe matroska mov nut rawvideo image2 image2pipe png_pipe h264 hevc lavfi
 FF_MUXERS := yuv4mpegpipe matroska mov mp4 nut rawvideo image2 image2pipe null h264 hevc
