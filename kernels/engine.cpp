@@ -10,8 +10,6 @@
 // Memory: input frames are kept (converted once: x = 2v-1, reflect-padded, space-to-depth to
 // (Hp/2, Wp/2, 12)) from index pulled-3 on, i.e. the 7-frame window plus whatever the caller has
 // pushed and not yet pulled; features from index pulled-1 on (3 maps); one U-Net workspace.
-#include <omp.h>
-
 #include <algorithm>
 #include <cblas.h>
 #include <cmath>
@@ -21,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/parallel.h"
 #include "cpu/unet.h"
 #include "denoise.h"
 #include "model_config.h"
@@ -134,9 +133,10 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     try {
         int rc = open_cpu(e, p);
         if (rc) return rc;
-        // Process-wide: OpenMP and OpenBLAS have no per-engine thread pools.
+        // Process-wide: the engine's pool (cpu/parallel.h) and OpenBLAS's have no per-engine
+        // thread counts; 0 leaves both at the number of cores.
         if (p->threads > 0) {
-            omp_set_num_threads(p->threads);
+            cpu::set_num_threads(p->threads);
             openblas_set_num_threads(p->threads);
         }
         const int m = e->cfg.pad_multiple;
@@ -192,8 +192,8 @@ int denoise_push(DenoiseEngine *e, const float *const planes[3], ptrdiff_t lines
         const int h2 = e->h2, w2 = e->w2;
         const int *ry = e->ry.data(), *rx = e->rx.data();
         float *x = f.x.data();
-#pragma omp parallel for schedule(static)
-        for (int y = 0; y < h2; ++y)
+        cpu::parallel_for(h2, cpu::grain_for(h2), [&](int64_t y0_, int64_t y1_) {
+        for (int y = (int)y0_; y < (int)y1_; ++y)
             for (int xx = 0; xx < w2; ++xx) {
                 float *o = x + ((size_t)y * w2 + xx) * 12;
                 for (int c = 0; c < 3; ++c)
@@ -202,6 +202,7 @@ int denoise_push(DenoiseEngine *e, const float *const planes[3], ptrdiff_t lines
                         for (int dx = 0; dx < 2; ++dx) o[c * 4 + dy * 2 + dx] = 2.0f * row[rx[2 * xx + dx]] - 1.0f;
                     }
             }
+        });
         e->frames.emplace(e->pushed, std::move(f));
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_push: out of memory");
@@ -253,8 +254,8 @@ int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize) {
 
     const float *o = e->out.data();
     const int H = e->height, Wd = e->width;
-#pragma omp parallel for schedule(static)
-    for (int Y = 0; Y < H; ++Y)
+    cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0_, int64_t Y1_) {
+    for (int Y = (int)Y0_; Y < (int)Y1_; ++Y)
         for (int c = 0; c < 3; ++c) {
             float *d = delta[c] + (ptrdiff_t)Y * linesize;
             const size_t rowbase = (size_t)(Y / 2) * w2 * 12 + c * 4 + (Y & 1) * 2;
@@ -263,6 +264,7 @@ int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize) {
                 d[X] = 0.5f * (o[i] - centre[i]);
             }
         }
+    });
 
     e->pulled++;
     // Output t+1 needs F_t.. and frames from t+1-R on (mirrors included, see the top comment).

@@ -9,6 +9,7 @@
 // Traffic: the padded copy (read in, write (h+2)(w+2)Cin), 9 GEMMs each reading the padded map
 // and read-modify-writing the (h, w+2, Cout) accumulator, one final crop + bias pass.
 #include "ops.h"
+#include "parallel.h"
 
 #include <cstring>
 
@@ -32,8 +33,8 @@ void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const floa
     const int wp = w + 2;
     float *inp = work;
     float *acc = work + (size_t)(h + 2) * wp * Cin;
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < h + 2; ++y) {
+    parallel_for(h + 2, grain_for(h + 2), [&](int64_t y0_, int64_t y1_) {
+    for (int y = (int)y0_; y < (int)y1_; ++y) {
         float *row = inp + (size_t)y * wp * Cin;
         if (y == 0 || y == h + 1) {
             std::memset(row, 0, sizeof(float) * wp * Cin);
@@ -43,19 +44,21 @@ void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const floa
         std::memcpy(row + Cin, in + (size_t)(y - 1) * w * Cin, sizeof(float) * w * Cin);
         std::memset(row + (size_t)(w + 1) * Cin, 0, sizeof(float) * Cin);
     }
+    });
     const int M = h * wp - 2;
     for (int tap = 0; tap < 9; ++tap) {
         const int ky = tap / 3, kx = tap % 3;
         sgemm_rows(false, M, Cout, Cin, inp + ((size_t)ky * wp + kx) * Cin, Cin, wk + (size_t)tap * Cin * Cout, Cout,
                    tap ? 1.0f : 0.0f, acc, Cout);
     }
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < h; ++y)
+    parallel_for(h, grain_for(h), [&](int64_t y0_, int64_t y1_) {
+    for (int y = (int)y0_; y < (int)y1_; ++y)
         for (int x = 0; x < w; ++x) {
             const float *a = acc + ((size_t)y * wp + x) * Cout;
             float *o = out + ((size_t)y * w + x) * Cout;
             for (int c = 0; c < Cout; ++c) o[c] = a[c] + bias[c];
         }
+    });
 }
 
 }  // namespace cpu

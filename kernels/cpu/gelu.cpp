@@ -7,6 +7,7 @@
 
 #include "fast_math.h"
 #include "ops.h"
+#include "parallel.h"
 
 namespace denoise {
 namespace cpu {
@@ -32,8 +33,7 @@ DENOISE_HOT static void gelu_rows(float *x, int64_t rows, int C, const float *bi
 
 void gelu_tanh(float *x, int64_t rows, int C, const float *bias) {
     const int64_t chunk = std::max<int64_t>(1, 16384 / C);
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t r = 0; r < rows; r += chunk) gelu_rows(x + r * C, std::min(chunk, rows - r), C, bias);
+    parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { gelu_rows(x + r0 * C, r1 - r0, C, bias); });
 }
 
 }  // namespace cpu

@@ -12,6 +12,7 @@
 // Value path: all 27 taps accumulate in fp32 (3 in the GEMM, 9 partial sums here), like the
 // PyTorch reference up to summation order (~1e-6).
 #include "ops.h"
+#include "parallel.h"
 
 #include <algorithm>
 
@@ -37,8 +38,8 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
     const int M = h * w;
     for (int dt = 0; dt < 3; ++dt)
         sgemm_rows(false, M, N, Cin, F[dt], Cin, wt + (size_t)dt * Cin * N, N, dt ? 1.0f : 0.0f, G, N);
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < h; ++y)
+    parallel_for(h, grain_for(h), [&](int64_t y0_, int64_t y1_) {
+    for (int y = (int)y0_; y < (int)y1_; ++y)
         for (int x = 0; x < w; ++x) {
             float acc[64];
             for (int o = 0; o < Cout; ++o) acc[o] = bias[o];
@@ -55,6 +56,7 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
             const size_t p = ((size_t)y * w + x) * Cout;
             for (int o = 0; o < Cout; ++o) out[p + o] = std::min(1.0f, std::max(-1.0f, acc[o] + residual[p + o]));
         }
+    });
 }
 
 }  // namespace cpu

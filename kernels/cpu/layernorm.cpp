@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "fast_math.h"
+#include "parallel.h"
 
 namespace denoise {
 namespace cpu {
@@ -46,17 +47,17 @@ DENOISE_HOT static void layernorm_rows(const float *in, float *out, int64_t n, i
 void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps,
                float *in_add_target, const float *add) {
     const int64_t rows = 256;
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t t = 0; t < n; t += rows)
-        layernorm_rows(in + t * C, out + t * C, std::min(rows, n - t), C, gamma, beta, eps,
-                       add ? in_add_target + t * C : nullptr, add);
+    parallel_for(n, rows, [&](int64_t t0, int64_t t1) {
+        layernorm_rows(in + t0 * C, out + t0 * C, t1 - t0, C, gamma, beta, eps, add ? in_add_target + t0 * C : nullptr,
+                       add);
+    });
 }
 
 void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, const float *gamma,
                              const float *beta, float eps, float *win) {
     const int nwx = W / ws, nwin = (H / ws) * nwx;
-#pragma omp parallel for schedule(dynamic, 8)
-    for (int wi = 0; wi < nwin; ++wi) {
+    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
+    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
         const int wy = wi / nwx, wx = wi % nwx;
         for (int i = 0; i < ws; ++i) {
             const int y = (wy * ws + i + shift) % H;
@@ -67,6 +68,7 @@ void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int 
             }
         }
     }
+    });
 }
 
 }  // namespace cpu

@@ -9,6 +9,7 @@
 // beta_out = 1 lets a caller accumulate into out: residual adds (fc2, proj) and the skip
 // concat [up, skip] x W^T = up x W[:, :C]^T + skip x W[:, C:]^T without building the concat.
 #include "ops.h"
+#include "parallel.h"
 
 #include <cblas.h>
 
@@ -27,11 +28,12 @@ void linear(const float *in, int64_t n, int K, int lda, const float *W, int ldw,
     if (n <= 0) return;
     sgemm_rows(true, n, N, K, in, lda, W, ldw, beta_out, out, N);
     if (!b) return;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < n; ++t) {
+    parallel_for(n, grain_for(n), [&](int64_t t0_, int64_t t1_) {
+    for (int64_t t = (int64_t)t0_; t < (int64_t)t1_; ++t) {
         float *y = out + t * N;
         for (int j = 0; j < N; ++j) y[j] += b[j];
     }
+    });
 }
 
 }  // namespace cpu

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ops.h"
+#include "parallel.h"
 
 namespace denoise {
 namespace cpu {
@@ -117,12 +118,13 @@ void build_fusion_input(const float *const *frames, int nframes, int h, int w, f
     const int Cin = nframes * 12 + 1;
     const float sm = sigma / 255.0f;
     const int64_t n = (int64_t)h * w;
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < n; ++p) {
+    parallel_for(n, grain_for(n), [&](int64_t p0_, int64_t p1_) {
+    for (int64_t p = (int64_t)p0_; p < (int64_t)p1_; ++p) {
         float *o = out + p * Cin;
         for (int k = 0; k < nframes; ++k) std::memcpy(o + k * 12, frames[k] + p * 12, sizeof(float) * 12);
         o[Cin - 1] = sm;
     }
+    });
 }
 
 namespace {

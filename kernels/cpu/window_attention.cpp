@@ -6,7 +6,7 @@
 // in L1/L2 with K^T (8 KB); q, k, v are read once from the qkv map and O written once, so the
 // traffic is the qkv map (3C per token) plus the output (C per token). The 2 * 64 * C MAC per
 // token are done by plain loops whose inner dimension (64 keys or 32 head channels) is contiguous
-// so the compiler vectorises them; windows are spread over OpenMP threads.
+// so the compiler vectorises them; windows are spread over the pool (parallel.h).
 //
 // Shifted blocks: the map is rolled by -shift before partitioning; tokens of the rolled map that
 // come from different regions (rows [0, H-ws), [H-ws, H-s), [H-s, H), same for columns) must not
@@ -14,6 +14,7 @@
 // region, so the mask is built per window from the tokens' region ids, and skipped when uniform.
 #include "fast_math.h"
 #include "ops.h"
+#include "parallel.h"
 
 #include <cmath>
 #include <cstring>
@@ -34,8 +35,8 @@ void gather_relative_bias(const float *table, int ws, int heads, float *out) {
 
 void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win) {
     const int nwx = W / ws, nwin = (H / ws) * nwx;
-#pragma omp parallel for schedule(static)
-    for (int wi = 0; wi < nwin; ++wi) {
+    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
+    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
         const int wy = wi / nwx, wx = wi % nwx;
         for (int i = 0; i < ws; ++i) {
             const int y = (wy * ws + i + shift) % H;
@@ -45,12 +46,13 @@ void window_gather(const float *map, int H, int W, int C, int ws, int shift, flo
             }
         }
     }
+    });
 }
 
 void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, float *map) {
     const int nwx = W / ws, nwin = (H / ws) * nwx;
-#pragma omp parallel for schedule(static)
-    for (int wi = 0; wi < nwin; ++wi) {
+    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
+    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
         const int wy = wi / nwx, wx = wi % nwx;
         for (int i = 0; i < ws; ++i) {
             const int y = (wy * ws + i + shift) % H;
@@ -65,6 +67,7 @@ void window_scatter_add(const float *win, const float *bias, int H, int W, int C
             }
         }
     }
+    });
 }
 
 static inline int region(int p, int n, int ws, int s) { return p < n - ws ? 0 : (p < n - s ? 1 : 2); }
@@ -199,12 +202,15 @@ void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int
                       const float *bias, float *out) {
     const int N = ws * ws, hd = C / heads;
     const int nwx = W / ws, nwin = (H / ws) * nwx;
-#pragma omp parallel
-    {
-        std::vector<float> qs((size_t)N * hd), kt((size_t)hd * N), S((size_t)N * N);
-        std::vector<int> ids(N);
-#pragma omp for schedule(dynamic, 8)
-        for (int wi = 0; wi < nwin; ++wi) {
+    parallel_for(nwin, 4, [&](int64_t w0, int64_t w1) {
+        // Scratch per thread, reused across calls (attention runs ~10 times per U-Net pass).
+        thread_local std::vector<float> qs, kt, S;
+        thread_local std::vector<int> ids;
+        qs.resize((size_t)N * hd);
+        kt.resize((size_t)hd * N);
+        S.resize((size_t)N * N);
+        ids.resize(N);
+        for (int wi = (int)w0; wi < (int)w1; ++wi) {
             const int wy = wi / nwx, wx = wi % nwx;
             bool masked = false;
             if (shift) {
@@ -216,7 +222,7 @@ void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int
             fn(qkv + (size_t)wi * N * 3 * C, qkv_bias, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(), masked,
                qs.data(), kt.data(), S.data());
         }
-    }
+    });
 }
 
 }  // namespace cpu
