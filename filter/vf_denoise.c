@@ -83,6 +83,13 @@
 #define NOISE_SIZE (1 << NOISE_LOG2)
 #define NOISE_MASK (NOISE_SIZE - 1)
 
+/* Built-in scene-cut detector: luma block means over SCD_BLOCK x SCD_BLOCK pixels; frames with
+ * fewer than SCD_MIN_PIXELS pixels are too small to judge (a few noisy samples look like a
+ * cut) and never trigger it. Default threshold: see docs/robustness.md for the measurement. */
+#define SCD_BLOCK 8
+#define SCD_MIN_PIXELS 256
+#define SCENE_DEFAULT 10.0
+
 typedef struct QueuedFrame {
     AVFrame *frame;
     int disabled;       /* timeline: pass this frame through unchanged */
@@ -140,6 +147,21 @@ typedef struct DenoiseContext {
     float *noise;               /* NOISE_SIZE^2 blue noise in [0,1) */
     AVFifo *queue;              /* QueuedFrame: frames pushed, change not yet pulled */
     int warned_csp;
+
+    enum AVPixelFormat format;  /* format the per-format fields above describe */
+
+    /* built-in scene-cut detector (option scene): block means of the luma of the network
+     * input, compared with the previous frame's (see scene_cut()) */
+    float scene;                /* threshold in percent of full scale; 0 = off */
+    int   scd_bw, scd_bh;       /* blocks per row / column */
+    float *scd_cur, *scd_prev;  /* block means (luma in [0,1]) */
+    int   *scd_count;           /* pixels per block */
+    int   scd_have_prev;
+    double scd_prev_mafd;
+    int   nb_scene_cuts;
+
+    /* float input: non-finite samples replaced before the network */
+    int warned_nonfinite;
 } DenoiseContext;
 
 #define OFFSET(x) offsetof(DenoiseContext, x)
@@ -160,6 +182,9 @@ static const AVOption denoise_options[] = {
         OFFSET(device),  AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 16, FLAGS },
     { "threads", "CPU engine worker threads (0 = all cores)",
         OFFSET(threads), AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 1024, FLAGS },
+    { "scene",   "built-in scene-cut threshold (score in percent, as scdet's; 0 = off): a cut ends "
+                 "the temporal window (frames are never fused across it)",
+        OFFSET(scene),   AV_OPT_TYPE_FLOAT,  { .dbl = SCENE_DEFAULT }, 0, 100, TFLAGS },
     { NULL }
 };
 
@@ -250,6 +275,10 @@ static void free_buffers(DenoiseContext *s)
     av_freep(&s->cplane);
     av_freep(&s->hrow);
     av_freep(&s->cacc);
+    av_freep(&s->scd_cur);
+    av_freep(&s->scd_prev);
+    av_freep(&s->scd_count);
+    s->scd_have_prev = 0;
     av_freep(&s->tx.i0); av_freep(&s->tx.i1); av_freep(&s->tx.w); av_freep(&s->tx.wsum);
     av_freep(&s->ty.i0); av_freep(&s->ty.i1); av_freep(&s->ty.w); av_freep(&s->ty.wsum);
 }
@@ -326,6 +355,19 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
             (ret = alloc_taps(&s->ty, h, s->ch)) < 0)
             return ret;
     }
+
+    s->scd_bw = (w + SCD_BLOCK - 1) / SCD_BLOCK;
+    s->scd_bh = (h + SCD_BLOCK - 1) / SCD_BLOCK;
+    s->scd_cur   = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_cur));
+    s->scd_prev  = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_prev));
+    s->scd_count = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_count));
+    if (!s->scd_cur || !s->scd_prev || !s->scd_count)
+        return AVERROR(ENOMEM);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            s->scd_count[(y / SCD_BLOCK) * s->scd_bw + x / SCD_BLOCK]++;
+    s->scd_have_prev = 0;
+    s->scd_prev_mafd = 0;
 
     s->width  = w;
     s->height = h;
@@ -482,7 +524,11 @@ static void apply_comp(const DenoiseContext *s, AVFrame *f, const AVComponentDes
         if (s->bytes == 4) {
             for (int x = 0; x < w; x++) {
                 uint8_t *p = dst + x * step;
-                AV_WL32(p, av_float2int(av_int2float(AV_RL32(p)) + d[x]));
+                const float o = av_int2float(AV_RL32(p));
+                /* a non-finite sample (NaN, +-Inf) stays as it was, bit-exact; a non-finite
+                 * change (never expected) is not applied */
+                if (isfinite(o) && isfinite(d[x]))
+                    AV_WL32(p, av_float2int(o + d[x]));
             }
         } else if (s->bytes == 2) {
             for (int x = 0; x < w; x++) {
@@ -684,6 +730,83 @@ static void apply_delta(AVFilterContext *ctx, AVFrame *f, const FrameRepr *r)
     apply_comp(s, f, &desc->comp[0], w, h, d[0], st, 0);
 }
 
+/* Float input: NaN and +-Inf samples cannot go through the network (one of them would spread
+ * to the whole window and the neighbouring frames).  Before the network: NaN -> 0, +Inf -> 1,
+ * -Inf -> 0, and finite values are clamped to [-1, 2] (far outside [0,1]; only absurd values
+ * are touched).  The output keeps the non-finite samples as they were (apply_comp). */
+static void sanitize_float_input(AVFilterContext *ctx)
+{
+    DenoiseContext *s = ctx->priv;
+    const int w = s->width, h = s->height;
+    int64_t bad = 0;
+
+    for (int c = 0; c < 3; c++) {
+        for (int y = 0; y < h; y++) {
+            float *p = s->in[c] + y * s->stride;
+            for (int x = 0; x < w; x++) {
+                const float v = p[x];
+                if (!isfinite(v)) {
+                    p[x] = isnan(v) ? 0.0f : v > 0 ? 1.0f : 0.0f;
+                    bad++;
+                } else if (v < -1.0f || v > 2.0f) {
+                    p[x] = av_clipf(v, -1.0f, 2.0f);
+                }
+            }
+        }
+    }
+    if (bad && !s->warned_nonfinite++)
+        av_log(ctx, AV_LOG_WARNING, "input has non-finite samples (NaN or Inf; %"PRId64" in this "
+               "frame): the network sees 0 (NaN, -Inf) or 1 (+Inf) there, the output keeps them "
+               "unchanged (warned once)\n", bad);
+}
+
+/* Built-in scene-cut detector on the frame just converted into s->in[] (R'G'B' in [0,1]).
+ * The score is the one of FFmpeg's scdet filter (libavfilter/vf_scdet.c, get_scene_score()):
+ * mafd = mean absolute frame difference in percent of full scale, score = min(mafd,
+ * |mafd - previous mafd|), a cut when score >= threshold; the min() makes a steady high
+ * difference (noise, constant motion) not a cut, only a jump.  Unlike scdet the difference is
+ * taken on SCD_BLOCK x SCD_BLOCK block means of the luma (BT.709 weights of R'G'B'), which
+ * averages the noise down (sigma 50 8-bit noise moves an 8x8 block mean by about 2-3%) while a
+ * hard cut changes most blocks by tens of percent.  Returns 1 for a cut. */
+static int scene_cut(AVFilterContext *ctx, double *score_out)
+{
+    DenoiseContext *s = ctx->priv;
+    const int w = s->width, h = s->height, bw = s->scd_bw, nb = s->scd_bw * s->scd_bh;
+    double sad = 0, mafd, diff, score;
+    float *tmp;
+
+    *score_out = 0;
+    memset(s->scd_cur, 0, nb * sizeof(*s->scd_cur));
+    for (int y = 0; y < h; y++) {
+        const float *r = s->in[0] + y * s->stride, *g = s->in[1] + y * s->stride,
+                    *b = s->in[2] + y * s->stride;
+        float *row = s->scd_cur + (y / SCD_BLOCK) * bw;
+        for (int x = 0; x < w; x++)
+            row[x / SCD_BLOCK] += 0.2126f * r[x] + 0.7152f * g[x] + 0.0722f * b[x];
+    }
+    for (int i = 0; i < nb; i++)
+        s->scd_cur[i] /= s->scd_count[i];
+
+    if (!s->scd_have_prev) {
+        /* first frame of this size: nothing to compare with */
+        tmp = s->scd_prev; s->scd_prev = s->scd_cur; s->scd_cur = tmp;
+        s->scd_have_prev = 1;
+        s->scd_prev_mafd = 0;
+        return 0;
+    }
+    for (int i = 0; i < nb; i++)
+        sad += s->scd_count[i] * fabs((double)s->scd_cur[i] - s->scd_prev[i]);
+    tmp = s->scd_prev; s->scd_prev = s->scd_cur; s->scd_cur = tmp;
+
+    mafd  = sad * 100.0 / ((double)w * h);
+    diff  = fabs(mafd - s->scd_prev_mafd);
+    score = av_clipd(FFMIN(mafd, diff), 0, 100);
+    s->scd_prev_mafd = mafd;
+    *score_out = score;
+    av_log(ctx, AV_LOG_TRACE, "scene score %.3f (mafd %.3f)\n", score, mafd);
+    return s->scene > 0 && (int64_t)w * h >= SCD_MIN_PIXELS && score >= s->scene;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* frame flow                                                                                  */
 
@@ -755,6 +878,8 @@ static int drain(AVFilterContext *ctx)
     return 0;
 }
 
+static int set_format(AVFilterContext *ctx, enum AVPixelFormat fmt);
+
 static int push_frame(AVFilterContext *ctx, AVFrame *in)
 {
     DenoiseContext *s = ctx->priv;
@@ -770,6 +895,18 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
         av_log(ctx, AV_LOG_DEBUG, "scene cut at pts %"PRId64": new segment\n", in->pts);
         if ((ret = drain(ctx)) < 0)
             goto fail;
+    }
+
+    if (in->format != s->format) {
+        /* buffersrc (and other sources) pass a format change on mid-stream with a warning:
+         * end the segment and take the new format if it is one of ours */
+        av_log(ctx, AV_LOG_VERBOSE, "pixel format changed from %s to %s: ending the segment\n",
+               av_get_pix_fmt_name(s->format), av_get_pix_fmt_name(in->format));
+        if ((ret = drain(ctx)) < 0)
+            goto fail;
+        if ((ret = set_format(ctx, in->format)) < 0)
+            goto fail;
+        denoise_free(&s->engine);   /* reopened below for the new format's buffers */
     }
 
     if (!s->engine || in->width != s->width || in->height != s->height) {
@@ -792,6 +929,22 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
 
     frame_repr(ctx, in, &r);
     convert_in(ctx, in, &r);
+    if (s->is_float)
+        sanitize_float_input(ctx);
+
+    /* Built-in detector: frame t against t-1, decided before t goes into the engine; a cut
+     * ends the segment (flush and drain: the window is mirrored at the cut) and t starts the
+     * next one. */
+    {
+        double score;
+        if (scene_cut(ctx, &score) && av_fifo_can_read(s->queue)) {
+            s->nb_scene_cuts++;
+            av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (score %.2f >= %.2f): "
+                   "new segment\n", in->pts, score, s->scene);
+            if ((ret = drain(ctx)) < 0)
+                goto fail;
+        }
+    }
 
     ret = av_fifo_write(s->queue, &q, 1);
     if (ret < 0)
@@ -893,6 +1046,7 @@ static av_cold int init(AVFilterContext *ctx)
     if (!s->model_path)
         return AVERROR(ENOMEM);
 
+    s->format = AV_PIX_FMT_NONE;
     s->queue = av_fifo_alloc2(8, sizeof(QueuedFrame), AV_FIFO_FLAG_AUTO_GROW);
     s->noise = av_malloc_array(NOISE_SIZE * NOISE_SIZE, sizeof(*s->noise));
     if (!s->queue || !s->noise)
@@ -905,28 +1059,47 @@ static av_cold int init(AVFilterContext *ctx)
     return 0;
 }
 
-static int config_input(AVFilterLink *inlink)
+/* Take the per-format fields from fmt (at configuration, or on a format change mid-stream). */
+static int set_format(AVFilterContext *ctx, enum AVPixelFormat fmt)
 {
-    AVFilterContext *ctx = inlink->dst;
     DenoiseContext *s = ctx->priv;
-    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(inlink->format);
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(fmt);
+    int listed = 0;
 
+    for (int i = 0; pix_fmts[i] != AV_PIX_FMT_NONE; i++)
+        listed |= pix_fmts[i] == fmt;
+    if (!desc || !listed) {
+        av_log(ctx, AV_LOG_ERROR, "frame in pixel format %s, which the filter does not take "
+               "(a format change mid-stream must stay within the listed formats)\n",
+               desc ? desc->name : "none");
+        return AVERROR(EINVAL);
+    }
+    s->format    = fmt;
     s->desc      = desc;
     s->nb_color  = desc->nb_components - !!(desc->flags & AV_PIX_FMT_FLAG_ALPHA);
     s->is_rgb    = !!(desc->flags & AV_PIX_FMT_FLAG_RGB);
     s->is_float  = !!(desc->flags & AV_PIX_FMT_FLAG_FLOAT);
     s->depth     = desc->comp[0].depth;
     s->bytes     = s->is_float ? 4 : s->depth > 8 ? 2 : 1;
-    s->is_full_range_fmt = inlink->format == AV_PIX_FMT_YUVJ411P ||
-                           inlink->format == AV_PIX_FMT_YUVJ420P ||
-                           inlink->format == AV_PIX_FMT_YUVJ422P ||
-                           inlink->format == AV_PIX_FMT_YUVJ440P ||
-                           inlink->format == AV_PIX_FMT_YUVJ444P;
+    s->is_full_range_fmt = fmt == AV_PIX_FMT_YUVJ411P ||
+                           fmt == AV_PIX_FMT_YUVJ420P ||
+                           fmt == AV_PIX_FMT_YUVJ422P ||
+                           fmt == AV_PIX_FMT_YUVJ440P ||
+                           fmt == AV_PIX_FMT_YUVJ444P;
     if (s->is_float && s->depth != 32) {
         av_log(ctx, AV_LOG_ERROR, "unsupported float format %s\n", desc->name);
         return AVERROR(ENOSYS);
     }
+    return 0;
+}
 
+static int config_input(AVFilterLink *inlink)
+{
+    AVFilterContext *ctx = inlink->dst;
+    int ret;
+
+    if ((ret = set_format(ctx, inlink->format)) < 0)
+        return ret;
     /* the weights load here (not in init) */
     return engine_open(ctx, inlink->w, inlink->h);
 }
@@ -936,6 +1109,8 @@ static av_cold void uninit(AVFilterContext *ctx)
     DenoiseContext *s = ctx->priv;
     QueuedFrame q;
 
+    if (s->nb_scene_cuts)
+        av_log(ctx, AV_LOG_VERBOSE, "%d scene cut(s) detected\n", s->nb_scene_cuts);
     if (s->queue) {
         while (av_fifo_read(s->queue, &q, 1) >= 0)
             av_frame_free(&q.frame);
