@@ -1,7 +1,7 @@
 // The whole model v1 network on the CPU (weights/model.py's UNet and Denoiser.head_out), built
 // from the operators in ops.h. fp32 NHWC throughout. Memory: the workspace holds the three skip
-// levels (x0, x1, x2), two token buffers of the largest stage (a, b), qkv (3C) and the MLP hidden
-// map (mlp_ratio C); at 854x480 (padded 896x512, 448x256 tokens of 32 ch) about 200 MB.
+// levels (x0, x1, x2), two token buffers of the largest stage (a, b), qkv (3C), one MLP chunk and
+// the head's 108-channel map; at 854x480 (padded 896x512, 448x256 tokens of 32 ch) about 210 MB.
 #include "unet.h"
 
 #include <algorithm>
@@ -95,6 +95,10 @@ bool bind_weights(const StFile &f, const ModelConfig &cfg, UNetWeights *W, std::
     return true;
 }
 
+namespace {
+int64_t mlp_chunk_tokens(int Ch);
+}
+
 void Workspace::resize(const ModelConfig &cfg, int hh, int ww) {
     if (hh == h && ww == w) return;
     h = hh;
@@ -110,7 +114,10 @@ void Workspace::resize(const ModelConfig &cfg, int hh, int ww) {
     a.assign(big, 0.f);
     b.assign(big, 0.f);
     qkv.assign(3 * big, 0.f);
-    hidden.assign((size_t)cfg.mlp_ratio * big, 0.f);
+    // hidden: one MLP chunk, and the patch merge / expand temporaries (<= big).
+    size_t mlp = 0;
+    for (int c : cfg.channels) mlp = std::max(mlp, (size_t)mlp_chunk_tokens(cfg.mlp_ratio * c) * cfg.mlp_ratio * c);
+    hidden.assign(std::max(big, mlp), 0.f);
     head.assign(head_work_floats(h, w, cfg.head_out_channels()), 0.f);
 }
 
@@ -128,6 +135,9 @@ void build_fusion_input(const float *const *frames, int nframes, int h, int w, f
 }
 
 namespace {
+
+// Tokens per MLP chunk: a ~2 MB hidden slice (at least 1024 tokens, so each GEMM stays large).
+int64_t mlp_chunk_tokens(int Ch) { return std::max<int64_t>(1024, (int64_t)(2u << 20) / ((int64_t)sizeof(float) * Ch)); }
 
 // x (H, W, C) += proj(W-MSA(LN1(x))); x += fc2(GELU(fc1(LN2(x)))).
 void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float *x, int H, int W, Workspace &ws) {
@@ -147,7 +157,7 @@ void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float
     // between fc1, the GELU and fc2 instead of making three trips through memory (at 854x480 the
     // whole map is 59 MB; a chunk is ~2 MB).
     const int Ch = cfg.mlp_ratio * C;
-    const int64_t chunk = std::max<int64_t>(1024, (int64_t)(2u << 20) / (sizeof(float) * Ch));
+    const int64_t chunk = mlp_chunk_tokens(Ch);
     for (int64_t t0 = 0; t0 < n; t0 += chunk) {
         const int64_t m = std::min(chunk, n - t0);
         linear(win + t0 * C, m, C, C, B.fc1.w, C, nullptr, Ch, hid, 0.f);
