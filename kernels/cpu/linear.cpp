@@ -1,11 +1,11 @@
 // Linear layer on a token-major map: out (n, N) = in (n, K) x W^T + b, W in PyTorch's (N, K)
 // layout, so cblas_sgemm (RowMajor, NoTrans x Trans) with no repacking.
-// Threading: OpenBLAS's own threads run each GEMM. Splitting the rows over OpenMP threads with a
-// single-threaded sgemm per block would leave one thread pool, but Debian's pthread OpenBLAS
-// serialises concurrent callers: 2 threads x 2 sgemm (8192x96x32) took 2329 ms against 285 ms
-// for the same calls made one after the other (/tmp/gemmpar.cpp, recorded in docs/cpu-engine.md).
+// Threading: OpenBLAS's own threads run each GEMM. Splitting the rows over the engine's pool with
+// a single-threaded sgemm per block does not work with Debian's pthread OpenBLAS: concurrent
+// callers serialise (2 x 200 sgemm 8192x96x32 on 2 threads: 1.5-3.2 s against 0.19-0.48 s one
+// after the other; docs/cpu-engine.md).
 // Traffic: in and out once each (W, at most 128 KB, stays in cache); 2 n N K FLOP. The bias is a
-// separate OpenMP pass over out (out is still in L2/L3 for the token counts of one tile row).
+// separate pass over out (out is still in L2/L3 for the token counts of one tile row).
 // beta_out = 1 lets a caller accumulate into out: residual adds (fc2, proj) and the skip
 // concat [up, skip] x W^T = up x W[:, :C]^T + skip x W[:, C:]^T without building the concat.
 #include "ops.h"
