@@ -1,9 +1,9 @@
 // Linear layer on a token-major map: out (n, N) = in (n, K) x W^T + b, W in PyTorch's (N, K)
 // layout, so cblas_sgemm (RowMajor, NoTrans x Trans) with no repacking.
 // Threading: OpenBLAS's own threads run each GEMM. Splitting the rows over the engine's pool with
-// a single-threaded sgemm per block does not work with Debian's pthread OpenBLAS: concurrent
-// callers serialise (2 x 200 sgemm 8192x96x32 on 2 threads: 1.5-3.2 s against 0.19-0.48 s one
-// after the other; docs/cpu-engine.md).
+// a single-threaded sgemm per block was tried: 2 x 200 sgemm 8192x96x32 on 2 threads scaled 2x on
+// an idle moment (98 vs 190 ms) but took 0.7-3.2 s against 0.19-0.48 s sequentially while the
+// machine was loaded, each call waiting for a descheduled partner (docs/cpu-engine.md).
 // Traffic: in and out once each (W, at most 128 KB, stays in cache); 2 n N K FLOP. The bias is a
 // separate pass over out (out is still in L2/L3 for the token counts of one tile row).
 // beta_out = 1 lets a caller accumulate into out: residual adds (fc2, proj) and the skip
