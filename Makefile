@@ -344,6 +344,9 @@ install: all
 	@if [ -f $(WEIGHTS) ]; then install -m 644 $(WEIGHTS) $(DESTDIR)$(PREFIX)/share/denoise/; \
 	  else echo "install: $(WEIGHTS) does not exist yet: no weights installed"; fi
 
+# robustness: make fuzz, fuzz-build (part of check), check-asan (docs/robustness.md)
+include $(TOP)/mk/robustness.mk
+
 # ---------------------------------------------------------------------------------------------
 # keep intermediate objects (chained pattern rules would delete them)
 .SECONDARY:

@@ -24,6 +24,8 @@ libopenblas-dev
 libgtest-dev
 googletest
 clang
+libclang-rt-14-dev
+nlohmann-json3-dev
 "
 
 mode=${1:-install}
