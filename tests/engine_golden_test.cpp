@@ -248,3 +248,47 @@ TEST_F(Golden, SegmentsBackToBackOnOneEngine) {
 }
 
 }  // namespace
+
+// Sizes the goldens do not cover (1x1, odd, just above a multiple of 64): one output per input,
+// finite, and input + delta inside [0, 1] (the network output is clamped to [-1, 1]).
+TEST(EngineSizes, OddSizesRunAndStayInRange) {
+    const std::string wpath = data_dir() + "/golden_weights.safetensors";
+    for (auto wh : {std::pair<int, int>{1, 1}, {3, 5}, {65, 33}, {130, 2}}) {
+        const int Wd = wh.first, H = wh.second, N = 4;
+        DenoiseEngine *e = denoise_alloc();
+        DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, 30.0f, Wd, H, 0};
+        ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
+        const ptrdiff_t ls = Wd + 3;  // linesize larger than the width
+        std::vector<float> v((size_t)3 * ls * H), d((size_t)3 * ls * H, NAN);
+        uint32_t s = 7;
+        int pulled = 0;
+        for (int f = 0; f < N; ++f) {
+            for (auto &x : v) {
+                s = s * 1664525u + 1013904223u;
+                x = (float)(s >> 8) / 16777216.0f * 1.2f - 0.1f;  // a little outside [0, 1], like noise
+            }
+            const float *pl[3] = {&v[0], &v[(size_t)ls * H], &v[(size_t)2 * ls * H]};
+            ASSERT_EQ(denoise_push(e, pl, ls), 0);
+            if (f == N - 1) {
+                ASSERT_EQ(denoise_flush(e), 0);
+            }
+            float *dp[3] = {&d[0], &d[(size_t)ls * H], &d[(size_t)2 * ls * H]};
+            int rc;
+            while ((rc = denoise_pull(e, dp, ls)) == 0) {
+                ++pulled;
+                if (pulled != N) continue;  // v holds the last frame only
+                for (int c = 0; c < 3; ++c)
+                    for (int y = 0; y < H; ++y)
+                        for (int x = 0; x < Wd; ++x) {
+                            const size_t i = (size_t)c * ls * H + (size_t)y * ls + x;
+                            ASSERT_TRUE(std::isfinite(d[i]));
+                            EXPECT_GE(v[i] + d[i], -1e-6f);
+                            EXPECT_LE(v[i] + d[i], 1.0f + 1e-6f);
+                        }
+            }
+            EXPECT_EQ(rc, f == N - 1 ? DENOISE_EOF : DENOISE_EAGAIN);
+        }
+        EXPECT_EQ(pulled, N) << Wd << "x" << H;
+        denoise_free(&e);
+    }
+}
