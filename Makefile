@@ -47,7 +47,8 @@ FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 # ---------------------------------------------------------------------------------------------
 # libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
 CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
-CU_SRCS := $(if $(filter yes,$(CUDA)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu)))
+# the CUDA engine is built only with ./configure --enable-cuda-engine (experimental, docs/cuda.md)
+CU_SRCS := $(if $(filter yes,$(CUDA)),$(if $(filter yes,$(CUDA_ENGINE)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu))))
 HAVE_CUDA := $(if $(CU_SRCS),yes,)
 # host-side CUDA sources (kernels/cuda/*.cpp) are built only with the .cu files
 CXXSRCS += $(if $(HAVE_CUDA),$(sort $(wildcard $(TOP)/kernels/cuda/*.cpp)))
@@ -237,8 +238,10 @@ ff_pkg = PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig pkg-config $(1) $(FF_PC)
 RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
 
 TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
+# tools/cuda_*.cpp need the CUDA engine (cuda_bench: CUDA events, kernels/cuda/ops.h)
+TOOL_SRCS := $(if $(HAVE_CUDA),$(TOOL_SRCS),$(filter-out $(TOP)/tools/cuda_%,$(TOOL_SRCS)))
 TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRCS))))
-CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include
+CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(CUDA_DEFS)
 
 $(OBJ)/tools/%.c.o: $(TOP)/tools/%.c
 	@mkdir -p $(dir $@)
@@ -264,7 +267,10 @@ tools: $(TOOLS)
 # tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
 # Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
 TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
-HELPER_SRCS := $(filter-out $(TEST_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
+# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built only with the CUDA engine
+GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp))
+GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(GPU_CHECK_SRCS)))
+HELPER_SRCS := $(filter-out $(TEST_SRCS) $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
 TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))
 LAVFI_TESTS := $(filter %_lavfi_test,$(TESTS))
 HELPER_LIB := $(if $(HELPER_SRCS),$(B)/tests/libtesthelpers.a)
@@ -293,12 +299,16 @@ $(B)/tests/%_test: $(OBJ)/tests/%_test.o $(HELPER_LIB) $(LIBDENOISE)
 	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $(ENGINE_LIBS) $(GTEST_LIBS) \
 	    $(if $(HELPER_SRCS),$$($(call ff_pkg,--libs)) $(RPATH_FLAGS))
 
+$(GPU_CHECKS): $(B)/tests/%: $(OBJ)/tests/%.o $(LIBDENOISE)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS)
+
 # FF_STAMP is made by the ffmpeg target
 $(FF_STAMP): | ffmpeg
 	@test -f $@
 
 .PHONY: tests
-tests: $(TESTS)
+tests: $(TESTS) $(GPU_CHECKS)
 
 # ---------------------------------------------------------------------------------------------
 .PHONY: all

@@ -22,6 +22,7 @@
 #include "cpu/parallel.h"
 #include "cpu/unet.h"
 #include "denoise.h"
+#include "gpu_backend.h"
 #include "model_config.h"
 #include "safetensors.h"
 
@@ -65,6 +66,10 @@ struct DenoiseEngine {
     std::map<int64_t, Frame> frames;
     std::map<int64_t, std::vector<float>> feats;
     std::vector<float> fusion_in, out;
+    // CUDA backend (DENOISE_HAVE_CUDA builds): it keeps the frames' and features' data on the
+    // device; `frames` (sigma only, x empty) and `feats` (empty vectors) still carry the
+    // bookkeeping, so the window and segment logic below is the same for both backends.
+    std::unique_ptr<GpuBackend> gpu;
 
     int fail(int code, const std::string &msg) {
         error = msg;
@@ -75,6 +80,7 @@ struct DenoiseEngine {
         flushed = false;
         frames.clear();
         feats.clear();
+        if (gpu) gpu->reset();
     }
     // Frame index i of the segment, mirrored; only called when the result cannot depend on N.
     int64_t resolve(int64_t i) const {
@@ -121,10 +127,27 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     if (!(p->sigma >= 0.f && p->sigma <= 255.f))
         return e->fail(DENOISE_EINVAL, "denoise_open: sigma " + std::to_string(p->sigma) + " outside [0, 255]");
     if (p->threads < 0) return e->fail(DENOISE_EINVAL, "denoise_open: threads < 0");
+    bool use_cuda = false;
     switch (p->backend) {
-    case DENOISE_BACKEND_CUDA:
-        return e->fail(DENOISE_ENOSYS, "backend cuda: this libdenoise was built without CUDA");
-    case DENOISE_BACKEND_AUTO:
+    case DENOISE_BACKEND_CUDA: {
+#ifdef DENOISE_HAVE_CUDA
+        std::string why;
+        if (cuda_probe(p->device, &why)) return e->fail(DENOISE_ENOSYS, "backend cuda: " + why);
+        use_cuda = true;
+        break;
+#else
+        return e->fail(DENOISE_ENOSYS, "backend cuda: this libdenoise was built without CUDA "
+                                       "(the CUDA engine needs ./configure --enable-cuda-engine)");
+#endif
+    }
+    case DENOISE_BACKEND_AUTO: {
+#ifdef DENOISE_HAVE_CUDA
+        // CUDA only with a device of compute capability >= 8.0, else the CPU engine.
+        std::string why;
+        use_cuda = cuda_probe(p->device, &why) == 0;
+#endif
+        break;
+    }
     case DENOISE_BACKEND_CPU:
         break;
     default:
@@ -150,15 +173,22 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
         e->rx.resize(e->wp);
         for (int i = 0; i < e->hp; ++i) e->ry[i] = reflect_index(i, p->height);
         for (int i = 0; i < e->wp; ++i) e->rx[i] = reflect_index(i, p->width);
-        e->ws.resize(e->cfg, e->h2, e->w2);
-        e->fusion_in.assign((size_t)e->h2 * e->w2 * e->cfg.fusion_in_channels(), 0.f);
-        e->out.assign((size_t)e->h2 * e->w2 * e->cfg.head_out_channels(), 0.f);
+#ifdef DENOISE_HAVE_CUDA
+        if (use_cuda) e->gpu = cuda_backend_new(e->W, p->device, e->width, e->height, e->hp, e->wp);
+#else
+        (void)use_cuda;
+#endif
+        if (!e->gpu) {
+            e->ws.resize(e->cfg, e->h2, e->w2);
+            e->fusion_in.assign((size_t)e->h2 * e->w2 * e->cfg.fusion_in_channels(), 0.f);
+            e->out.assign((size_t)e->h2 * e->w2 * e->cfg.head_out_channels(), 0.f);
+        }
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_open: out of memory sizing buffers for " + std::to_string(p->width) +
                                            "x" + std::to_string(p->height));
     }
     e->sigma = p->sigma;
-    e->backend = DENOISE_BACKEND_CPU;
+    e->backend = e->gpu ? DENOISE_BACKEND_CUDA : DENOISE_BACKEND_CPU;
     e->opened = true;
     e->error.clear();
     return 0;
@@ -184,6 +214,17 @@ int denoise_push(DenoiseEngine *e, const float *const planes[3], ptrdiff_t lines
             return e->fail(DENOISE_EINVAL, "denoise_push: the flushed segment still has " +
                                                std::to_string(e->pushed - e->pulled) + " frames to pull");
         e->reset_segment();
+    }
+    if (e->gpu) {  // converted on the device; the host entry only carries the frame's sigma
+        int rc = e->gpu->push_frame(e->pushed, planes, linesize);
+        if (rc) return e->fail(rc, e->gpu->error());
+        try {
+            e->frames.emplace(e->pushed, Frame{{}, e->sigma});
+        } catch (const std::bad_alloc &) {
+            return e->fail(DENOISE_ENOMEM, "denoise_push: out of memory");
+        }
+        e->pushed++;
+        return 0;
     }
     try {
         Frame f;
@@ -232,6 +273,18 @@ int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize) {
     try {
         for (int64_t s = t - 1; s <= t + 1; ++s) {
             if (e->feats.count(s)) continue;
+            if (e->gpu) {
+                std::vector<int64_t> idx;
+                for (int64_t k = s - r; k <= s + r; ++k) {
+                    if (!e->frames.count(e->resolve(k)))
+                        return e->fail(DENOISE_EINVAL, "internal: frame " + std::to_string(e->resolve(k)) + " evicted too early");
+                    idx.push_back(e->resolve(k));
+                }
+                int rc = e->gpu->compute_features(s, idx.data(), (int)idx.size(), e->frames.at(e->resolve(s)).sigma);
+                if (rc) return e->fail(rc, e->gpu->error());
+                e->feats.emplace(s, std::vector<float>());
+                continue;
+            }
             std::vector<const float *> win;
             for (int64_t k = s - r; k <= s + r; ++k) {
                 auto it = e->frames.find(e->resolve(k));
@@ -248,28 +301,35 @@ int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize) {
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_pull: out of memory");
     }
-    const float *F[3] = {e->feats.at(t - 1).data(), e->feats.at(t).data(), e->feats.at(t + 1).data()};
-    const float *centre = e->frames.at(t).x.data();
-    cpu::head_forward(e->W, F, centre, h2, w2, e->out.data(), e->ws);
+    if (e->gpu) {
+        const int64_t fk[3] = {t - 1, t, t + 1};
+        int rc = e->gpu->head(t, fk, delta, linesize);
+        if (rc) return e->fail(rc, e->gpu->error());
+    } else {
+        const float *F[3] = {e->feats.at(t - 1).data(), e->feats.at(t).data(), e->feats.at(t + 1).data()};
+        const float *centre = e->frames.at(t).x.data();
+        cpu::head_forward(e->W, F, centre, h2, w2, e->out.data(), e->ws);
 
-    const float *o = e->out.data();
-    const int H = e->height, Wd = e->width;
-    cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0_, int64_t Y1_) {
-    for (int Y = (int)Y0_; Y < (int)Y1_; ++Y)
-        for (int c = 0; c < 3; ++c) {
-            float *d = delta[c] + (ptrdiff_t)Y * linesize;
-            const size_t rowbase = (size_t)(Y / 2) * w2 * 12 + c * 4 + (Y & 1) * 2;
-            for (int X = 0; X < Wd; ++X) {
-                const size_t i = rowbase + (size_t)(X / 2) * 12 + (X & 1);
-                d[X] = 0.5f * (o[i] - centre[i]);
+        const float *o = e->out.data();
+        const int H = e->height, Wd = e->width;
+        cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0_, int64_t Y1_) {
+        for (int Y = (int)Y0_; Y < (int)Y1_; ++Y)
+            for (int c = 0; c < 3; ++c) {
+                float *d = delta[c] + (ptrdiff_t)Y * linesize;
+                const size_t rowbase = (size_t)(Y / 2) * w2 * 12 + c * 4 + (Y & 1) * 2;
+                for (int X = 0; X < Wd; ++X) {
+                    const size_t i = rowbase + (size_t)(X / 2) * 12 + (X & 1);
+                    d[X] = 0.5f * (o[i] - centre[i]);
+                }
             }
-        }
-    });
+        });
+    }
 
     e->pulled++;
     // Output t+1 needs F_t.. and frames from t+1-R on (mirrors included, see the top comment).
     e->feats.erase(e->feats.begin(), e->feats.lower_bound(e->pulled - 1));
     e->frames.erase(e->frames.begin(), e->frames.lower_bound(e->pulled - R));
+    if (e->gpu) e->gpu->evict(e->pulled - R, e->pulled - 1);
     return 0;
 }
 

@@ -144,7 +144,9 @@ TEST_F(Golden, PublicApiCentreFrameMatchesModelOutput) {
     DenoiseEngine *e = denoise_alloc();
     ASSERT_NE(e, nullptr);
     const std::string wpath = data_dir() + "/golden_weights.safetensors";
-    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_AUTO, 0, G("input.sigma").data[0], Wd, H, 0};
+    // CPU explicitly: with the CUDA engine built and a GPU present, AUTO would pick CUDA
+    // (tests/gpu_check.cpp compares that one).
+    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, G("input.sigma").data[0], Wd, H, 0};
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     EXPECT_EQ(denoise_backend(e), DENOISE_BACKEND_CPU);
     std::vector<float> v((size_t)7 * 3 * H * Wd), d((size_t)3 * H * Wd);

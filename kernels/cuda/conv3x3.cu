@@ -1,0 +1,121 @@
+// fusion_conv3x3: the input fusion conv of model v1 (3x3, zero padding 1, 61 -> 32 channels),
+// direct form on CUDA cores, reading the five s2d frames of the fusion window and the constant
+// sigma channel where they are (no 61-channel concat map, no im2col: at 1080p an im2col operand
+// would be 522k x 549 bf16 = 573 MB).
+//
+// Math: out[y, x, o] = bias[o] + sum_{ky,kx in-bounds} sum_ci in[y+ky-1, x+kx-1, ci] wk[ky*3+kx, ci, o]
+// with in = [frames[0] | ... | frames[n-1] | sigma/255]; taps outside the map contribute 0, the
+// sigma channel included (PyTorch's zero padding applies to it too).
+// Layout: frames (h, w, 12) bf16; wk (9, Cin, 32) bf16, converted once per block to fp32 in
+// shared memory (9 * 61 * 32 * 4 = 70 KB for v1); out (h, w, 32) fp32 (the enc0 residual stream).
+// One thread per output token: 32 fp32 accumulators, every weight read is a shared-memory
+// broadcast (all lanes of a warp read the same address).
+// Cost at 1080p (960 x 544 tokens): 18.3 GFLOP (9 x 61 x 32 MAC per token); traffic per token
+// 9 x 5 x 24 B read (served mostly by L1/L2: each frame token is read by 9 neighbours), 128 B
+// written. CUDA cores, not tensor cores: the correct-first version; an implicit-GEMM tensor-core
+// form is a later step.
+#include "common.cuh"
+
+namespace denoise {
+namespace cuda {
+
+namespace {
+
+constexpr int kCout = 32;
+constexpr int kMaxFrames = 8;
+struct FramePtrs {
+    const bf16 *p[kMaxFrames];
+};
+
+__global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int nframes, float sigma_map, int h, int w,
+                                                             const bf16 *__restrict__ wk, const float *__restrict__ bias,
+                                                             float *__restrict__ out) {
+    extern __shared__ float sw[];  // (9, Cin, 32) fp32
+    const int Cin = nframes * 12 + 1;
+    const int nw = 9 * Cin * kCout;
+    for (int i = threadIdx.x; i < nw; i += blockDim.x) sw[i] = __bfloat162float(wk[i]);
+    __syncthreads();
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= (int64_t)h * w) return;
+    const int y = (int)(p / w), x = (int)(p % w);
+    float acc[kCout];
+#pragma unroll
+    for (int o = 0; o < kCout; ++o) acc[o] = bias[o];
+    for (int ky = 0; ky < 3; ++ky) {
+        const int yy = y + ky - 1;
+        if (yy < 0 || yy >= h) continue;
+        for (int kx = 0; kx < 3; ++kx) {
+            const int xx = x + kx - 1;
+            if (xx < 0 || xx >= w) continue;
+            const float *wt = sw + (size_t)(ky * 3 + kx) * Cin * kCout;
+            const size_t q = ((size_t)yy * w + xx) * 12;
+#pragma unroll
+            for (int k = 0; k < kMaxFrames; ++k) {  // unrolled: fr.p[k] stays in the param space
+                if (k >= nframes) break;
+                // 12 bf16 = 24 B, 8-byte aligned (token stride 24 B)
+                const uint2 *src = reinterpret_cast<const uint2 *>(fr.p[k] + q);
+                __align__(8) bf16 v[12];
+                uint2 *dst = reinterpret_cast<uint2 *>(v);
+                dst[0] = src[0];
+                dst[1] = src[1];
+                dst[2] = src[2];
+#pragma unroll
+                for (int ci = 0; ci < 12; ++ci) {
+                    const float a = __bfloat162float(v[ci]);
+                    const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(k * 12 + ci) * kCout);
+#pragma unroll
+                    for (int o4 = 0; o4 < kCout / 4; ++o4) {
+                        const float4 b = wr[o4];
+                        acc[o4 * 4 + 0] = fmaf(a, b.x, acc[o4 * 4 + 0]);
+                        acc[o4 * 4 + 1] = fmaf(a, b.y, acc[o4 * 4 + 1]);
+                        acc[o4 * 4 + 2] = fmaf(a, b.z, acc[o4 * 4 + 2]);
+                        acc[o4 * 4 + 3] = fmaf(a, b.w, acc[o4 * 4 + 3]);
+                    }
+                }
+            }
+            const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(Cin - 1) * kCout);
+#pragma unroll
+            for (int o4 = 0; o4 < kCout / 4; ++o4) {
+                const float4 b = wr[o4];
+                acc[o4 * 4 + 0] = fmaf(sigma_map, b.x, acc[o4 * 4 + 0]);
+                acc[o4 * 4 + 1] = fmaf(sigma_map, b.y, acc[o4 * 4 + 1]);
+                acc[o4 * 4 + 2] = fmaf(sigma_map, b.z, acc[o4 * 4 + 2]);
+                acc[o4 * 4 + 3] = fmaf(sigma_map, b.w, acc[o4 * 4 + 3]);
+            }
+        }
+    }
+    float4 *o = reinterpret_cast<float4 *>(out + (size_t)p * kCout);
+#pragma unroll
+    for (int o4 = 0; o4 < kCout / 4; ++o4)
+        o[o4] = make_float4(acc[o4 * 4], acc[o4 * 4 + 1], acc[o4 * 4 + 2], acc[o4 * 4 + 3]);
+}
+
+}  // namespace
+
+int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w, const bf16 *wk,
+                   const float *bias, int Cout, float *out) {
+    DN_REQUIRE(frames && wk && bias && out, "null pointer");
+    DN_REQUIRE(nframes >= 1 && nframes <= kMaxFrames, "nframes " + std::to_string(nframes) + " outside 1..8");
+    DN_REQUIRE(Cout == kCout, "Cout " + std::to_string(Cout) + " (this kernel is built for 32)");
+    DN_REQUIRE(h >= 1 && w >= 1, "empty map");
+    FramePtrs fp{};
+    for (int k = 0; k < nframes; ++k) {
+        DN_REQUIRE(frames[k], "frame " + std::to_string(k) + " is null");
+        DN_REQUIRE(((uintptr_t)frames[k] & 7) == 0, "frame pointer not 8-byte aligned");
+        fp.p[k] = frames[k];
+    }
+    DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
+    const size_t smem = (size_t)9 * (nframes * 12 + 1) * kCout * sizeof(float);
+    int rc;
+    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(fusion_conv3x3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)smem),
+                         "cudaFuncSetAttribute(fusion_conv3x3_kernel)")))
+        return rc;
+    unsigned blocks;
+    DN_REQUIRE(grid_1d((int64_t)h * w, 128, &blocks), "grid too large");
+    fusion_conv3x3_kernel<<<blocks, 128, smem, ctx.stream>>>(fp, nframes, sigma_map, h, w, wk, bias, out);
+    return launch_check(ctx, "fusion_conv3x3_kernel");
+}
+
+}  // namespace cuda
+}  // namespace denoise

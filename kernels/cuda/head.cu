@@ -1,0 +1,74 @@
+// Output head, stencil pass (the project's two-pass form of conv3d 3x3x3, 32 -> 12; idea from
+// /work/shared/seeds/stencil_head_reference.txt, own code).
+//
+// Pass 1 (engine_cuda.cu, through linear.cu): the temporal GEMM G (h*w, 112) fp32 =
+// sum_dt F_dt (h*w, 32) bf16 x Wt_dt^T, Wt_dt (112, 32) bf16 with row (ky*3 + kx)*12 + o holding
+// tap (dt, ky, kx) of output o; rows 108..111 are zero (N padded to a multiple of 16). Three
+// cuBLASLt calls, beta 0, 1, 1 (fp32 accumulation across the time taps).
+// Why: read per position, the 27-tap conv needs a 27 x 32 operand window for 12 outputs (a few
+// FLOP per byte, operand-bound); as a GEMM the operand is each feature map once (64 B per token
+// per time tap) for 108 outputs, and the spatial taps move to this cheap pass.
+// Pass 2 (here): out[y, x, o] = clamp(bias[o] + residual[y, x, o] +
+//   sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*12 + o], -1, 1), zero outside the map (the conv's
+// spatial zero padding). One thread per output token, 12 fp32 accumulators; the nine shifted
+// 48-byte reads of G rows y-1..y+1 come mostly from L1/L2, so G is read about once from DRAM.
+// Value path: fp32 from the three time taps (GEMM accumulator) through the nine spatial taps, the
+// bias and the residual (bf16 s2d frame); no intermediate rounding (G is fp32), so against the
+// CPU reference only the bf16 rounding of F and of the weights remains.
+// Traffic per token: 448 B (G) + 24 B (residual) read, 48 B written.
+#include "common.cuh"
+
+namespace denoise {
+namespace cuda {
+
+namespace {
+
+constexpr int kMaxCout = 16;
+
+__global__ void head_stencil_kernel(const float *__restrict__ G, int Gc, int h, int w, const float *__restrict__ bias,
+                                    int Cout, const bf16 *__restrict__ res, float *__restrict__ out) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= (int64_t)h * w) return;
+    const int y = (int)(p / w), x = (int)(p % w);
+    float acc[kMaxCout];
+#pragma unroll
+    for (int o = 0; o < kMaxCout; ++o) acc[o] = o < Cout ? bias[o] : 0.f;
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky) {
+        const int yy = y + ky - 1;
+        if (yy < 0 || yy >= h) continue;
+#pragma unroll
+        for (int kx = 0; kx < 3; ++kx) {
+            const int xx = x + kx - 1;
+            if (xx < 0 || xx >= w) continue;
+            const float *g = G + ((size_t)yy * w + xx) * Gc + (ky * 3 + kx) * Cout;
+#pragma unroll
+            for (int o = 0; o < kMaxCout; ++o)
+                if (o < Cout) acc[o] += g[o];
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < kMaxCout; ++o)
+        if (o < Cout) {
+            const size_t i = (size_t)p * Cout + o;
+            out[i] = fminf(1.f, fmaxf(-1.f, acc[o] + __bfloat162float(res[i])));
+        }
+}
+
+}  // namespace
+
+int head_stencil(Ctx &ctx, const float *G, int Gc, int h, int w, const float *bias, int Cout, const bf16 *residual,
+                 float *out) {
+    DN_REQUIRE(G && bias && residual && out, "null pointer");
+    DN_REQUIRE(Cout >= 1 && Cout <= kMaxCout, "Cout " + std::to_string(Cout) + " outside 1..16");
+    DN_REQUIRE(Gc >= 9 * Cout, "G has " + std::to_string(Gc) + " channels, the stencil reads 9 x " +
+                                   std::to_string(Cout) + " = " + std::to_string(9 * Cout));
+    DN_REQUIRE(h >= 1 && w >= 1, "empty map");
+    unsigned blocks;
+    DN_REQUIRE(grid_1d((int64_t)h * w, 128, &blocks), "grid too large");
+    head_stencil_kernel<<<blocks, 128, 0, ctx.stream>>>(G, Gc, h, w, bias, Cout, residual, out);
+    return launch_check(ctx, "head_stencil_kernel");
+}
+
+}  // namespace cuda
+}  // namespace denoise
