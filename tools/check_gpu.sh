@@ -52,7 +52,9 @@ p=${p:-0}
 f=${f:-1}
 [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
 
-SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+      /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
+      2>/dev/null | head -n 1 || true)
 if [ -n "$SAN" ]; then
     echo "=== compute-sanitizer --tool memcheck gpu_check --ops-only"
     if "$SAN" --tool memcheck --error-exitcode 99 "$CHECK" --ops-only > "$tmp/san" 2>&1; then
