@@ -200,9 +200,13 @@ def main():
         f_ = f"{fps[m]['fps']:.3g}" if m in fps else "-"
         w(f"| {m} | " + " | ".join(cells) + f" | {f_} |")
     w("")
-    w(f"frames/s: frames / wall-clock seconds of the whole `build/bin/ffmpeg` run (process start, reading "
-      f"the raw gbrpf32le noisy file, the conversions to and from the working format, the filter, "
-      f"writing raw gbrpf32le; for denoise also loading the weights), summed over all its runs, {size}.")
+    w(f"frames/s: frames / wall-clock seconds of the whole `build/bin/ffmpeg` process (start-up, reading the raw "
+      f"noisy clip, the filter chain incl. any swscale conversion inside it (hqdn3d's RGB <-> Y'CbCr), writing the raw "
+      f"output; for denoise also loading the weights), summed over all its runs, {size}, "
+      "default threads (denoise: its CPU engine on all cores; the FFmpeg filters: FFmpeg's slice threads). "
+      "The float <-> integer conversions done in numpy are not timed. Caveat: the machine was shared "
+      "(other engineers' builds and tests, and the denoise and FFmpeg-filter passes of this evaluation ran at "
+      "the same time), so these are lower bounds that can be off by 2x or more.")
     w("")
     w("![PSNR vs sigma](quality/psnr_vs_sigma.png)")
     w("")
@@ -242,16 +246,20 @@ def main():
     w("")
     w("## Protocol")
     w("")
-    w("- Clean: the FFV1 gbrp sequences decoded by build/bin/ffmpeg to raw gbrpf32le (v = code/255).")
+    w("- Clean: the FFV1 gbrp sequences decoded by build/bin/ffmpeg to raw gbrp, v = code / 255 in numpy, stored as raw gbrpf32le.")
     w("- Noise: `build/bin/noise --pix-fmt gbrpf32le --seed 0 --sigma S` (benchmark protocol: unclipped float; "
       "the same samples as weights/awgn.py, so the same noisy frames as weights/eval.py).")
-    w("- Each method: `build/bin/ffmpeg -f rawvideo -pix_fmt gbrpf32le -i noisy.raw -sws_flags "
-      "accurate_rnd+full_chroma_int+bitexact -vf CHAIN -f rawvideo -pix_fmt gbrpf32le out.raw`, one run per "
-      "sequence (the temporal filters see the whole clip).")
+    w("- Each method: one `build/bin/ffmpeg -f rawvideo -pix_fmt FMT -s 854x480 -i noisy.raw -sws_flags "
+      "accurate_rnd+full_chroma_int+bitexact -vf CHAIN -f rawvideo -pix_fmt FMT out.raw` per sequence (the temporal "
+      "filters see the whole clip); FMT is gbrpf32le for denoise (the noise tool's output as is) and, for the "
+      "integer-format filters, gbrp16le or gbrp made by numpy as clip(round(v * (2^d - 1))) and read back as "
+      "code / (2^d - 1). (FFmpeg 7.1's swscale gbrp -> gbrpf32le path dithers and scales by about 254/255 "
+      "(255 -> 253.93), up to 1.07 code values off, so neither the clean frames nor the filters' outputs are "
+      "converted to float by swscale.) The exact CHAIN of each row is in `vf` of build/eval/results.jsonl.")
     w("- Working formats (highest precision each filter accepts in FFmpeg 7.1):")
     for m in METHODS:
         extra = {"denoise": " (float end to end: no clipping, no quantisation)",
-                 "hqdn3d": " (no RGB formats: RGB -> full-range BT.709 Y'CbCr 4:4:4 16 bit and back, swscale)",
+                 "hqdn3d": " (no RGB formats: gbrp16le -> full-range BT.709 Y'CbCr 4:4:4 16 bit -> hqdn3d -> gbrp16le, swscale inside the chain)",
                  "nlmeans": " (8-bit only: values rounded to 1/255; quantisation noise 0.29 code values rms, negligible next to sigma >= 10)"}.get(m, "")
         w(f"  - {m}: `{WORK_FMT[m]}`{extra}")
     w("  The conversion to any integer format clips to [0,1] (the format forces it). Clipping the unclipped noisy "
@@ -264,7 +272,7 @@ def main():
       f"({S.get('tuning', {}).get('clip', '?')}, first {S.get('tuning', {}).get('frames', '?')} frames, "
       f"{S.get('tuning', {}).get('crop', '?')} centre crop, same noise protocol, seed 0), never on eval-davis4. "
       "Tuning: `tools/tune_ffmpeg_denoisers.sh` (or `make eval TUNE=1`); grids in tools/eval_tune.py:")
-    w("  - hqdn3d: luma_spatial = chroma_spatial = sigma x {0.35..2.7} (6), luma_tmp = chroma_tmp = spatial x {0.1, 0.3, 0.75, 1.5}")
+    w("  - hqdn3d: luma_spatial = chroma_spatial = sigma x {0.55, 0.8, 1.2, 1.8, 2.7, 4}, luma_tmp = chroma_tmp = spatial x {0.1, 0.3, 0.75, 1.5}")
     w("  - nlmeans: p in {3, 5, 7}, s = sigma x p/5 x {0.15..0.9} (5, capped to 1..30), r = 15 fixed")
     w("  - bm3d: basic estimate (one stage), sigma = sigma x {2.5, 4, 6, 9}; block 16, bstep 4, group 1 (FFmpeg defaults)")
     w("  - atadenoise: a (all planes) in {0.01, 0.02, 0.05, 0.1, 0.2, 0.3}, b in {0.2, 0.5, 1, 2, 5}, s in {5, 9}; on clips shorter than "
@@ -277,6 +285,14 @@ def main():
     for m in FFMPEG_DENOISERS:
         if m in tuned:
             w(f"| {m} | " + " | ".join(f"`{tuned[m].get(str(s), {}).get('options', '-')}`" for s in sigmas) + " |")
+    w("")
+    w("Limits of the comparison (FFmpeg side): fftdnoiz's sigma option stops at 100 and atadenoise's a thresholds at "
+      "0.3, and both winners sit at those maxima from sigma 20 on, so those two filters cannot be made stronger "
+      "through their options; FFmpeg's bm3d was run as the one-stage basic estimate with its default group size 1 "
+      "(no block grouping; larger groups were much slower and not better in a spot check) and no final Wiener stage; "
+      "nlmeans only runs on 8-bit input. The grids are small (4..60 points) and tuned for PSNR on one training clip "
+      "with fast motion (bmx-trees), which favours weak temporal settings; a grid point's neighbours were checked "
+      "only where a winner sat on an edge that the option range allowed to extend.")
     w("")
     w("Data: DAVIS-2016 (Perazzi et al., CVPR 2016), CC BY 4.0.")
     with open(DOC, "w") as f:

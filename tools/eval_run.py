@@ -97,17 +97,20 @@ def main():
             np.save(os.path.join(args.work, "crops", f"{name}_f{args.frames}_s{sigma}_{method}.npy"),
                     frames_arr[crop_frame, :, crop_y:crop_y + 160, crop_x:crop_x + 160])
 
-    for p in seqs:
+    clips = {}
+    for p in seqs:  # decode once
         name = os.path.splitext(os.path.basename(p))[0]
         w, h = clip_size(p)
         clean = os.path.join(args.work, f"clean_{name}_{args.frames}.raw")
         if not os.path.exists(clean):
             decode_clean(p, clean + ".tmp", args.frames)
             os.replace(clean + ".tmp", clean)
-        c = read_raw(clean, w, h)
-        n_frames = len(c)
-        save_crop(name, 0, "clean", c)
-        for s in args.sigmas:
+        clips[name] = (clean, w, h)
+    for s in args.sigmas:  # sigma outer: a partial run still gives complete sigma rows
+        for name, (clean, w, h) in clips.items():
+            c = read_raw(clean, w, h)
+            n_frames = len(c)
+            save_crop(name, 0, "clean", c)
             todo = []
             for m in args.methods:
                 opts = "" if m in ("noisy", "denoise") else tuned[m][str(s)]["options"]

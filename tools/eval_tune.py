@@ -35,7 +35,7 @@ def grid(method: str, s: float) -> list[str]:
     if method == "hqdn3d":
         # luma spatial ls, temporal = ratio * ls; chroma = luma (RGB AWGN puts comparable noise
         # into full-range Cb/Cr)
-        for f, t in itertools.product([0.35, 0.55, 0.8, 1.2, 1.8, 2.7], [0.1, 0.3, 0.75, 1.5]):
+        for f, t in itertools.product([0.55, 0.8, 1.2, 1.8, 2.7, 4.0], [0.1, 0.3, 0.75, 1.5]):
             ls = r3(s * f)
             lt = r3(ls * t)
             out.append(f"luma_spatial={ls}:chroma_spatial={ls}:luma_tmp={lt}:chroma_tmp={lt}")
