@@ -53,21 +53,21 @@ void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma
     });
 }
 
-void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, const float *gamma,
-                             const float *beta, float eps, float *win) {
-    const int nwx = W / ws, nwin = (H / ws) * nwx;
-    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
-    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
-        const int wy = wi / nwx, wx = wi % nwx;
-        for (int i = 0; i < ws; ++i) {
-            const int y = (wy * ws + i + shift) % H;
-            for (int j = 0; j < ws; ++j) {
-                const int x = (wx * ws + j + shift) % W;
-                layernorm_token(map + ((size_t)y * W + x) * C, win + ((size_t)wi * ws * ws + i * ws + j) * C, C, gamma,
-                                beta, eps);
+void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, int win0, int win1,
+                             const float *gamma, const float *beta, float eps, float *win) {
+    const int nwx = W / ws, nw = win1 - win0;
+    parallel_for(nw, grain_for(nw), [&](int64_t l0, int64_t l1) {
+        for (int li = (int)l0; li < (int)l1; ++li) {
+            const int wi = win0 + li, wy = wi / nwx, wx = wi % nwx;
+            for (int i = 0; i < ws; ++i) {
+                const int y = (wy * ws + i + shift) % H;
+                for (int j = 0; j < ws; ++j) {
+                    const int x = (wx * ws + j + shift) % W;
+                    layernorm_token(map + ((size_t)y * W + x) * C, win + ((size_t)li * ws * ws + i * ws + j) * C, C,
+                                    gamma, beta, eps);
+                }
             }
         }
-    }
     });
 }
 

@@ -19,9 +19,10 @@ namespace cpu {
 void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma, const float *beta, float eps,
                float *in_add_target = nullptr, const float *add = nullptr);
 
-// layernorm.cpp: window_gather (below) and layernorm in one pass: win = LN(gathered map).
-void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, const float *gamma,
-                             const float *beta, float eps, float *win);
+// layernorm.cpp: window_gather (below) and layernorm in one pass: win = LN(gathered map), for
+// windows [win0, win1) only (win holds them from its start).
+void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, int win0, int win1,
+                             const float *gamma, const float *beta, float eps, float *win);
 
 // linear.cpp: out[n, N] = beta_out * out + in[n, K] (row stride lda) x W^T + b, W in PyTorch layout
 // (N, K) row-major with row stride ldw (usually K); b may be null. beta_out 0 overwrites, 1
@@ -59,15 +60,18 @@ void conv3x3(const float *in, int h, int w, int Cin, const float *wk, const floa
 // (regions of the rolled map: [0, H-ws), [H-ws, H-s), [H-s, H) per axis). out: (nwin*N, C).
 // qkv_bias (3C, required): the qkv linear's bias, added here as q, k, v are read (v's bias is
 // added to the output: the softmax rows sum to 1).
+// Windows [win0, win1) of the map only; qkv and out hold those windows from their start.
 void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws, int shift,
-                      const float *bias, float *out);
+                      int win0, int win1, const float *bias, float *out);
 
 // window_attention.cpp: gather the map (H, W, C) into window order with a cyclic roll by -shift
 // (token (y, x) of the rolled map is token ((y+shift) % H, (x+shift) % W) of the map), and the
 // inverse scatter that adds the windowed result (+ bias, C floats, may be null) back onto the map
 // (roll by +shift, residual add).
 void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win);
-void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, float *map);
+// window_scatter_add: windows [win0, win1) only, win holding them from its start.
+void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0, int win1,
+                        float *map);
 
 // relative position bias table (15*15, heads) -> (heads, N, N), N = ws*ws, index
 // (dy + ws-1) * (2ws-1) + (dx + ws-1) with dy = y_q - y_k, dx = x_q - x_k.

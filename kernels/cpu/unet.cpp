@@ -147,11 +147,19 @@ void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float
     // Biases ride along with the passes that touch the data anyway (qkv's in the attention, proj's
     // in the scatter, fc1's in the GELU, fc2's in the LN2 pass), so each block is 4 GEMMs and 5
     // OpenMP loops: fewer barriers, which is what costs most on a busy 2-core machine.
-    window_gather_layernorm(x, H, W, C, cfg.window, B.shift, B.norm1.g, B.norm1.b, eps, win);
-    linear(win, n, C, C, B.qkv.w, C, nullptr, 3 * C, qkv, 0.f);
-    window_attention(qkv, B.qkv.b, H, W, C, heads, cfg.window, B.shift, B.bias.data(), att);
-    linear(att, n, C, C, B.proj.w, C, nullptr, C, win, 0.f);
-    window_scatter_add(win, B.proj.b, H, W, C, cfg.window, B.shift, x);
+    // Attention in chunks of whole windows so that the qkv map (3C per token, 44 MB at 854x480
+    // for the whole map) stays in cache between its GEMM and the attention, as the MLP below.
+    const int wsz = cfg.window, N = wsz * wsz, nwin = (H / wsz) * (W / wsz);
+    const int wchunk = (int)std::max<int64_t>(16, (int64_t)(2u << 20) / ((int64_t)sizeof(float) * 3 * C * N));
+    for (int w0 = 0; w0 < nwin; w0 += wchunk) {
+        const int w1 = std::min(nwin, w0 + wchunk);
+        const int64_t m = (int64_t)(w1 - w0) * N;
+        window_gather_layernorm(x, H, W, C, wsz, B.shift, w0, w1, B.norm1.g, B.norm1.b, eps, win);
+        linear(win, m, C, C, B.qkv.w, C, nullptr, 3 * C, qkv, 0.f);
+        window_attention(qkv, B.qkv.b, H, W, C, heads, wsz, B.shift, w0, w1, B.bias.data(), att);
+        linear(att, m, C, C, B.proj.w, C, nullptr, C, win, 0.f);
+        window_scatter_add(win, B.proj.b, H, W, C, wsz, B.shift, w0, w1, x);
+    }
     layernorm(x, win, n, C, B.norm2.g, B.norm2.b, eps, x, B.fc2.b);  // also x += fc2 bias
     // The MLP runs in token chunks so that its hidden map (mlp_ratio C per token) stays in cache
     // between fc1, the GELU and fc2 instead of making three trips through memory (at 854x480 the

@@ -49,24 +49,25 @@ void window_gather(const float *map, int H, int W, int C, int ws, int shift, flo
     });
 }
 
-void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, float *map) {
-    const int nwx = W / ws, nwin = (H / ws) * nwx;
-    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
-    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
-        const int wy = wi / nwx, wx = wi % nwx;
-        for (int i = 0; i < ws; ++i) {
-            const int y = (wy * ws + i + shift) % H;
-            for (int j = 0; j < ws; ++j) {
-                const int x = (wx * ws + j + shift) % W;
-                const float *s = win + ((size_t)wi * ws * ws + i * ws + j) * C;
-                float *d = map + ((size_t)y * W + x) * C;
-                if (bias)
-                    for (int c = 0; c < C; ++c) d[c] += s[c] + bias[c];
-                else
-                    for (int c = 0; c < C; ++c) d[c] += s[c];
+void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0, int win1,
+                        float *map) {
+    const int nwx = W / ws, nw = win1 - win0;
+    parallel_for(nw, grain_for(nw), [&](int64_t l0, int64_t l1) {
+        for (int li = (int)l0; li < (int)l1; ++li) {
+            const int wi = win0 + li, wy = wi / nwx, wx = wi % nwx;
+            for (int i = 0; i < ws; ++i) {
+                const int y = (wy * ws + i + shift) % H;
+                for (int j = 0; j < ws; ++j) {
+                    const int x = (wx * ws + j + shift) % W;
+                    const float *s = win + ((size_t)li * ws * ws + i * ws + j) * C;
+                    float *d = map + ((size_t)y * W + x) * C;
+                    if (bias)
+                        for (int c = 0; c < C; ++c) d[c] += s[c] + bias[c];
+                    else
+                        for (int c = 0; c < C; ++c) d[c] += s[c];
+                }
             }
         }
-    }
     });
 }
 
@@ -199,10 +200,10 @@ DENOISE_HOT static void attend_window_any(const float *base, const float *qkv_bi
 }
 
 void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws, int shift,
-                      const float *bias, float *out) {
+                      int win0, int win1, const float *bias, float *out) {
     const int N = ws * ws, hd = C / heads;
-    const int nwx = W / ws, nwin = (H / ws) * nwx;
-    parallel_for(nwin, 4, [&](int64_t w0, int64_t w1) {
+    const int nwx = W / ws;
+    parallel_for(win1 - win0, 4, [&](int64_t l0, int64_t l1) {
         // Scratch per thread, reused across calls (attention runs ~10 times per U-Net pass).
         thread_local std::vector<float> qs, kt, S;
         thread_local std::vector<int> ids;
@@ -210,8 +211,8 @@ void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int
         kt.resize((size_t)hd * N);
         S.resize((size_t)N * N);
         ids.resize(N);
-        for (int wi = (int)w0; wi < (int)w1; ++wi) {
-            const int wy = wi / nwx, wx = wi % nwx;
+        for (int li = (int)l0; li < (int)l1; ++li) {
+            const int wi = win0 + li, wy = wi / nwx, wx = wi % nwx;
             bool masked = false;
             if (shift) {
                 for (int t = 0; t < N; ++t)
@@ -219,7 +220,7 @@ void window_attention(const float *qkv, const float *qkv_bias, int H, int W, int
                 for (int t = 1; t < N; ++t) masked |= ids[t] != ids[0];
             }
             auto fn = (N == 64 && hd == 32) ? attend_window_64_32 : attend_window_any;
-            fn(qkv + (size_t)wi * N * 3 * C, qkv_bias, out + (size_t)wi * N * C, C, heads, ws, bias, ids.data(), masked,
+            fn(qkv + (size_t)li * N * 3 * C, qkv_bias, out + (size_t)li * N * C, C, heads, ws, bias, ids.data(), masked,
                qs.data(), kt.data(), S.data());
         }
     });
