@@ -11,8 +11,8 @@
 #     them (an auto_scale filter appears in front of denoise) and the run succeeds, 3 frames.
 #   - sizes: 1x1, 2x2, 17x9, 33x17 (odd, 4:2:0), 1x33 nv12, 31x3 yuv422p, 3x5 yuv444p (crop
 #     exact=1 from testsrc2, which rounds its own size), 3 frames each, and 1921x1081 (1 frame).
-#     7680x4320 only with DENOISE_SLOW_TESTS=1 (the CPU engine needs minutes for one 8K frame;
-#     see docs/robustness.md).
+#     7680x4320 only with DENOISE_SLOW_TESTS=1: one 8K frame is 850+ s of CPU time and the
+#     CPU engine's peak RSS is ~22 GiB (docs/robustness.md), too much for the 2-core CI machine.
 #   - size change mid-stream inside the graph (scale with eval=frame: 5 frames 32x24 then 5
 #     frames 48x40): 10 frames out, each at its own size.
 # Weights: tests/data/golden_weights.safetensors (random weights of the v1 architecture): this
@@ -129,7 +129,7 @@ check_size 1921 1081 yuv420p 1 "$DN_MT"
 if [ "${DENOISE_SLOW_TESTS:-0}" = 1 ]; then
     check_size 7680 4320 yuv420p 1 "$DN_MT"
 else
-    skip "7680x4320: minutes per frame on the CPU engine; run with DENOISE_SLOW_TESTS=1"
+    skip "7680x4320: 850+ s CPU and ~22 GiB per frame on the CPU engine; run with DENOISE_SLOW_TESTS=1"
 fi
 
 # A size change mid-stream inside one graph (scale re-evaluates its size per frame): the filter
