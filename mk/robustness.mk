@@ -76,3 +76,8 @@ check-asan: all asan-build
 check: asan-build
 
 -include $(shell find $(ASAN_B)/obj $(ASAN_B)/tests -name '*.d' 2>/dev/null)
+
+.PHONY: robustness-clean
+robustness-clean:
+	rm -rf $(ASAN_B) $(FUZZ_DIR) $(B)/fuzz-build.log
+clean: robustness-clean
