@@ -156,7 +156,7 @@ FF_BSFS := h264_mp4toannexb hevc_mp4toannexb
 FF_HWACCELS := h264_nvdec hevc_nvdec
 FF_INDEVS := lavfi
 FF_FILTERS := testsrc testsrc2 color nullsrc scale format hwupload hwdownload \
-    psnr ssim crop hstack vstack pad setpts trim select split null nullsink scdet \
+    psnr ssim crop hstack vstack pad setpts trim select split null nullsink scdet sendcmd \
     hqdn3d nlmeans bm3d atadenoise fftdnoiz vaguedenoiser noise \
     showinfo fps setsar tpad concat copy \
     aformat anull atrim asetpts aresample anullsrc abuffer abuffersink buffer buffersink

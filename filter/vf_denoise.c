@@ -1112,6 +1112,16 @@ static av_cold void uninit(AVFilterContext *ctx)
     if (s->nb_scene_cuts)
         av_log(ctx, AV_LOG_VERBOSE, "%d scene cut(s) detected\n", s->nb_scene_cuts);
     if (s->queue) {
+        /* Frames still queued here were never sent: the graph was torn down before EOF. The
+         * ffmpeg CLI does that when the input's size or format changes mid-stream (it rebuilds
+         * the graph without flushing the old one, see fftools/ffmpeg_filter.c send_frame()),
+         * so say how many frames went and how to keep them. */
+        size_t lost = av_fifo_can_read(s->queue);
+        if (lost)
+            av_log(ctx, AV_LOG_WARNING, "%zu queued frame(s) discarded: the filter graph was "
+                   "freed before end of stream (with the ffmpeg CLI, a mid-stream size or format "
+                   "change rebuilds the graph; -reinit_filter 0 keeps one graph, and denoise "
+                   "handles the change itself)\n", lost);
         while (av_fifo_read(s->queue, &q, 1) >= 0)
             av_frame_free(&q.frame);
         av_fifo_freep2(&s->queue);
