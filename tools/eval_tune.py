@@ -120,12 +120,15 @@ def main():
                 with open(args.out, "w") as f:  # save as we go
                     json.dump(settings, f, indent=1, sort_keys=True)
     settings["formats"] = {m: WORK_FMT[m] for m in FFMPEG_DENOISERS}
+    note = settings.get("tuning", {}).get("note") if args.resume else None
     settings["tuning"] = {
         "command": "tools/tune_ffmpeg_denoisers.sh " + " ".join(sys.argv[1:]),
         "clip": os.path.relpath(args.clip, data) if args.clip.startswith(data) else args.clip,
         "frames": args.frames, "crop": args.crop or "full", "seed": args.seed,
         "criterion": "mean RGB PSNR (peak 1) over the frames, noise gbrpf32le unclipped",
         "seconds": round(time.time() - t_all, 1)}
+    if note:
+        settings["tuning"]["note"] = note
     with open(args.out, "w") as f:
         json.dump(settings, f, indent=1, sort_keys=True)
 
