@@ -324,10 +324,12 @@ check: all
 demo: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tools/demo.sh
 
+# $$ in the recipe: $(call) and $(eval) each expand once, and RUN_ENV's $$PATH must reach the
+# shell intact.
 define script_target
 $(1): all
 	@test -f $(TOP)/tools/$(2) || { echo "make $(1): tools/$(2) does not exist yet (nothing to run)" >&2; exit 1; }
-	$(RUN_ENV) $(SHELL) $(TOP)/tools/$(2)
+	$$(RUN_ENV) $$(SHELL) $$(TOP)/tools/$(2)
 endef
 $(eval $(call script_target,check-gpu,check_gpu.sh))
 $(eval $(call script_target,bench,bench.sh))
