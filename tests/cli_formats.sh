@@ -19,9 +19,7 @@ quick=0
 [ "${1:-}" = --quick ] && quick=1
 need_build
 make_tmp
-if [ -f "$WEIGHTS" ]; then model=$WEIGHTS; else model=$TEST_WEIGHTS; fi
-[ -f "$model" ] || die "no weights: neither $WEIGHTS nor $TEST_WEIGHTS exists"
-echo "$TEST_NAME: weights $model"
+pick_model
 
 # check_case NAME IN OUT: denoise IN to OUT and compare the two
 check_case() {

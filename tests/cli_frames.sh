@@ -13,9 +13,7 @@ set -u
 
 need_build
 make_tmp
-if [ -f "$WEIGHTS" ]; then model=$WEIGHTS; else model=$TEST_WEIGHTS; fi
-[ -f "$model" ] || die "no weights: neither $WEIGHTS nor $TEST_WEIGHTS exists"
-echo "$TEST_NAME: weights $model"
+pick_model
 
 # check_case NAME N [SETPTS]
 check_case() {

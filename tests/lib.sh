@@ -88,6 +88,13 @@ need_build() {
     "$FFMPEG" -hide_banner -filters 2>/dev/null | grep -q ' denoise ' ||
         die "$FFMPEG has no 'denoise' filter (was filter/vf_denoise.c injected?)"
 }
+# pick_model: model=the trained weights if present, else the random test weights (the frame
+# and format checks do not depend on quality).
+pick_model() {
+    if [ -f "$WEIGHTS" ]; then model=$WEIGHTS; else model=$TEST_WEIGHTS; fi
+    [ -f "$model" ] || die "no weights: neither $WEIGHTS nor $TEST_WEIGHTS exists"
+    echo "$TEST_NAME: weights $model"
+}
 need_noise() {
     [ -x "$NOISE" ] || die "$NOISE not found (built from tools/noise.c by make)"
 }
