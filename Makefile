@@ -47,7 +47,8 @@ FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 # ---------------------------------------------------------------------------------------------
 # libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
 CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
-# the CUDA engine is built only with ./configure --enable-cuda-engine (experimental, docs/cuda.md)
+# the CUDA engine: built whenever configure found nvcc (./configure --disable-cuda-engine opts out);
+# the one build runs with and without a GPU or driver (cudart static, docs/cuda.md)
 CU_SRCS := $(if $(filter yes,$(CUDA)),$(if $(filter yes,$(CUDA_ENGINE)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu))))
 HAVE_CUDA := $(if $(CU_SRCS),yes,)
 # host-side CUDA sources (kernels/cuda/*.cpp) are built only with the .cu files
@@ -267,7 +268,8 @@ tools: $(TOOLS)
 # tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
 # Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
 TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
-# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built only with the CUDA engine
+# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built with the CUDA engine so that
+# `make check` compiles them; run_tests.sh runs them (exit 77 without a GPU: skipped)
 GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp))
 GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(GPU_CHECK_SRCS)))
 HELPER_SRCS := $(filter-out $(TEST_SRCS) $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))

@@ -96,7 +96,7 @@ using cuda::FrameLayout;
     } while (0)
 
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
-constexpr int64_t kBandBytes = (int64_t)64 << 20;  // head G band
+constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
 constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
 
 std::string gib(int64_t b) {

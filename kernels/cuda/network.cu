@@ -39,7 +39,8 @@ int head_gc(const ModelConfig &c) { return (9 * c.head_out_channels() + 15) / 16
 
 // Element counts of the chunk buffers a/b and q for a shape (see NetShape).
 void chunk_elems(const ModelConfig &c, const NetShape &s, int64_t *ea, int64_t *eq) {
-    const int64_t K = std::max<int64_t>({s.chunk, 2 * (int64_t)s.w, 4096});
+    // no chunk larger than the domain; at least two rows of it and 4096 tokens
+    const int64_t K = std::max<int64_t>({std::min<int64_t>(s.chunk, (int64_t)s.h * s.w), 2 * (int64_t)s.w, 4096});
     *ea = 2 * (int64_t)c.channels[0] * K;
     *eq = 4 * (int64_t)c.channels[0] * K;
 }
