@@ -24,7 +24,8 @@
  *        the luma / chroma amounts, and added to the frame's ORIGINAL samples with blue-noise
  *        dither (pl_generate_blue_noise): out = clip(orig + floor(d * (2^depth - 1) + noise)),
  *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]. A zero change keeps
- *        a sample bit-exact. Floats: out = orig + d (a non-finite sample stays as it was).
+ *        a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
+ *        sample's own bits (a non-finite sample stays as it was).
  *        Alpha components and padding bytes are never read or written.
  * The CPU backend (fp32) is the reference; the CUDA backend does the same work on the GPU, so a
  * CUDA frame never leaves the device and a host frame crosses the bus once each way.
@@ -85,12 +86,13 @@ typedef struct DenoiseComponent {
     int depth;   /* bits, 8..16 for integers, 32 for float */
 } DenoiseComponent;
 
-/* The layout of a pixel format's colour components (alpha excluded). */
+/* The layout of a pixel format's colour components (alpha excluded). All colour components
+ * share one depth. denoise_open() refuses a layout outside these rules (DENOISE_EINVAL). */
 typedef struct DenoisePixelFormat {
     int nb_components;         /* 1 (gray: Y') or 3 */
     DenoiseComponent comp[3];  /* Y', Cb, Cr (Y'CbCr) or R', G', B' (R'G'B'), NOT memory order */
-    int log2_chroma_w;         /* subsampling of components 1 and 2 (Y'CbCr only; 0 for RGB) */
-    int log2_chroma_h;
+    int log2_chroma_w;         /* subsampling of components 1 and 2, 0..2 (Y'CbCr only; 0 for */
+    int log2_chroma_h;         /* R'G'B', float and gray formats) */
     int bytes;                 /* bytes per sample word: 1, 2 (little-endian) or 4 (float32 LE) */
     int is_float;
 } DenoisePixelFormat;
@@ -98,9 +100,12 @@ typedef struct DenoisePixelFormat {
 /* How a frame's samples map to R'G'B'. Per frame: it may change within a stream. */
 typedef struct DenoiseColor {
     /* libplacebo colour representation: sys PL_COLOR_SYSTEM_RGB for R'G'B' and float formats
-     * (float gray is then taken as R' = G' = B' = Y), else the Y'CbCr system; levels; bit depth
-     * (sample_depth = color_depth = the component depth). pl_color_repr_decode() gives the
-     * matrix from normalised code values to R'G'B'. */
+     * (float gray is then taken as R' = G' = B' = Y; R'G'B' is taken as full range whatever
+     * `levels` says), else a Y'CbCr system that is a matrix (pl_color_system_is_linear(): not
+     * BT.2020 CL, ICtCp or UNKNOWN; denoise_push() refuses those with DENOISE_EINVAL) and its
+     * levels (UNKNOWN counts as limited, as in libplacebo). `bits` is not read: the engine
+     * decodes with sample_depth = color_depth = the component depth, so that
+     * pl_color_repr_decode() gives the matrix from normalised code values to R'G'B'. */
     struct pl_color_repr repr;
     /* chroma sample (0, 0) position in 1/256 luma pixels, as av_chroma_location_enum_to_pos()
      * gives it (0 co-sited, 128 centred); ignored without subsampling */
@@ -166,21 +171,26 @@ DenoiseBackend denoise_backend(const DenoiseEngine *e);
 const char *denoise_backend_reason(const DenoiseEngine *e);
 
 /* Frames the engine holds before output 0 can be pulled without a flush: the temporal radius
- * plus the frames it keeps in flight to overlap copies and compute (CUDA with host memory). */
+ * plus the frames it keeps in flight to overlap copies and compute (CUDA with host memory).
+ * Output t can be pulled once frame t + latency is pushed. DENOISE_EINVAL before open. */
 int denoise_latency(const DenoiseEngine *e);
 
 /* Change sigma for the frames pushed from now on (8-bit code values). */
 int denoise_set_sigma(DenoiseEngine *e, float sigma);
 
-/* Scale of the change applied to the luma (Y', or the luma of an R'G'B' change) and chroma
- * components, each 0..1 (1 = the network's full change, 0 = the input unchanged), for the output
- * frames the engine has not started computing (with a pipelined backend, up to
- * denoise_latency() - R frames already pushed keep the previous amounts). */
+/* Scale of the change applied to the luma and chroma components, each 0..1 (1 = the network's
+ * full change, 0 = the input unchanged, bit-exact), for the output frames the engine has not
+ * started computing (with a pipelined backend, up to denoise_latency() - R frames already pushed
+ * keep the previous amounts). Y'CbCr: the Y' change times luma, the Cb and Cr changes times
+ * chroma; gray: luma only; R'G'B': the change d split into its BT.709 luma
+ * l = 0.2126 dR' + 0.7152 dG' + 0.0722 dB' and the rest, luma l (1, 1, 1) + chroma (d - l (1, 1, 1)).
+ * Default 1, 1. */
 int denoise_set_amount(DenoiseEngine *e, float luma, float chroma);
 
 /* Push one input frame (format and size as opened). The engine copies what it needs: the
  * caller may reuse the frame's memory as soon as the call returns (memory HOST) or once the
- * work queued on cuda_stream before the call has run (memory CUDA). */
+ * work queued on cuda_stream before the call has run (memory CUDA). The push may also compute
+ * outputs whose inputs it completes. */
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
 
 /* Mark the end of the current segment (end of stream or a scene cut). Pulls then drain every

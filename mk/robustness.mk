@@ -59,7 +59,7 @@ $(ASAN_B)/tests/%.o: $(TOP)/tests/%.cpp | $(FF_STAMP)
 	$(CXX) $(CXXFLAGS_TESTS) -O1 $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 $(ASAN_B)/tests/%_lavfi_test: $(ASAN_B)/tests/%_lavfi_test.o $(ASAN_LIB) $(FF_STAMP)
-	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) $(PLACEBO_LIBS) \
+	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) \
 	    $(GTEST_LIBS) $(RPATH_FLAGS) -Wl,-rpath,$(LIBDIR)
 
 $(ASAN_B)/tests/%_test: $(ASAN_B)/tests/%_test.o $(ASAN_LIB)
