@@ -11,7 +11,10 @@
 //           flight), wall clock, frames/s, peak device memory.
 // Each line also gives GFLOP/frame (weights/model.py gflop_per_frame's formula) and TFLOP/s.
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
+// --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
+// yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
 // Usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
+//        cuda_bench --plans [--weights FILE] [--sizes WxH,...]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include <cuda_runtime.h>
 
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend_cuda.h"
 #include "cuda/frame_layout.h"
 #include "cuda/network.h"
 #include "cuda/ops.h"
@@ -243,10 +247,10 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
         }
     }
     (void)ch;
-    const int warm = 6;
+    const int warm = cap ? 2 : 6, lat = denoise_latency(e);
     int pulled = 0, rc = 0;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    for (int f = 0; f < frames + warm && !rc; ++f) {
+    for (int f = 0; f < frames + warm + lat && !rc; ++f) {
         if ((rc = denoise_push(e, &in[f % K]))) break;
         int q;
         while ((q = denoise_pull(e, &out[pulled & 1])) == 0)
@@ -277,6 +281,35 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     return 0;
 }
 
+// The backend's memory plan (no GPU needed: planning is arithmetic).
+void print_plans(const Model &M, int W, int H) {
+    DenoisePixelFormat p010 = yuv420p();
+    p010.bytes = 2;
+    for (int c = 0; c < 3; ++c) p010.comp[c] = {c ? 1 : 0, c == 2 ? 2 : 0, c ? 4 : 2, 6, 10};
+    const int m = M.cfg.pad_multiple;
+    for (int f = 0; f < 2; ++f)
+        for (DenoiseMemory mem : {DENOISE_MEMORY_HOST, DENOISE_MEMORY_CUDA})
+            for (int64_t cap : {(int64_t)DENOISE_GPU_MEMORY_DEFAULT, (int64_t)2048 << 20}) {
+                StreamSpec s;
+                s.width = W;
+                s.height = H;
+                s.hp = (H + m - 1) / m * m;
+                s.wp = (W + m - 1) / m * m;
+                s.format = f ? p010 : yuv420p();
+                s.cw = (W + 1) / 2;
+                s.ch = (H + 1) / 2;
+                s.memory = mem;
+                s.gpu_memory = cap;
+                std::string err;
+                int code = 0;
+                std::unique_ptr<Backend> b = cuda_backend_new(M, s, &err, &code);
+                CudaPlanInfo info;
+                std::printf("plan %5dx%-5d %-8s %-4s cap %5lld MiB: %s\n", W, H, f ? "p010le" : "yuv420p",
+                            mem == DENOISE_MEMORY_HOST ? "host" : "cuda", (long long)(cap >> 20),
+                            b && cuda_backend_plan(*b, &info) ? info.text.c_str() : err.c_str());
+            }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -284,9 +317,11 @@ int main(int argc, char **argv) {
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;
+    bool plans = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
+        if (a == "--plans") plans = true;
+        else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
         else if (a == "--sizes" && i + 1 < argc) sizes = argv[++i];
@@ -299,27 +334,13 @@ int main(int argc, char **argv) {
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] "
-                                 "[--cap WxH=MIB]...\n");
+            std::fprintf(stderr, "usage: cuda_bench [--plans] [--weights FILE] [--iters N] [--frames N] "
+                                 "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
     }
-    std::string why;
-    if (cuda_probe(0, &why)) {
-        std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
-        return 77;
-    }
-    std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6\n",
-                why.c_str(), wpath.c_str(), iters, frames);
-    Model M;
-    std::string err;
-    if (!load_model(wpath, &M, &err)) {
-        std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
-        return 1;
-    }
-    int rc = 0;
-    size_t pos = 0;
-    while (pos < sizes.size()) {
+    std::vector<std::pair<int, int>> dims;
+    for (size_t pos = 0; pos < sizes.size();) {
         size_t q = sizes.find(',', pos);
         std::string s = sizes.substr(pos, q == std::string::npos ? std::string::npos : q - pos);
         pos = q == std::string::npos ? sizes.size() : q + 1;
@@ -328,11 +349,39 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "cuda_bench: bad size %s\n", s.c_str());
             return 2;
         }
-        auto cap = caps.find(s);
+        dims.push_back({w, h});
+    }
+    if (plans) {
+        Model M;
+        std::string err;
+        if (!load_model(wpath, &M, &err)) {
+            std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+            return 1;
+        }
+        for (auto &d : dims) print_plans(M, d.first, d.second);
+        return 0;
+    }
+    std::string why;
+    if (cuda_probe(0, &why)) {
+        std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
+        return 77;
+    }
+    std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6 (capped: 4 after 2)\n",
+                why.c_str(), wpath.c_str(), iters, frames);
+    Model M;
+    std::string err;
+    if (!load_model(wpath, &M, &err)) {
+        std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+        return 1;
+    }
+    int rc = 0;
+    for (auto &d : dims) {
+        const int w = d.first, h = d.second;
+        auto cap = caps.find(std::to_string(w) + "x" + std::to_string(h));
         const int64_t c = cap == caps.end() ? 0 : cap->second;
         if (!c) rc |= bench_kernels(M, w, h, iters);
-        rc |= bench_api(wpath, w, h, c ? std::max(4, frames / 4) : frames, DENOISE_MEMORY_CUDA, c);
-        rc |= bench_api(wpath, w, h, c ? std::max(4, frames / 4) : frames, DENOISE_MEMORY_HOST, c);
+        rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_CUDA, c);
+        rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_HOST, c);
     }
     std::printf("\ncuda-bench summary\n%-36s %10s %10s %12s\n", "measure", "ms/frame", "frames/s", "GPU GiB");
     for (const Row &r : g_rows) std::printf("%-36s %10.3f %10.2f %12.2f\n", r.what.c_str(), r.ms, r.fps, r.gib);

@@ -168,11 +168,11 @@ public:
                 if (p.bytes <= cap) plans_.push_back(p);
             }
         }
-        const int top = std::max(spec_.hp, spec_.wp);
-        int T = spec_.tile ? std::max(64, spec_.tile / 64 * 64) : top;
-        T = std::min(T, (top + 63) / 64 * 64);
-        bool first = true;
-        for (; T >= 64; T -= 64) {
+        // Tiles: square interiors, a multiple of 64 px. First the largest side that fits the cap,
+        // shrunk to the smallest side with as few tiles (less work beyond the frame edges), then
+        // halving sides as the fallbacks, down to 64 px.
+        const int top = (std::max(spec_.hp, spec_.wp) + 63) / 64 * 64;
+        auto tiled = [&](int T) {
             Plan p;
             p.tiled = true;
             p.tile = T;
@@ -183,11 +183,21 @@ public:
             const int64_t tok = (int64_t)p.net.h * p.net.w;
             p.bytes = fixed + (2 * R_ + 1) * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                       (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
-            need_min = std::min(need_min, p.bytes);
-            if (p.bytes > cap) continue;
-            // the largest tile that fits, then halving sizes as the fallbacks
-            if (first || p.tile <= plans_.back().tile / 2 || T == 64) plans_.push_back(p);
-            first = false;
+            return p;
+        };
+        int T = spec_.tile ? std::min(top, std::max(64, spec_.tile / 64 * 64)) : top;
+        for (; T > 64 && tiled(T).bytes > cap; T -= 64) {
+        }
+        Plan best = tiled(T);
+        need_min = std::min(need_min, tiled(64).bytes);
+        if (best.bytes <= cap) {
+            while (best.tile > 64 && tiled(best.tile - 64).tiles == best.tiles) best = tiled(best.tile - 64);
+            plans_.push_back(best);
+            for (int t = best.tile / 2 / 64 * 64; t >= 64; t = t / 2 / 64 * 64) {
+                plans_.push_back(tiled(t));
+                if (t == 64) break;
+            }
+            if (plans_.back().tile != 64) plans_.push_back(tiled(64));
         }
         if (plans_.empty())
             return "the GPU memory cap of " + gib(cap) + " is too small for " + std::to_string(spec_.width) + "x" +
