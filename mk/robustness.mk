@@ -44,7 +44,8 @@ check: fuzz-build
 ASAN_B := $(B)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_LIB := $(ASAN_B)/libdenoise.a
-ASAN_LIB_OBJS := $(patsubst $(TOP)/%,$(ASAN_B)/obj/%.o,$(filter %.cpp,$(CXXSRCS)))
+# the CUDA objects (nvcc, not instrumented) join the instrumented C++ ones as they are
+ASAN_LIB_OBJS := $(patsubst $(TOP)/%,$(ASAN_B)/obj/%.o,$(filter %.cpp,$(CXXSRCS))) $(call lib_obj,$(CU_SRCS))
 ASAN_TESTS := $(patsubst $(TOP)/tests/%.cpp,$(ASAN_B)/tests/%,$(TEST_SRCS))
 
 $(ASAN_B)/obj/%.cpp.o: $(TOP)/%.cpp

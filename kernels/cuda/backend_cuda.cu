@@ -4,11 +4,11 @@
 // Streams and copies. One compute stream (ctx.stream) runs every kernel in call order, so buffers
 // that go back to a pool are reused safely by later work on it.
 //  - memory HOST: push copies the frame's colour rows into one of two pinned staging buffers (the
-//    host waits only for the upload from two pushes ago), uploads them on a copy stream into the
-//    frame's native ring slot (after the compute stream's last read of that slot, an event), and
-//    the compute stream waits for the upload. An output is converted into a device staging slot,
-//    downloaded on the copy stream into its pinned buffer; write_output waits for that download
-//    only, then copies the colour samples into the caller's frame. pipeline_depth() = 1, so the
+//    host waits only for the upload from two pushes ago), uploads them on an upload stream into
+//    the frame's native ring slot (after the compute stream's last read of that slot, an event),
+//    and the compute stream waits for the upload. An output is converted into a device staging
+//    slot, downloaded on a download stream into its pinned buffer; write_output waits (sleeping,
+//    not spinning) for that download only, then copies the colour samples into the caller's frame. pipeline_depth() = 1, so the
 //    engine queues output t+1 before it writes t: uploads, compute and downloads of two frames
 //    overlap. Only native bytes cross the bus (1.5 B per pixel each way for yuv420p).
 //  - memory CUDA: the caller's context is used as it is (no cudaSetDevice); push orders a
@@ -98,6 +98,8 @@ using cuda::FrameLayout;
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
 constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
 constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
+// Events the host waits on: it sleeps instead of spinning a core while a frame computes.
+constexpr unsigned kHostWaitEvent = cudaEventBlockingSync | cudaEventDisableTiming;
 
 std::string gib(int64_t b) {
     char t[32];
@@ -128,7 +130,8 @@ public:
         if (!ctx_created_) return;
         if (host_) cudaSetDevice(spec_.device);
         if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
-        if (xs_) cudaStreamSynchronize(xs_);
+        if (up_) cudaStreamSynchronize(up_);
+        if (down_) cudaStreamSynchronize(down_);
         for (auto &s : slots_) {
             if (s->ready) cudaEventDestroy(s->ready);
             if (s->released) cudaEventDestroy(s->released);
@@ -144,7 +147,8 @@ public:
         }
         if (caller_ev_) cudaEventDestroy(caller_ev_);
         if (ours_ev_) cudaEventDestroy(ours_ev_);
-        if (xs_) cudaStreamDestroy(xs_);
+        if (up_) cudaStreamDestroy(up_);
+        if (down_) cudaStreamDestroy(down_);
         cuda::ctx_destroy(ctx_);  // frees every device block still held
     }
 
@@ -284,11 +288,11 @@ public:
             int rc = plan().tiled ? output_tiled(t, feats, amount, o) : output_whole(t, feats, amount, o);
             if (!rc && host_) {
                 rc = ck(cudaEventRecord(o->ready, ctx_.stream), "cudaEventRecord (output ready)");
-                if (!rc) rc = ck(cudaStreamWaitEvent(xs_, o->ready, 0), "cudaStreamWaitEvent (download)");
+                if (!rc) rc = ck(cudaStreamWaitEvent(down_, o->ready, 0), "cudaStreamWaitEvent (download)");
                 if (!rc)
-                    rc = ck(cudaMemcpyAsync(o->pinned, o->dev, (size_t)L_.bytes, cudaMemcpyDeviceToHost, xs_),
+                    rc = ck(cudaMemcpyAsync(o->pinned, o->dev, (size_t)L_.bytes, cudaMemcpyDeviceToHost, down_),
                             "cudaMemcpyAsync (output download)");
-                if (!rc) rc = ck(cudaEventRecord(o->downloaded, xs_), "cudaEventRecord (output downloaded)");
+                if (!rc) rc = ck(cudaEventRecord(o->downloaded, down_), "cudaEventRecord (output downloaded)");
             }
             if (rc) {
                 free_outs_.push_back(o);
@@ -401,11 +405,12 @@ private:
         TRY(cuda::dev_alloc(ctx_, (void **)&noise_, (size_t)kNoiseBytes, "blue-noise tile"));
         TRY(ck(cudaMemcpy(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice), "cudaMemcpy (blue noise)"));
         if (host_) {
-            TRY(ck(cudaStreamCreateWithFlags(&xs_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)"));
+            TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (upload stream)"));
+            TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));
             for (Pin &p : pins_) {
                 TRY(ck(cudaHostAlloc((void **)&p.host, (size_t)L_.bytes, cudaHostAllocDefault),
                        "cudaHostAlloc (input staging)"));
-                TRY(ck(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming), "cudaEventCreate"));
+                TRY(ck(cudaEventCreateWithFlags(&p.done, kHostWaitEvent), "cudaEventCreate"));
             }
         } else {
             TRY(ck(cudaEventCreateWithFlags(&caller_ev_, cudaEventDisableTiming), "cudaEventCreate"));
@@ -499,8 +504,8 @@ private:
         if (host_) {
             TRY(ck(cudaHostAlloc((void **)&q->pinned, (size_t)L_.bytes, cudaHostAllocDefault), "cudaHostAlloc (output staging)"));
             TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
-            TRY(ck(cudaEventCreateWithFlags(&q->downloaded, cudaEventDisableTiming), "cudaEventCreate"));
-            TRY(ck(cudaEventRecord(q->downloaded, xs_), "cudaEventRecord"));
+            TRY(ck(cudaEventCreateWithFlags(&q->downloaded, kHostWaitEvent), "cudaEventCreate"));
+            TRY(ck(cudaEventRecord(q->downloaded, down_), "cudaEventRecord"));
         }
         *po = q;
         return 0;
@@ -556,10 +561,10 @@ private:
         pin_next_ ^= 1;
         TRY(ck(cudaEventSynchronize(p.done), "cudaEventSynchronize (input staging)"));
         cuda::copy_to_compact(L_, in, p.host);
-        TRY(ck(cudaStreamWaitEvent(xs_, s->released, 0), "cudaStreamWaitEvent (input ring)"));
-        TRY(ck(cudaMemcpyAsync(s->nat, p.host, (size_t)L_.bytes, cudaMemcpyHostToDevice, xs_), "cudaMemcpyAsync (frame upload)"));
-        TRY(ck(cudaEventRecord(p.done, xs_), "cudaEventRecord"));
-        TRY(ck(cudaEventRecord(s->ready, xs_), "cudaEventRecord"));
+        TRY(ck(cudaStreamWaitEvent(up_, s->released, 0), "cudaStreamWaitEvent (input ring)"));
+        TRY(ck(cudaMemcpyAsync(s->nat, p.host, (size_t)L_.bytes, cudaMemcpyHostToDevice, up_), "cudaMemcpyAsync (frame upload)"));
+        TRY(ck(cudaEventRecord(p.done, up_), "cudaEventRecord"));
+        TRY(ck(cudaEventRecord(s->ready, up_), "cudaEventRecord"));
         return ck(cudaStreamWaitEvent(ctx_.stream, s->ready, 0), "cudaStreamWaitEvent (frame upload)");
     }
 
@@ -719,7 +724,7 @@ private:
     std::vector<Plan> plans_;
     size_t plan_i_ = 0;
 
-    cudaStream_t xs_ = nullptr;  // copy stream (memory HOST)
+    cudaStream_t up_ = nullptr, down_ = nullptr;  // copy streams (memory HOST)
     Pin pins_[2];
     int pin_next_ = 0;
     cudaEvent_t caller_ev_ = nullptr, ours_ev_ = nullptr;  // memory CUDA
