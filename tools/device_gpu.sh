@@ -21,11 +21,22 @@ if [ "${1:-}" = --pack ]; then
     mkdir -p .device
     grep -qx '/.device/' .gitignore 2>/dev/null || grep -qx '/.device/' .git/info/exclude 2>/dev/null ||
         echo '/.device/' >> .git/info/exclude
-    tar cJf .device/build.tar.xz --exclude='*.a' build/bin build/lib build/tests/gpu_check
+    # what the GPU runs needs, without debug info (strip --strip-debug) and without the archive
+    rm -rf .device/stage && mkdir -p .device/stage/build/tests
+    cp -a build/bin build/lib .device/stage/build/ && cp -a build/tests/gpu_check .device/stage/build/tests/
+    rm -f .device/stage/build/lib/*.a .device/stage/build/bin/cpu_bench
+    find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
+    tar cJf .device/build.tar.xz -C .device/stage build && rm -rf .device/stage
     libs=
     for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$d/device-libs.sh; break; }; done
     [ -n "$libs" ] || { echo "device_gpu: device-libs.sh not found (../shared/tools)" >&2; exit 1; }
-    sh "$libs" || exit 1
+    # device-libs.sh records .devlibs in .git/info/exclude: give it a folder where that works
+    # (a git worktree's .git is a file)
+    work=$(mktemp -d)
+    ln -s "$ROOT/build" "$work/build"
+    mkdir -p "$work/.git/info"
+    (cd "$work" && sh "$libs") || { rm -rf "$work"; exit 1; }
+    rm -rf .devlibs && mv "$work/.devlibs" . && rm -rf "$work"
     du -ch .device/build.tar.xz .devlibs/libs.tar.xz
     total=$(du -cb .device/build.tar.xz .devlibs/libs.tar.xz | tail -n 1 | cut -f1)
     tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
