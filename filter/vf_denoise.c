@@ -348,6 +348,7 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     av_log(ctx, AV_LOG_VERBOSE, "loading '%s' for %dx%d %s%s, backend %s\n", s->model_path, w, h,
            s->hw ? "cuda/" : "", av_get_pix_fmt_name(s->format), backend_name(s->backend));
     rc = denoise_open(s->engine, &p);
+    s->latency = rc < 0 ? rc : denoise_latency(s->engine);
     cuda_pop(ctx);
     if (rc < 0) {
         char what[1100];
@@ -362,7 +363,6 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
                denoise_backend_reason(s->engine));
     else
         av_log(ctx, AV_LOG_INFO, "running the CUDA engine: %s\n", denoise_backend_reason(s->engine));
-    s->latency = denoise_latency(s->engine);
     if (s->latency < 0)
         return engine_error(ctx, s->latency, "Querying the engine's latency");
     s->engine_sigma = s->sigma;

@@ -14,7 +14,6 @@
 // output (write_output). Kept: frames from min(next output to queue - R, oldest not pulled) on
 // (what the next outputs read, mirrored ends included) and features from next-to-queue - 1 on.
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <new>
 #include <set>

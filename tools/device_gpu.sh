@@ -8,8 +8,9 @@
 #       or /work/shared/tools/device-libs.sh); both folders are git-ignored.
 #   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh (BENCH_TORCH=0: no torch.compile
-#       warm-up in this run), writes check_gpu.log, bench.log and the tile crops under $OUT (or
-#       ./device-out), and prints both summary blocks last. About 6 minutes on one H200.
+#       warm-up in this run), writes device.log, check_gpu.log, bench.log, two tile crops and
+#       logs.tar.gz (every log) under $OUT (or ./device-out), and prints both summary blocks
+#       last. About 6 minutes on one H200.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -45,7 +46,11 @@ if [ "${1:-}" = --pack ]; then
     exit 0
 fi
 
+# $OUT brings back at most 8 files: the logs are written to WORK, and $OUT receives device.log,
+# check_gpu.log, bench.log, two tile crops and logs.tar.gz (everything, check_cuda_frames.sh's
+# per-run logs included)
 OUTDIR=${OUT:-$ROOT/device-out}
+WORK=$(mktemp -d /tmp/device-work.XXXXXX)
 mkdir -p "$OUTDIR"
 [ -f .device/build.tar.xz ] && [ -f .devlibs/libs.tar.xz ] || {
     echo "device_gpu: .device/build.tar.xz or .devlibs/libs.tar.xz missing (tools/device_gpu.sh --pack, then carry both)"
@@ -60,21 +65,26 @@ export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
     echo "unpacked in $(( $(date +%s) - t0 )) s; $(build/bin/ffmpeg -hide_banner -version | head -n 1)"
-} | tee "$OUTDIR/device.log"
+} | tee "$WORK/device.log"
 
-CHECK_OUT=$OUTDIR timeout 330 bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
+CHECK_OUT=$WORK timeout 360 bash tools/check_gpu.sh > "$WORK/check_gpu.log" 2>&1
 crc=$?
-echo "check_gpu.sh exit $crc after $(( $(date +%s) - t0 )) s" | tee -a "$OUTDIR/device.log"
-BENCH_TORCH=0 timeout 240 bash tools/bench.sh > "$OUTDIR/bench.log" 2>&1
+echo "check_gpu.sh exit $crc after $(( $(date +%s) - t0 )) s" | tee -a "$WORK/device.log"
+BENCH_TORCH=0 timeout 200 bash tools/bench.sh > "$WORK/bench.log" 2>&1
 brc=$?
-echo "bench.sh exit $brc after $(( $(date +%s) - t0 )) s" | tee -a "$OUTDIR/device.log"
+echo "bench.sh exit $brc after $(( $(date +%s) - t0 )) s" | tee -a "$WORK/device.log"
+cp "$WORK/device.log" "$WORK/check_gpu.log" "$WORK/bench.log" "$OUTDIR/"
+ls "$WORK"/tile_crop_*.png 2>/dev/null | head -n 2 | xargs -r cp -t "$OUTDIR/"
+tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null
+OUTDIR_LOGS=$WORK
 
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
-grep -E '^(FAIL|SKIP)' "$OUTDIR/check_gpu.log" | head -n 40
-grep -E '^PASS (tiles|memory|device nearly|api .*CUDA memory|ffmpeg|memcheck|two engines|stream)' "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 30
-tail -n 1 "$OUTDIR/check_gpu.log"
+grep -E '^(FAIL|SKIP)' "$OUTDIR_LOGS/check_gpu.log" | head -n 40
+grep -E '^PASS (tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|two engines|stream)' \
+    "$OUTDIR_LOGS/check_gpu.log" | cut -c1-220 | head -n 30
+tail -n 1 "$OUTDIR_LOGS/check_gpu.log"
 echo
 echo "===== bench (full log: bench.log)"
-sed -n '/^=== bench summary/,$p' "$OUTDIR/bench.log"
+sed -n '/^=== bench summary/,$p' "$OUTDIR_LOGS/bench.log"
 [ $crc -eq 0 ] && [ $brc -eq 0 ]

@@ -4,7 +4,8 @@
 // packed layouts at 8..16-bit and float32 share one path, as libavutil's av_read_image_line2() /
 // av_write_image_line2() do. The arithmetic is, operation for operation, the one the denoise
 // filter used before the engine took over the pixel work (filter/vf_denoise.c of API v1), so
-// outputs are unchanged.
+// outputs are unchanged, but for a float sample whose change is exactly 0: it now keeps its bits
+// (before, -0.0 + 0 gave +0.0).
 // Traffic per frame: read copies the colour samples once (2 bytes per integer sample); to_rgb
 // writes 3 floats per pixel; add_change reads the change (3 floats per pixel) and, for subsampled
 // chroma, writes and reads a 3 x height x cw horizontal pass; write touches each sample's word
