@@ -47,7 +47,8 @@ FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 # ---------------------------------------------------------------------------------------------
 # libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
 CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
-# the CUDA engine is built only with ./configure --enable-cuda-engine (experimental, docs/cuda.md)
+# the CUDA engine: built whenever configure found nvcc (./configure --disable-cuda-engine opts out);
+# the one build runs with and without a GPU or driver (cudart static, docs/cuda.md)
 CU_SRCS := $(if $(filter yes,$(CUDA)),$(if $(filter yes,$(CUDA_ENGINE)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu))))
 HAVE_CUDA := $(if $(CU_SRCS),yes,)
 # host-side CUDA sources (kernels/cuda/*.cpp) are built only with the .cu files
@@ -63,12 +64,12 @@ CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(C
 # the CPU engine uses OpenMP (GCC's libgomp) next to OpenBLAS's own threads
 OPENMP_CFLAGS := -fopenmp
 OPENMP_LIBS := -lgomp
-CXXFLAGS_DENOISE := -std=c++17 -O2 -g -fPIC -Wall -Wextra $(OPENMP_CFLAGS) -I$(TOP)/kernels $(CUDA_DEFS) $(EXTRA_CXXFLAGS)
-NVCCFLAGS_DENOISE := -std=c++17 -O2 $(CUDA_ARCH_FLAGS) -Xcompiler -fPIC,-fopenmp -I$(TOP)/kernels $(CUDA_DEFS)
-# what anything linking libdenoise.a needs after it
-ENGINE_LIBS := $(CUDA_LIBS) -lopenblas $(OPENMP_LIBS) -lstdc++ -lm -lpthread
+CXXFLAGS_DENOISE := -std=c++17 -O2 -g -fPIC -Wall -Wextra $(OPENMP_CFLAGS) -I$(TOP)/kernels $(PLACEBO_CFLAGS) $(CUDA_DEFS) $(EXTRA_CXXFLAGS)
+NVCCFLAGS_DENOISE := -std=c++17 -O2 $(CUDA_ARCH_FLAGS) -Xcompiler -fPIC,-fopenmp -I$(TOP)/kernels $(PLACEBO_CFLAGS) $(CUDA_DEFS)
+# what anything linking libdenoise.a needs after it (libplacebo: colour matrices, blue noise)
+ENGINE_LIBS := $(CUDA_LIBS) -lopenblas $(PLACEBO_LIBS) $(OPENMP_LIBS) -lstdc++ -lm -lpthread
 # what libavfilter needs for the denoise filter (goes into libavfilter.pc's Libs.private)
-DENOISE_EXTRALIBS := -L$(LIBDIR) -ldenoise $(ENGINE_LIBS) $(PLACEBO_LIBS) -lz
+DENOISE_EXTRALIBS := -L$(LIBDIR) -ldenoise $(ENGINE_LIBS) -lz
 
 lib_obj = $(patsubst $(TOP)/%,$(OBJ)/%.o,$(1))
 LIB_OBJS := $(call lib_obj,$(CXXSRCS) $(CU_SRCS))
@@ -100,7 +101,7 @@ $(LIBDIR)/pkgconfig/denoise.pc: $(OBJ)/cxxflags
 	@mkdir -p $(dir $@)
 	printf '%s\n' 'prefix=$(B)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: denoise' 'Description: neural video denoiser engine (static)' 'Version: 1' \
-	  'Libs: -L$${libdir} -ldenoise $(ENGINE_LIBS)' 'Cflags: -I$${includedir}' > $@
+	  'Requires: libplacebo' 'Libs: -L$${libdir} -ldenoise $(ENGINE_LIBS)' 'Cflags: -I$${includedir}' > $@
 
 $(B)/include/denoise.h: $(TOP)/kernels/denoise.h
 	@mkdir -p $(dir $@)
@@ -241,7 +242,7 @@ TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
 # tools/cuda_*.cpp need the CUDA engine (cuda_bench: CUDA events, kernels/cuda/ops.h)
 TOOL_SRCS := $(if $(HAVE_CUDA),$(TOOL_SRCS),$(filter-out $(TOP)/tools/cuda_%,$(TOOL_SRCS)))
 TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRCS))))
-CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(CUDA_DEFS)
+CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(PLACEBO_CFLAGS) $(CUDA_DEFS)
 
 $(OBJ)/tools/%.c.o: $(TOP)/tools/%.c
 	@mkdir -p $(dir $@)
@@ -267,14 +268,15 @@ tools: $(TOOLS)
 # tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
 # Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
 TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
-# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built only with the CUDA engine
+# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built with the CUDA engine so that
+# `make check` compiles them; run_tests.sh runs them (exit 77 without a GPU: skipped)
 GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp))
 GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(GPU_CHECK_SRCS)))
 HELPER_SRCS := $(filter-out $(TEST_SRCS) $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
 TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))
 LAVFI_TESTS := $(filter %_lavfi_test,$(TESTS))
 HELPER_LIB := $(if $(HELPER_SRCS),$(B)/tests/libtesthelpers.a)
-CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests -I$(B)/include $(GTEST_CFLAGS) \
+CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests -I$(B)/include $(PLACEBO_CFLAGS) $(GTEST_CFLAGS) \
     $(CUDA_DEFS) -DDENOISE_SOURCE_DIR='"$(TOP)"' -DDENOISE_BUILD_DIR='"$(B)"' \
     -DDENOISE_TEST_DATA_DIR='"$(TOP)/tests/data"'
 
@@ -291,7 +293,7 @@ $(patsubst $(B)/tests/%,$(OBJ)/tests/%.o,$(LAVFI_TESTS)) $(patsubst $(TOP)/tests
 
 $(B)/tests/%_lavfi_test: $(OBJ)/tests/%_lavfi_test.o $(HELPER_LIB) $(LIBDENOISE) $(FF_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) $(PLACEBO_LIBS) \
+	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) \
 	    $(GTEST_LIBS) $(RPATH_FLAGS)
 
 $(B)/tests/%_test: $(OBJ)/tests/%_test.o $(HELPER_LIB) $(LIBDENOISE)

@@ -1,27 +1,43 @@
 /*
  * libdenoise: the engine behind FFmpeg's denoise filter.
  *
- * A temporal Swin U-Net (model v1, weights/model.py is the source of truth) that denoises a
- * stream of RGB frames. The caller pushes frames in display order and pulls one output per input
- * frame, in the same order. Output t needs input frames t-3..t+3 (two fusion windows of radius 2
- * around t-1, t, t+1 feed the 3x3x3 head), so pulls lag pushes by three frames until
+ * A temporal Swin U-Net (weights/model.py is the source of truth) that denoises a stream of
+ * video frames in their own pixel format. The caller pushes frames in display order and pulls
+ * one output frame per input frame, in the same order. Output t needs input frames t-R..t+R
+ * (R = the model's temporal radius, 3 for model v1: two fusion windows of radius 2 around t-1,
+ * t, t+1 feed the 3x3x3 head), so pulls lag pushes by denoise_latency() frames until
  * denoise_flush() marks the end of a segment; frames outside [0, N-1] are taken by mirroring
  * (index -k -> k, N-1+k -> N-1-k, repeated for very short segments), exactly as
  * weights/model.py's reflect_index() does.
  *
- * Layouts and units
- *   - frames in:  three planes R, G, B, float32, row-major, `linesize` floats between rows,
- *                 values in [0,1] = code value / (2^depth - 1) of the non-linear RGB the source
- *                 decodes to. Values outside [0,1] are allowed (unclipped noise).
- *   - frames out: the change the network makes, denoised - input, same layout and units. The
- *                 caller adds it to its own samples (so a pixel the network leaves alone stays
- *                 bit-exact after requantisation).
- *   - sigma:      noise standard deviation in 8-bit code values (0..255 scale) whatever the bit
- *                 depth; the network sees a constant map channel sigma/255.
+ * Frames in and out are native frames: planes and linesizes as an AVFrame holds them, described
+ * by a DenoisePixelFormat (which bytes hold which component) and a DenoiseColor (libplacebo's
+ * colour representation and the chroma location). The engine does all the pixel work:
+ *   in:  samples -> normalised code values v = code / (2^depth - 1) (floats as they are, with
+ *        NaN -> 0, +Inf -> 1, -Inf -> 0 and finite values clamped to [-1, 2]); subsampled chroma
+ *        upsampled bilinearly at its chroma location; Y'CbCr -> non-linear R'G'B' with
+ *        pl_color_repr_decode()'s matrix and offsets; gray as Y' with neutral chroma.
+ *   net: x = 2 R'G'B' - 1 in [-1, 1], reflect-padded, space-to-depth 2x2, U-Net, head, clamp.
+ *   out: the change d = (denoised - input) / 2 in R'G'B' units is taken back to the frame's own
+ *        representation by the inverse of the decoding matrix (no offsets: it is a difference),
+ *        chroma changes brought to chroma resolution by the adjoint of the upsampling, scaled by
+ *        the luma / chroma amounts, and added to the frame's ORIGINAL samples with blue-noise
+ *        dither (pl_generate_blue_noise): out = clip(orig + floor(d * (2^depth - 1) + noise)),
+ *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]. A zero change keeps
+ *        a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
+ *        sample's own bits (a non-finite sample stays as it was).
+ *        Alpha components and padding bytes are never read or written.
+ * The CPU backend (fp32) is the reference; the CUDA backend does the same work on the GPU, so a
+ * CUDA frame never leaves the device and a host frame crosses the bus once each way.
+ *
+ * Units: sigma is the noise standard deviation in 8-bit code values of R'G'B' (0..255 scale)
+ * whatever the bit depth; the network sees a constant map channel sigma/255.
  *
  * Errors: functions return 0 or a positive count on success and a negative DENOISE_E* code on
  * failure; denoise_last_error() then holds a message that names the cause (the weight file and
- * tensor for a bad file). The engine is not thread-safe: one engine per stream.
+ * tensor for a bad file, the CUDA runtime's error name and text for a device error). An engine is
+ * not thread-safe: one engine per stream, calls from one thread at a time. Several engines may
+ * share one GPU.
  */
 #ifndef DENOISE_H
 #define DENOISE_H
@@ -29,36 +45,112 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libplacebo/colorspace.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define DENOISE_API_VERSION 1
+#define DENOISE_API_VERSION 2
 
 typedef enum DenoiseBackend {
-    DENOISE_BACKEND_AUTO = 0, /* CUDA where a usable NVIDIA GPU is found, else CPU */
+    DENOISE_BACKEND_AUTO = 0, /* CUDA where it is built in and a usable NVIDIA GPU is found, else CPU */
     DENOISE_BACKEND_CPU  = 1, /* fp32 reference engine, BLAS sgemm */
     DENOISE_BACKEND_CUDA = 2, /* bf16 storage, fp32 accumulation */
 } DenoiseBackend;
+
+/* Where the sample data of pushed and pulled images lives. */
+typedef enum DenoiseMemory {
+    DENOISE_MEMORY_HOST = 0, /* ordinary (pageable) host memory */
+    DENOISE_MEMORY_CUDA = 1, /* device memory of the CUDA context current at denoise_open() */
+} DenoiseMemory;
 
 /* Error codes (negative). */
 #define DENOISE_EAGAIN   (-1)  /* pull: needs more input (push or flush first) */
 #define DENOISE_EOF      (-2)  /* pull: segment flushed and fully drained */
 #define DENOISE_EINVAL   (-3)  /* bad argument or call order */
-#define DENOISE_ENOMEM   (-4)  /* host or device allocation failed */
+#define DENOISE_ENOMEM   (-4)  /* host or device allocation failed (after any tiling fallback) */
 #define DENOISE_EMODEL   (-5)  /* weight file missing, truncated, corrupt or of another architecture */
-#define DENOISE_ENOSYS   (-6)  /* backend not built into this library or no usable device */
-#define DENOISE_EDEVICE  (-7)  /* GPU runtime error */
+#define DENOISE_ENOSYS   (-6)  /* backend not built into this library, no usable device, or a
+                                * format / memory combination the backend does not run */
+#define DENOISE_EDEVICE  (-7)  /* GPU runtime error (lost device, launch failure, ...) */
+
+/* One colour component in memory, as libavutil's AVComponentDescriptor: sample x of row y is
+ * the little-endian word at data[plane] + y * linesize[plane] + offset + x * step, shifted right
+ * by `shift` and masked to `depth` bits (integer formats), or the float32 there (is_float). */
+typedef struct DenoiseComponent {
+    int plane;
+    int offset;  /* bytes */
+    int step;    /* bytes */
+    int shift;   /* bits */
+    int depth;   /* bits, 8..16 for integers, 32 for float */
+} DenoiseComponent;
+
+/* The layout of a pixel format's colour components (alpha excluded). All colour components
+ * share one depth. denoise_open() refuses a layout outside these rules (DENOISE_EINVAL). */
+typedef struct DenoisePixelFormat {
+    int nb_components;         /* 1 (gray: Y') or 3 */
+    DenoiseComponent comp[3];  /* Y', Cb, Cr (Y'CbCr) or R', G', B' (R'G'B'), NOT memory order */
+    int log2_chroma_w;         /* subsampling of components 1 and 2, 0..2 (Y'CbCr only; 0 for */
+    int log2_chroma_h;         /* R'G'B', float and gray formats) */
+    int bytes;                 /* bytes per sample word: 1, 2 (little-endian) or 4 (float32 LE) */
+    int is_float;
+} DenoisePixelFormat;
+
+/* How a frame's samples map to R'G'B'. Per frame: it may change within a stream. */
+typedef struct DenoiseColor {
+    /* libplacebo colour representation: sys PL_COLOR_SYSTEM_RGB for R'G'B' and float formats
+     * (float gray is then taken as R' = G' = B' = Y; R'G'B' is taken as full range whatever
+     * `levels` says), else a Y'CbCr system that is a matrix (pl_color_system_is_linear(): not
+     * BT.2020 CL, ICtCp or UNKNOWN; denoise_push() refuses those with DENOISE_EINVAL) and its
+     * levels (UNKNOWN counts as limited, as in libplacebo). `bits` is not read: the engine
+     * decodes with sample_depth = color_depth = the component depth, so that
+     * pl_color_repr_decode() gives the matrix from normalised code values to R'G'B'. */
+    struct pl_color_repr repr;
+    /* chroma sample (0, 0) position in 1/256 luma pixels, as av_chroma_location_enum_to_pos()
+     * gives it (0 co-sited, 128 centred); ignored without subsampling */
+    int chroma_xpos, chroma_ypos;
+} DenoiseColor;
+
+/* A frame: plane pointers and linesizes as in an AVFrame (host or device memory as the engine
+ * was opened with), its colour representation (read by push only). */
+typedef struct DenoiseImage {
+    uint8_t  *data[4];
+    ptrdiff_t linesize[4];     /* bytes; may be negative (bottom-up) for host memory */
+    DenoiseColor color;
+} DenoiseImage;
 
 typedef struct DenoiseParams {
     const char    *model_path; /* safetensors weight file */
     DenoiseBackend backend;
-    int            device;     /* CUDA device index (backend CUDA/AUTO) */
+    int            device;     /* CUDA device index (memory HOST; with memory CUDA the device of
+                                * the current context is used) */
     float          sigma;      /* 8-bit code values, 0..255 */
-    int            width;      /* frame size in pixels, >= 1 */
+    int            width;      /* frame size in pixels, 1..32768 */
     int            height;
-    int            threads;    /* CPU worker threads; 0 = all cores */
+    DenoisePixelFormat format;
+    DenoiseMemory  memory;
+    /* memory CUDA: the cudaStream_t the frames' producer and consumer use (NULL: the legacy
+     * default stream). The engine orders its reads of a pushed frame after the work already
+     * queued on it, and queues the consumer behind the writes of a pulled frame: no host sync.
+     * Every call on an engine opened with memory CUDA must be made with the same CUDA context
+     * current (cuCtxPushCurrent); the engine allocates in it and never changes it. */
+    void          *cuda_stream;
+    int            threads;    /* CPU engine worker threads; 0 = all cores */
+    /* Cap on the engine's own GPU memory in bytes (weights, frame and feature rings,
+     * workspace, staging); 0 = the default (DENOISE_GPU_MEMORY_DEFAULT). Frames whose working
+     * set does not fit run in overlapping tiles. */
+    int64_t        gpu_memory;
+    /* Largest tile side in pixels; 0 = whole frames when they fit the cap (tests force tiling
+     * with it). */
+    int            tile;
 } DenoiseParams;
+
+#define DENOISE_GPU_MEMORY_DEFAULT ((int64_t)2560 << 20)  /* 2.5 GiB */
+
+/* Defaults for every field but model_path, width, height, format: backend AUTO, device 0,
+ * sigma 15, memory HOST, stream NULL, threads 0, gpu_memory 0, tile 0. */
+void denoise_params_defaults(DenoiseParams *p);
 
 typedef struct DenoiseEngine DenoiseEngine;
 
@@ -66,28 +158,55 @@ typedef struct DenoiseEngine DenoiseEngine;
 DenoiseEngine *denoise_alloc(void);
 
 /* Load the weights, check them against the architecture, pick the backend and size buffers.
- * Returns 0, DENOISE_EMODEL, DENOISE_ENOSYS, DENOISE_ENOMEM or DENOISE_EINVAL. */
+ * Returns 0, DENOISE_EMODEL, DENOISE_ENOSYS, DENOISE_ENOMEM, DENOISE_EDEVICE or DENOISE_EINVAL. */
 int denoise_open(DenoiseEngine *e, const DenoiseParams *p);
 
 /* Backend actually in use after denoise_open() (never AUTO). */
 DenoiseBackend denoise_backend(const DenoiseEngine *e);
 
+/* Why that backend runs, for a log line: the device ("CUDA device 0: NVIDIA H200, compute
+ * capability 9.0") or, for the CPU, the reason CUDA was not used ("built without CUDA", "no CUDA
+ * driver: cudaErrorInsufficientDriver ...", "no CUDA device", "device 0 has compute capability
+ * 7.5; ..."). "" before open. */
+const char *denoise_backend_reason(const DenoiseEngine *e);
+
+/* Frames the engine holds before output 0 can be pulled without a flush: the temporal radius
+ * plus the frames it keeps in flight to overlap copies and compute (CUDA with host memory).
+ * Output t can be pulled once frame t + latency is pushed. DENOISE_EINVAL before open. */
+int denoise_latency(const DenoiseEngine *e);
+
 /* Change sigma for the frames pushed from now on (8-bit code values). */
 int denoise_set_sigma(DenoiseEngine *e, float sigma);
 
-/* Copy one input frame (planes R, G, B; width x height floats each; linesize in floats). */
-int denoise_push(DenoiseEngine *e, const float *const planes[3], ptrdiff_t linesize);
+/* Scale of the change applied to the luma and chroma components, each 0..1 (1 = the network's
+ * full change, 0 = the input unchanged, bit-exact), for the output frames the engine has not
+ * started computing (with a pipelined backend, up to denoise_latency() - R frames already pushed
+ * keep the previous amounts). Y'CbCr: the Y' change times luma, the Cb and Cr changes times
+ * chroma; gray: luma only; R'G'B': the change d split into its BT.709 luma
+ * l = 0.2126 dR' + 0.7152 dG' + 0.0722 dB' and the rest, luma l (1, 1, 1) + chroma (d - l (1, 1, 1)).
+ * Default 1, 1. */
+int denoise_set_amount(DenoiseEngine *e, float luma, float chroma);
+
+/* Push one input frame (format and size as opened). The engine copies what it needs: the
+ * caller may reuse the frame's memory as soon as the call returns (memory HOST) or once the
+ * work queued on cuda_stream before the call has run (memory CUDA). The push may also compute
+ * outputs whose inputs it completes. */
+int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
 
 /* Mark the end of the current segment (end of stream or a scene cut). Pulls then drain every
  * remaining frame with mirrored ends; after DENOISE_EOF the next push starts a new segment. */
 int denoise_flush(DenoiseEngine *e);
 
-/* Write the change for the oldest frame not yet pulled into `delta` (R, G, B planes).
+/* Write the denoised frame for the oldest frame not yet pulled into `out` (same format, size
+ * and memory; only colour components are written). `out` may be the pushed frame's own memory.
  * Returns 0 when a frame was written, DENOISE_EAGAIN, DENOISE_EOF, or an error. */
-int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize);
+int denoise_pull(DenoiseEngine *e, const DenoiseImage *out);
 
 /* Frames pushed but not yet pulled. */
 int denoise_pending(const DenoiseEngine *e);
+
+/* Peak device memory the engine has allocated so far, in bytes (0 on the CPU backend). */
+int64_t denoise_gpu_memory_peak(const DenoiseEngine *e);
 
 /* Message for the last failure ("" if none). Valid until the next call on this engine. */
 const char *denoise_last_error(const DenoiseEngine *e);
@@ -95,7 +214,8 @@ const char *denoise_last_error(const DenoiseEngine *e);
 /* Model metadata string (the weight file's __metadata__ "config" JSON), or "" before open. */
 const char *denoise_model_config(const DenoiseEngine *e);
 
-/* Free the engine and set *pe to NULL. Safe on NULL. */
+/* Free the engine and set *pe to NULL. Safe on NULL. With memory CUDA the context must be
+ * current. */
 void denoise_free(DenoiseEngine **pe);
 
 #ifdef __cplusplus

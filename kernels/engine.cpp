@@ -1,30 +1,30 @@
-// libdenoise: the C API of denoise.h on the CPU engine, and the frame window / segment logic.
+// libdenoise: the C API of denoise.h, and the frame window / segment logic, once for every
+// backend (backend.h: CPU in kernels/cpu/backend_cpu.cpp, CUDA in kernels/cuda/).
 //
 // Time indexing within a segment: frames are 0..N-1 in push order. Output t needs the features
-// F_{t-1}, F_t, F_{t+1}; F_s is the U-Net of frames reflect(s-2..s+2) (model.py's
-// denoise_sequence). N is only known at flush, but reflect(i, N) = |i| for every |i| <= N-1, so
-// once frame t+3 has been pushed every index output t touches resolves the same whatever N turns
-// out to be, and output t can be computed before the flush. Features are cached by s, so each
-// U-Net pass runs once per output frame (plus two at each segment end, for F_{-1} and F_N).
+// F_{t-1}, F_t, F_{t+1}; F_s is the U-Net of frames reflect(s-r..s+r) (model.py's
+// denoise_sequence, r = the fusion radius). N is only known at flush, but reflect(i, N) = |i| for
+// every |i| <= N-1, so once frame t+R has been pushed (R = r + 1, the temporal radius) every index
+// output t touches resolves the same whatever N turns out to be, and output t can be computed
+// before the flush. Features are cached by s, so each U-Net pass runs once per output frame (plus
+// two at each segment end, for F_{-1} and F_N).
 //
-// Memory: input frames are kept (converted once: x = 2v-1, reflect-padded, space-to-depth to
-// (Hp/2, Wp/2, 12)) from index pulled-3 on, i.e. the 7-frame window plus whatever the caller has
-// pushed and not yet pulled; features from index pulled-1 on (3 maps); one U-Net workspace.
+// Schedule: output t is queued (backend queue_output) as soon as its inputs exist and it is at
+// most pipeline_depth() ahead of the oldest output not yet pulled; a pull writes the oldest
+// output (write_output). Kept: frames from min(next output to queue - R, oldest not pulled) on
+// (what the next outputs read, mirrored ends included) and features from next-to-queue - 1 on.
 #include <algorithm>
-#include <cblas.h>
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "cpu/parallel.h"
-#include "cpu/unet.h"
+#include <libplacebo/dither.h>
+
+#include "backend.h"
 #include "denoise.h"
-#include "gpu_backend.h"
-#include "model_config.h"
-#include "safetensors.h"
+#include "model.h"
 
 using namespace denoise;
 
@@ -38,83 +38,159 @@ int reflect_index(int64_t i, int64_t n) {
     return (int)(i >= n ? p - i : i);
 }
 
-struct Frame {
-    std::vector<float> x;  // (Hp/2, Wp/2, 12) network units
-    float sigma;
-};
+// libplacebo's void-and-cluster blue noise, "roughly uniform in [0,1)", clamped so that
+// floor(0 + n) == 0 holds for every n (a zero change keeps a sample bit-exact). Made once per
+// process (~10 ms for 64 x 64).
+const float *blue_noise_tile() {
+    static const std::vector<float> tile = [] {
+        std::vector<float> t((size_t)kBlueNoiseSize * kBlueNoiseSize);
+        pl_generate_blue_noise(t.data(), kBlueNoiseSize);
+        for (float &v : t) v = std::min(0.99999994f, std::max(0.0f, v));
+        return t;
+    }();
+    return tile.data();
+}
+
+const char *backend_str(DenoiseBackend b) {
+    switch (b) {
+    case DENOISE_BACKEND_CPU: return "cpu";
+    case DENOISE_BACKEND_CUDA: return "cuda";
+    default: return "auto";
+    }
+}
+
+// Empty when `f` is a layout the engine reads, else why not.
+std::string check_format(const DenoisePixelFormat &f) {
+    if (f.nb_components != 1 && f.nb_components != 3)
+        return "nb_components " + std::to_string(f.nb_components) + " (expected 1 or 3)";
+    if (f.is_float ? f.bytes != 4 : f.bytes != 1 && f.bytes != 2)
+        return "bytes " + std::to_string(f.bytes) + (f.is_float ? " for a float format (expected 4)" : " (expected 1 or 2)");
+    if (f.log2_chroma_w < 0 || f.log2_chroma_w > 2 || f.log2_chroma_h < 0 || f.log2_chroma_h > 2)
+        return "chroma subsampling log2 " + std::to_string(f.log2_chroma_w) + "x" + std::to_string(f.log2_chroma_h) +
+               " outside 0..2";
+    if (f.is_float && (f.log2_chroma_w || f.log2_chroma_h)) return "subsampled float format";
+    for (int c = 0; c < f.nb_components; ++c) {
+        const DenoiseComponent &k = f.comp[c];
+        const std::string n = "component " + std::to_string(c) + ": ";
+        if (k.plane < 0 || k.plane > 3) return n + "plane " + std::to_string(k.plane) + " outside 0..3";
+        if (k.offset < 0 || k.step < f.bytes)
+            return n + "offset " + std::to_string(k.offset) + " / step " + std::to_string(k.step) + " (step < bytes)";
+        if (f.is_float ? k.depth != 32 || k.shift : k.depth < 8 || k.depth > 16)
+            return n + "depth " + std::to_string(k.depth) + (f.is_float ? " (float32: 32, no shift)" : " outside 8..16");
+        if (!f.is_float && (k.shift < 0 || k.shift + k.depth > 8 * f.bytes))
+            return n + "shift " + std::to_string(k.shift) + " + depth " + std::to_string(k.depth) + " exceeds a " +
+                   std::to_string(8 * f.bytes) + "-bit word";
+        if (k.depth != f.comp[0].depth) return n + "depth differs from component 0's";
+    }
+    return "";
+}
 
 }  // namespace
 
 struct DenoiseEngine {
-    std::string error;
-    std::string config_json;
+    std::string error, reason;
     bool opened = false;
     DenoiseBackend backend = DENOISE_BACKEND_CPU;
 
-    ModelConfig cfg;
-    StFile file;
-    cpu::UNetWeights W;
-    cpu::Workspace ws;
-
-    int width = 0, height = 0, hp = 0, wp = 0, h2 = 0, w2 = 0;
-    std::vector<int> ry, rx;  // padded row/col -> source row/col
+    Model model;                    // before `be`: the backend points into it
+    std::unique_ptr<Backend> be;
+    StreamSpec spec;
     float sigma = 0.f;
+    Amount amount;
+    int R = 0, r = 0, depth = 0;
 
     // Current segment.
-    int64_t pushed = 0, pulled = 0;
+    int64_t pushed = 0, pulled = 0, queued = 0;
     bool flushed = false;
-    std::map<int64_t, Frame> frames;
-    std::map<int64_t, std::vector<float>> feats;
-    std::vector<float> fusion_in, out;
-    // CUDA backend (DENOISE_HAVE_CUDA builds): it keeps the frames' and features' data on the
-    // device; `frames` (sigma only, x empty) and `feats` (empty vectors) still carry the
-    // bookkeeping, so the window and segment logic below is the same for both backends.
-    std::unique_ptr<GpuBackend> gpu;
+    std::map<int64_t, float> frames;  // kept frames: the sigma in force when each was pushed
+    std::set<int64_t> feats;          // computed feature maps
 
     int fail(int code, const std::string &msg) {
         error = msg;
         return code;
     }
+    int be_fail(int code) { return fail(code, be->error()); }
     void reset_segment() {
-        pushed = pulled = 0;
+        pushed = pulled = queued = 0;
         flushed = false;
         frames.clear();
         feats.clear();
-        if (gpu) gpu->reset();
+        be->reset();
     }
     // Frame index i of the segment, mirrored; only called when the result cannot depend on N.
     int64_t resolve(int64_t i) const {
         if (flushed) return reflect_index(i, pushed);
         return i < 0 ? -i : i;
     }
+    void evict() {
+        const int64_t frame_lo = std::min(queued - R, pulled), feat_lo = queued - 1;
+        frames.erase(frames.begin(), frames.lower_bound(frame_lo));
+        feats.erase(feats.begin(), feats.lower_bound(feat_lo));
+        be->evict(frame_lo, feat_lo);
+    }
+    // Queue every output whose inputs exist, up to `depth` ahead of the oldest not pulled.
+    int schedule() {
+        while (queued < pushed && queued <= pulled + depth && (flushed || pushed >= queued + R + 1)) {
+            const int64_t t = queued;
+            for (int64_t s = t - 1; s <= t + 1; ++s) {
+                if (feats.count(s)) continue;
+                std::vector<int64_t> idx;
+                for (int64_t k = s - r; k <= s + r; ++k) {
+                    const int64_t i = resolve(k);
+                    if (!frames.count(i))
+                        return fail(DENOISE_EINVAL, "internal: frame " + std::to_string(i) + " evicted too early");
+                    idx.push_back(i);
+                }
+                int rc = be->compute_features(s, idx.data(), (int)idx.size(), frames.at(resolve(s)));
+                if (rc) return be_fail(rc);
+                feats.insert(s);
+            }
+            const int64_t fk[3] = {t - 1, t, t + 1};
+            int rc = be->queue_output(t, fk, amount);
+            if (rc) return be_fail(rc);
+            queued++;
+            evict();
+        }
+        return 0;
+    }
+    // Checks shared by push and pull: planes present, rows long enough, memory's sign rules.
+    int check_image(const char *fn, const DenoiseImage *im) {
+        if (!im) return fail(DENOISE_EINVAL, std::string(fn) + ": image is NULL");
+        const DenoisePixelFormat &f = spec.format;
+        for (int c = 0; c < f.nb_components; ++c) {
+            const DenoiseComponent &k = f.comp[c];
+            const int w = c ? spec.cw : spec.width;
+            const int64_t row = (int64_t)k.offset + (int64_t)(w - 1) * k.step + f.bytes;
+            const ptrdiff_t ls = im->linesize[k.plane];
+            if (!im->data[k.plane])
+                return fail(DENOISE_EINVAL, std::string(fn) + ": plane " + std::to_string(k.plane) + " is NULL");
+            if ((ls < 0 ? -(int64_t)ls : (int64_t)ls) < row)
+                return fail(DENOISE_EINVAL, std::string(fn) + ": linesize " + std::to_string(ls) + " of plane " +
+                                                std::to_string(k.plane) + " < the " + std::to_string(row) +
+                                                " bytes a row of component " + std::to_string(c) + " spans");
+            if (ls < 0 && spec.memory == DENOISE_MEMORY_CUDA)
+                return fail(DENOISE_EINVAL, std::string(fn) + ": negative linesize with memory CUDA");
+        }
+        return 0;
+    }
 };
 
 extern "C" {
 
-DenoiseEngine *denoise_alloc(void) { return new (std::nothrow) DenoiseEngine(); }
-
-static int open_cpu(DenoiseEngine *e, const DenoiseParams *p) {
-    const std::string file = base_name(p->model_path);
-    std::string err;
-    if (!load_safetensors(p->model_path, &e->file, &err)) return e->fail(DENOISE_EMODEL, err);
-    const auto &md = e->file.metadata;
-    auto meta = [&](const char *k) -> const std::string * {
-        auto it = md.find(k);
-        return it == md.end() ? nullptr : &it->second;
-    };
-    const std::string *fmt = meta("format"), *ver = meta("version"), *cj = meta("config");
-    if (!fmt) return e->fail(DENOISE_EMODEL, file + ": __metadata__ has no 'format' (expected \"denoise-swin\")");
-    if (*fmt != "denoise-swin")
-        return e->fail(DENOISE_EMODEL, file + ": __metadata__ 'format' is \"" + *fmt + "\", expected \"denoise-swin\"");
-    if (!ver) return e->fail(DENOISE_EMODEL, file + ": __metadata__ has no 'version' (expected \"1\")");
-    if (*ver != "1")
-        return e->fail(DENOISE_EMODEL, file + ": __metadata__ 'version' is \"" + *ver + "\", this engine runs version \"1\"");
-    if (!cj) return e->fail(DENOISE_EMODEL, file + ": __metadata__ has no 'config'");
-    if (!parse_model_config(*cj, &e->cfg, &err)) return e->fail(DENOISE_EMODEL, file + ": __metadata__ " + err);
-    if (!cpu::bind_weights(e->file, e->cfg, &e->W, &err)) return e->fail(DENOISE_EMODEL, err);
-    e->config_json = *cj;
-    return 0;
+void denoise_params_defaults(DenoiseParams *p) {
+    if (!p) return;
+    *p = DenoiseParams();
+    p->backend = DENOISE_BACKEND_AUTO;
+    p->device = 0;
+    p->sigma = 15.0f;
+    p->memory = DENOISE_MEMORY_HOST;
+    p->cuda_stream = nullptr;
+    p->threads = 0;
+    p->gpu_memory = 0;
+    p->tile = 0;
 }
+
+DenoiseEngine *denoise_alloc(void) { return new (std::nothrow) DenoiseEngine(); }
 
 int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     if (!e) return DENOISE_EINVAL;
@@ -127,74 +203,92 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     if (!(p->sigma >= 0.f && p->sigma <= 255.f))
         return e->fail(DENOISE_EINVAL, "denoise_open: sigma " + std::to_string(p->sigma) + " outside [0, 255]");
     if (p->threads < 0) return e->fail(DENOISE_EINVAL, "denoise_open: threads < 0");
-    bool use_cuda = false;
-    switch (p->backend) {
-    case DENOISE_BACKEND_CUDA: {
-#ifdef DENOISE_HAVE_CUDA
-        std::string why;
-        if (cuda_probe(p->device, &why)) return e->fail(DENOISE_ENOSYS, "backend cuda: " + why);
-        use_cuda = true;
-        break;
-#else
-        return e->fail(DENOISE_ENOSYS, "backend cuda: this libdenoise was built without CUDA "
-                                       "(the CUDA engine needs ./configure --enable-cuda-engine)");
-#endif
-    }
-    case DENOISE_BACKEND_AUTO: {
-#ifdef DENOISE_HAVE_CUDA
-        // CUDA only with a device of compute capability >= 8.0, else the CPU engine.
-        std::string why;
-        use_cuda = cuda_probe(p->device, &why) == 0;
-#endif
-        break;
-    }
-    case DENOISE_BACKEND_CPU:
-        break;
-    default:
+    if (p->device < 0) return e->fail(DENOISE_EINVAL, "denoise_open: device < 0");
+    if (p->gpu_memory < 0 || p->tile < 0) return e->fail(DENOISE_EINVAL, "denoise_open: gpu_memory or tile < 0");
+    if (p->memory != DENOISE_MEMORY_HOST && p->memory != DENOISE_MEMORY_CUDA)
+        return e->fail(DENOISE_EINVAL, "denoise_open: unknown memory " + std::to_string((int)p->memory));
+    const std::string bad = check_format(p->format);
+    if (!bad.empty()) return e->fail(DENOISE_EINVAL, "denoise_open: pixel format: " + bad);
+    if (p->backend != DENOISE_BACKEND_AUTO && p->backend != DENOISE_BACKEND_CPU && p->backend != DENOISE_BACKEND_CUDA)
         return e->fail(DENOISE_EINVAL, "denoise_open: unknown backend " + std::to_string((int)p->backend));
-    }
-    try {
-        int rc = open_cpu(e, p);
-        if (rc) return rc;
-        // Process-wide: the engine's pool (cpu/parallel.h) and OpenBLAS's have no per-engine
-        // thread counts; 0 leaves both at the number of cores.
-        if (p->threads > 0) {
-            cpu::set_num_threads(p->threads);
-            openblas_set_num_threads(p->threads);
-        }
-        const int m = e->cfg.pad_multiple;
-        e->width = p->width;
-        e->height = p->height;
-        e->hp = (p->height + m - 1) / m * m;
-        e->wp = (p->width + m - 1) / m * m;
-        e->h2 = e->hp / 2;
-        e->w2 = e->wp / 2;
-        e->ry.resize(e->hp);
-        e->rx.resize(e->wp);
-        for (int i = 0; i < e->hp; ++i) e->ry[i] = reflect_index(i, p->height);
-        for (int i = 0; i < e->wp; ++i) e->rx[i] = reflect_index(i, p->width);
+
+    // Backend: CUDA where built in and the probe passes (AUTO, CUDA), else the CPU with the reason.
+    bool use_cuda = false;
+    std::string why;
 #ifdef DENOISE_HAVE_CUDA
-        if (use_cuda) e->gpu = cuda_backend_new(e->W, p->device, e->width, e->height, e->hp, e->wp);
-#else
-        (void)use_cuda;
-#endif
-        if (!e->gpu) {
-            e->ws.resize(e->cfg, e->h2, e->w2);
-            e->fusion_in.assign((size_t)e->h2 * e->w2 * e->cfg.fusion_in_channels(), 0.f);
-            e->out.assign((size_t)e->h2 * e->w2 * e->cfg.head_out_channels(), 0.f);
-        }
-    } catch (const std::bad_alloc &) {
-        return e->fail(DENOISE_ENOMEM, "denoise_open: out of memory sizing buffers for " + std::to_string(p->width) +
-                                           "x" + std::to_string(p->height));
+    if (p->backend != DENOISE_BACKEND_CPU) {
+        use_cuda = cuda_probe(p->device, &why) == 0;
+        if (!use_cuda && p->backend == DENOISE_BACKEND_CUDA) return e->fail(DENOISE_ENOSYS, "backend cuda: " + why);
+    } else {
+        why = "backend cpu requested";
     }
+#else
+    why = p->backend == DENOISE_BACKEND_CPU ? "backend cpu requested" : "built without CUDA";
+    if (p->backend == DENOISE_BACKEND_CUDA)
+        return e->fail(DENOISE_ENOSYS, "backend cuda: this libdenoise was built without CUDA "
+                                       "(the CUDA engine needs ./configure --enable-cuda-engine and nvcc)");
+#endif
+    if (p->memory == DENOISE_MEMORY_CUDA && !use_cuda)
+        return e->fail(DENOISE_ENOSYS, std::string("denoise_open: frames in CUDA memory need the CUDA backend, which "
+                                                   "does not run here (backend ") +
+                                           backend_str(p->backend) + ": " + why + ")");
+
+    std::string err;
+    try {
+        if (!load_model(p->model_path, &e->model, &err)) return e->fail(DENOISE_EMODEL, err);
+    } catch (const std::bad_alloc &) {
+        return e->fail(DENOISE_ENOMEM, "denoise_open: out of memory loading " + base_name(p->model_path));
+    }
+    const ModelConfig &cfg = e->model.cfg;
+    const int m = cfg.pad_multiple;
+    StreamSpec &s = e->spec;
+    s.width = p->width;
+    s.height = p->height;
+    s.hp = (p->height + m - 1) / m * m;
+    s.wp = (p->width + m - 1) / m * m;
+    const bool sub = p->format.nb_components == 3;
+    s.cw = sub ? -((-p->width) >> p->format.log2_chroma_w) : p->width;
+    s.ch = sub ? -((-p->height) >> p->format.log2_chroma_h) : p->height;
+    s.format = p->format;
+    s.memory = p->memory;
+    s.cuda_stream = p->cuda_stream;
+    s.device = p->device;
+    s.threads = p->threads;
+    s.gpu_memory = p->gpu_memory ? p->gpu_memory : DENOISE_GPU_MEMORY_DEFAULT;
+    s.tile = p->tile;
+    try {
+        s.blue_noise = blue_noise_tile();
+    } catch (const std::bad_alloc &) {
+        return e->fail(DENOISE_ENOMEM, "denoise_open: out of memory");
+    }
+
+    int code = DENOISE_ENOMEM;
+#ifdef DENOISE_HAVE_CUDA
+    if (use_cuda) e->be = cuda_backend_new(e->model, s, &err, &code);
+    else
+#endif
+        e->be = cpu_backend_new(e->model, s, &err, &code);
+    if (!e->be) return e->fail(code, err);
+
+    e->R = cfg.temporal_radius();
+    e->r = cfg.fusion_radius;
+    e->depth = e->be->pipeline_depth();
     e->sigma = p->sigma;
-    e->backend = e->gpu ? DENOISE_BACKEND_CUDA : DENOISE_BACKEND_CPU;
+    e->backend = use_cuda ? DENOISE_BACKEND_CUDA : DENOISE_BACKEND_CPU;
+    e->reason = why;
     e->opened = true;
     e->error.clear();
     return 0;
 }
 
 DenoiseBackend denoise_backend(const DenoiseEngine *e) { return e ? e->backend : DENOISE_BACKEND_CPU; }
+
+const char *denoise_backend_reason(const DenoiseEngine *e) { return e && e->opened ? e->reason.c_str() : ""; }
+
+int denoise_latency(const DenoiseEngine *e) {
+    if (!e || !e->opened) return DENOISE_EINVAL;
+    return e->R + e->depth;
+}
 
 int denoise_set_sigma(DenoiseEngine *e, float sigma) {
     if (!e) return DENOISE_EINVAL;
@@ -204,140 +298,88 @@ int denoise_set_sigma(DenoiseEngine *e, float sigma) {
     return 0;
 }
 
-int denoise_push(DenoiseEngine *e, const float *const planes[3], ptrdiff_t linesize) {
+int denoise_set_amount(DenoiseEngine *e, float luma, float chroma) {
+    if (!e) return DENOISE_EINVAL;
+    if (!(luma >= 0.f && luma <= 1.f) || !(chroma >= 0.f && chroma <= 1.f))
+        return e->fail(DENOISE_EINVAL, "denoise_set_amount: luma " + std::to_string(luma) + ", chroma " +
+                                           std::to_string(chroma) + ": each must be in [0, 1]");
+    e->amount.luma = luma;
+    e->amount.chroma = chroma;
+    return 0;
+}
+
+int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
     if (!e) return DENOISE_EINVAL;
     if (!e->opened) return e->fail(DENOISE_EINVAL, "denoise_push: engine not open");
-    if (!planes || !planes[0] || !planes[1] || !planes[2]) return e->fail(DENOISE_EINVAL, "denoise_push: NULL plane");
-    if (linesize < e->width) return e->fail(DENOISE_EINVAL, "denoise_push: linesize < width");
+    int rc = e->check_image("denoise_push", in);
+    if (rc) return rc;
+    const enum pl_color_system sys = in->color.repr.sys;
+    const DenoisePixelFormat &f = e->spec.format;
+    if (!f.is_float && sys != PL_COLOR_SYSTEM_RGB &&
+        (!pl_color_system_is_ycbcr_like(sys) || !pl_color_system_is_linear(sys)))
+        return e->fail(DENOISE_EINVAL, "denoise_push: colour system " + std::to_string((int)sys) +
+                                           " is neither R'G'B' nor a Y'CbCr matrix (pl_color_system_is_linear)");
+    if (sys == PL_COLOR_SYSTEM_RGB && (f.log2_chroma_w || f.log2_chroma_h))
+        return e->fail(DENOISE_EINVAL, "denoise_push: R'G'B' with subsampled components");
     if (e->flushed) {
         if (e->pulled < e->pushed)
             return e->fail(DENOISE_EINVAL, "denoise_push: the flushed segment still has " +
                                                std::to_string(e->pushed - e->pulled) + " frames to pull");
         e->reset_segment();
     }
-    if (e->gpu) {  // converted on the device; the host entry only carries the frame's sigma
-        int rc = e->gpu->push_frame(e->pushed, planes, linesize);
-        if (rc) return e->fail(rc, e->gpu->error());
-        try {
-            e->frames.emplace(e->pushed, Frame{{}, e->sigma});
-        } catch (const std::bad_alloc &) {
-            return e->fail(DENOISE_ENOMEM, "denoise_push: out of memory");
-        }
-        e->pushed++;
-        return 0;
-    }
+    const FrameColor fc = frame_color(f, in->color);
     try {
-        Frame f;
-        f.sigma = e->sigma;
-        f.x.resize((size_t)e->h2 * e->w2 * 12);
-        const int h2 = e->h2, w2 = e->w2;
-        const int *ry = e->ry.data(), *rx = e->rx.data();
-        float *x = f.x.data();
-        cpu::parallel_for(h2, cpu::grain_for(h2), [&](int64_t y0_, int64_t y1_) {
-        for (int y = (int)y0_; y < (int)y1_; ++y)
-            for (int xx = 0; xx < w2; ++xx) {
-                float *o = x + ((size_t)y * w2 + xx) * 12;
-                for (int c = 0; c < 3; ++c)
-                    for (int dy = 0; dy < 2; ++dy) {
-                        const float *row = planes[c] + (ptrdiff_t)ry[2 * y + dy] * linesize;
-                        for (int dx = 0; dx < 2; ++dx) o[c * 4 + dy * 2 + dx] = 2.0f * row[rx[2 * xx + dx]] - 1.0f;
-                    }
-            }
-        });
-        e->frames.emplace(e->pushed, std::move(f));
+        rc = e->be->push_frame(e->pushed, *in, fc);
+        if (rc) return e->be_fail(rc);
+        e->frames.emplace(e->pushed, e->sigma);
+        e->pushed++;
+        return e->schedule();
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_push: out of memory");
     }
-    e->pushed++;
-    return 0;
 }
 
 int denoise_flush(DenoiseEngine *e) {
     if (!e) return DENOISE_EINVAL;
     if (!e->opened) return e->fail(DENOISE_EINVAL, "denoise_flush: engine not open");
     e->flushed = true;
-    return 0;
+    try {
+        return e->schedule();
+    } catch (const std::bad_alloc &) {
+        return e->fail(DENOISE_ENOMEM, "denoise_flush: out of memory");
+    }
 }
 
-int denoise_pull(DenoiseEngine *e, float *const delta[3], ptrdiff_t linesize) {
+int denoise_pull(DenoiseEngine *e, const DenoiseImage *out) {
     if (!e) return DENOISE_EINVAL;
     if (!e->opened) return e->fail(DENOISE_EINVAL, "denoise_pull: engine not open");
-    if (!delta || !delta[0] || !delta[1] || !delta[2]) return e->fail(DENOISE_EINVAL, "denoise_pull: NULL plane");
-    if (linesize < e->width) return e->fail(DENOISE_EINVAL, "denoise_pull: linesize < width");
+    int rc = e->check_image("denoise_pull", out);
+    if (rc) return rc;
     const int64_t t = e->pulled;
     if (t == e->pushed) return e->flushed ? DENOISE_EOF : DENOISE_EAGAIN;
-    const int R = e->cfg.temporal_radius(), r = e->cfg.fusion_radius;
-    if (!e->flushed && e->pushed < t + R + 1) return DENOISE_EAGAIN;
-
-    const int h2 = e->h2, w2 = e->w2, c0 = e->cfg.channels[0];
+    if (!e->flushed && e->pushed < t + e->R + e->depth + 1) return DENOISE_EAGAIN;
     try {
-        for (int64_t s = t - 1; s <= t + 1; ++s) {
-            if (e->feats.count(s)) continue;
-            if (e->gpu) {
-                std::vector<int64_t> idx;
-                for (int64_t k = s - r; k <= s + r; ++k) {
-                    if (!e->frames.count(e->resolve(k)))
-                        return e->fail(DENOISE_EINVAL, "internal: frame " + std::to_string(e->resolve(k)) + " evicted too early");
-                    idx.push_back(e->resolve(k));
-                }
-                int rc = e->gpu->compute_features(s, idx.data(), (int)idx.size(), e->frames.at(e->resolve(s)).sigma);
-                if (rc) return e->fail(rc, e->gpu->error());
-                e->feats.emplace(s, std::vector<float>());
-                continue;
-            }
-            std::vector<const float *> win;
-            for (int64_t k = s - r; k <= s + r; ++k) {
-                auto it = e->frames.find(e->resolve(k));
-                if (it == e->frames.end())
-                    return e->fail(DENOISE_EINVAL, "internal: frame " + std::to_string(e->resolve(k)) + " evicted too early");
-                win.push_back(it->second.x.data());
-            }
-            const float sig = e->frames.at(e->resolve(s)).sigma;
-            cpu::build_fusion_input(win.data(), (int)win.size(), h2, w2, sig, e->fusion_in.data());
-            std::vector<float> F((size_t)h2 * w2 * c0);
-            cpu::unet_forward(e->W, e->fusion_in.data(), h2, w2, F.data(), e->ws);
-            e->feats.emplace(s, std::move(F));
-        }
+        if ((rc = e->schedule())) return rc;
+        if (e->queued <= t) return e->fail(DENOISE_EINVAL, "internal: output " + std::to_string(t) + " not queued");
+        if ((rc = e->be->write_output(t, *out))) return e->be_fail(rc);
+        e->pulled++;
+        e->evict();
+        // Queue what the pull made room for. The frame is written: a failure here is reported by
+        // the next push, pull or flush, whose schedule() retries it.
+        e->schedule();
+        return 0;
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_pull: out of memory");
     }
-    if (e->gpu) {
-        const int64_t fk[3] = {t - 1, t, t + 1};
-        int rc = e->gpu->head(t, fk, delta, linesize);
-        if (rc) return e->fail(rc, e->gpu->error());
-    } else {
-        const float *F[3] = {e->feats.at(t - 1).data(), e->feats.at(t).data(), e->feats.at(t + 1).data()};
-        const float *centre = e->frames.at(t).x.data();
-        cpu::head_forward(e->W, F, centre, h2, w2, e->out.data(), e->ws);
-
-        const float *o = e->out.data();
-        const int H = e->height, Wd = e->width;
-        cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0_, int64_t Y1_) {
-        for (int Y = (int)Y0_; Y < (int)Y1_; ++Y)
-            for (int c = 0; c < 3; ++c) {
-                float *d = delta[c] + (ptrdiff_t)Y * linesize;
-                const size_t rowbase = (size_t)(Y / 2) * w2 * 12 + c * 4 + (Y & 1) * 2;
-                for (int X = 0; X < Wd; ++X) {
-                    const size_t i = rowbase + (size_t)(X / 2) * 12 + (X & 1);
-                    d[X] = 0.5f * (o[i] - centre[i]);
-                }
-            }
-        });
-    }
-
-    e->pulled++;
-    // Output t+1 needs F_t.. and frames from t+1-R on (mirrors included, see the top comment).
-    e->feats.erase(e->feats.begin(), e->feats.lower_bound(e->pulled - 1));
-    e->frames.erase(e->frames.begin(), e->frames.lower_bound(e->pulled - R));
-    if (e->gpu) e->gpu->evict(e->pulled - R, e->pulled - 1);
-    return 0;
 }
 
 int denoise_pending(const DenoiseEngine *e) { return e ? (int)(e->pushed - e->pulled) : 0; }
 
+int64_t denoise_gpu_memory_peak(const DenoiseEngine *e) { return e && e->be ? e->be->gpu_memory_peak() : 0; }
+
 const char *denoise_last_error(const DenoiseEngine *e) { return e ? e->error.c_str() : "no engine"; }
 
-const char *denoise_model_config(const DenoiseEngine *e) { return e ? e->config_json.c_str() : ""; }
+const char *denoise_model_config(const DenoiseEngine *e) { return e && e->opened ? e->model.config_json.c_str() : ""; }
 
 void denoise_free(DenoiseEngine **pe) {
     if (!pe) return;

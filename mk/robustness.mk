@@ -44,7 +44,8 @@ check: fuzz-build
 ASAN_B := $(B)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_LIB := $(ASAN_B)/libdenoise.a
-ASAN_LIB_OBJS := $(patsubst $(TOP)/%,$(ASAN_B)/obj/%.o,$(filter %.cpp,$(CXXSRCS)))
+# the CUDA objects (nvcc, not instrumented) join the instrumented C++ ones as they are
+ASAN_LIB_OBJS := $(patsubst $(TOP)/%,$(ASAN_B)/obj/%.o,$(filter %.cpp,$(CXXSRCS))) $(call lib_obj,$(CU_SRCS))
 ASAN_TESTS := $(patsubst $(TOP)/tests/%.cpp,$(ASAN_B)/tests/%,$(TEST_SRCS))
 
 $(ASAN_B)/obj/%.cpp.o: $(TOP)/%.cpp
@@ -59,7 +60,7 @@ $(ASAN_B)/tests/%.o: $(TOP)/tests/%.cpp | $(FF_STAMP)
 	$(CXX) $(CXXFLAGS_TESTS) -O1 $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 $(ASAN_B)/tests/%_lavfi_test: $(ASAN_B)/tests/%_lavfi_test.o $(ASAN_LIB) $(FF_STAMP)
-	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) $(PLACEBO_LIBS) \
+	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) \
 	    $(GTEST_LIBS) $(RPATH_FLAGS) -Wl,-rpath,$(LIBDIR)
 
 $(ASAN_B)/tests/%_test: $(ASAN_B)/tests/%_test.o $(ASAN_LIB)

@@ -279,6 +279,20 @@ TEST_F(DenoiseLavfi, OneOutputPerInputWithPts)
     }
 }
 
+// Which backend runs, and why, is logged at info level when the engine opens.
+TEST_F(DenoiseLavfi, BackendAndReasonAreLogged)
+{
+    if (!exists(test_weights()))
+        GTEST_SKIP() << "missing " << test_weights();
+    {
+        Graph g(32, 24, AV_PIX_FMT_YUV420P, args_with(test_weights(), "threads=1"));
+        ASSERT_EQ(g.error, 0) << g.where << ": " << err2str(g.error) << "\n" << take_log();
+    }
+    const std::string log = take_log();
+    EXPECT_NE(log.find("running the CPU engine"), std::string::npos) << log;
+    EXPECT_NE(log.find("backend cpu requested"), std::string::npos) << log;
+}
+
 // An empty stream: EOF straight away, no frame, no error.
 TEST_F(DenoiseLavfi, EmptyStream)
 {

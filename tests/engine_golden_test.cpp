@@ -2,7 +2,8 @@
 // weights/make_goldens.py from randomised weights and noisy random clips).
 // Tolerance: 1e-4 max abs in network units ([-1, 1]) for every stage, the output and the
 // sequences; relative L2 is printed alongside (expected ~1e-6: fp32 with a different summation
-// order).
+// order). Through the public API the clips are pushed as planar float32 R'G'B'
+// (rgb_f32_format()), whose output is the denoised value itself.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,13 +13,15 @@
 
 #include "../kernels/cpu/unet.h"
 #include "../kernels/denoise.h"
-#include "../kernels/model_config.h"
-#include "../kernels/safetensors.h"
+#include "../kernels/model.h"
 #include "engine_test_util.h"
 
 using namespace denoise;
 using denoise_test::compare;
+using denoise_test::cpu_params;
 using denoise_test::data_dir;
+using denoise_test::rgb_f32_format;
+using denoise_test::rgb_f32_image;
 
 namespace {
 
@@ -34,17 +37,17 @@ int reflect(int i, int n) {
 
 class Golden : public ::testing::Test {
 protected:
-    static StFile wfile, gfile;
-    static ModelConfig cfg;
-    static cpu::UNetWeights W;
+    static Model model;
+    static StFile gfile;
+    static cpu::CpuModel W;
     static bool loaded;
     static std::string load_err;
 
     static void SetUpTestSuite() {
         std::string err;
-        loaded = load_safetensors(data_dir() + "/golden_weights.safetensors", &wfile, &err) &&
-                 load_safetensors(data_dir() + "/golden_tensors.safetensors", &gfile, &err) &&
-                 parse_model_config(wfile.metadata["config"], &cfg, &err) && cpu::bind_weights(wfile, cfg, &W, &err);
+        loaded = load_model(data_dir() + "/golden_weights.safetensors", &model, &err) &&
+                 load_safetensors(data_dir() + "/golden_tensors.safetensors", &gfile, &err);
+        if (loaded) cpu::pack_model(model, &W);
         load_err = err;
     }
     void SetUp() override { ASSERT_TRUE(loaded) << load_err; }
@@ -67,9 +70,9 @@ protected:
     }
 };
 
-StFile Golden::wfile, Golden::gfile;
-ModelConfig Golden::cfg;
-cpu::UNetWeights Golden::W;
+Model Golden::model;
+StFile Golden::gfile;
+cpu::CpuModel Golden::W;
 bool Golden::loaded = false;
 std::string Golden::load_err;
 
@@ -87,6 +90,7 @@ TEST_F(Golden, EveryStageOfTheCentrePass) {
     std::vector<std::vector<float>> fr;
     for (int f = 0; f < 7; ++f) fr.push_back(s2d_frame(clip, f, Hp, Wp));
 
+    const ModelConfig &cfg = model.cfg;
     const int Cin = cfg.fusion_in_channels();
     std::vector<float> fin((size_t)h * w * Cin), F[3];
     cpu::Workspace ws;
@@ -146,31 +150,33 @@ TEST_F(Golden, PublicApiCentreFrameMatchesModelOutput) {
     const std::string wpath = data_dir() + "/golden_weights.safetensors";
     // CPU explicitly: with the CUDA engine built and a GPU present, AUTO would pick CUDA
     // (tests/gpu_check.cpp compares that one).
-    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, G("input.sigma").data[0], Wd, H, 0};
+    DenoiseParams p = cpu_params(wpath.c_str(), G("input.sigma").data[0], Wd, H, rgb_f32_format());
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     EXPECT_EQ(denoise_backend(e), DENOISE_BACKEND_CPU);
+    EXPECT_EQ(denoise_latency(e), 3);
     std::vector<float> v((size_t)7 * 3 * H * Wd), d((size_t)3 * H * Wd);
     for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * (clip.data[i] + 1.0f);
     int got = 0;
     std::vector<float> out3;
     auto drain = [&](bool flushed) {
-        float *dp[3] = {&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd]};
+        const DenoiseImage out = rgb_f32_image(&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd], Wd);
         for (;;) {
-            int rc = denoise_pull(e, dp, Wd);
+            int rc = denoise_pull(e, &out);
             if (rc == DENOISE_EAGAIN) { EXPECT_FALSE(flushed); return; }
             if (rc == DENOISE_EOF) { EXPECT_TRUE(flushed); return; }
             ASSERT_EQ(rc, 0) << denoise_last_error(e);
             if (got == 3) {
                 out3.resize(d.size());
-                for (size_t i = 0; i < d.size(); ++i) out3[i] = 2.0f * (v[(size_t)3 * 3 * H * Wd + i] + d[i]) - 1.0f;
+                for (size_t i = 0; i < d.size(); ++i) out3[i] = 2.0f * d[i] - 1.0f;
             }
             ++got;
         }
     };
     for (int f = 0; f < 7; ++f) {
-        const float *pl[3];
+        float *pl[3];
         for (int c = 0; c < 3; ++c) pl[c] = &v[((size_t)f * 3 + c) * H * Wd];
-        ASSERT_EQ(denoise_push(e, pl, Wd), 0) << denoise_last_error(e);
+        const DenoiseImage in = rgb_f32_image(pl[0], pl[1], pl[2], Wd);
+        ASSERT_EQ(denoise_push(e, &in), 0) << denoise_last_error(e);
         drain(false);
         EXPECT_EQ(got, std::max(0, f + 1 - 3));
     }
@@ -192,26 +198,26 @@ std::vector<float> run_sequence(DenoiseEngine *e, const StTensor &in, int *pulls
     for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * (in.data[i] + 1.0f);
     int t = 0;
     std::vector<float> d(fs);
-    float *dp[3] = {&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd]};
+    const DenoiseImage dimg = rgb_f32_image(&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd], Wd);
     auto take = [&]() {
-        for (size_t i = 0; i < fs; ++i) out[t * fs + i] = 2.0f * (v[t * fs + i] + d[i]) - 1.0f;
+        for (size_t i = 0; i < fs; ++i) out[t * fs + i] = 2.0f * d[i] - 1.0f;
         ++t;
     };
     for (int f = 0; f < N; ++f) {
-        const float *pl[3] = {&v[f * fs], &v[f * fs + (size_t)H * Wd], &v[f * fs + (size_t)2 * H * Wd]};
-        EXPECT_EQ(denoise_push(e, pl, Wd), 0) << denoise_last_error(e);
+        const DenoiseImage im = rgb_f32_image(&v[f * fs], &v[f * fs + (size_t)H * Wd], &v[f * fs + (size_t)2 * H * Wd], Wd);
+        EXPECT_EQ(denoise_push(e, &im), 0) << denoise_last_error(e);
         int rc;
-        while ((rc = denoise_pull(e, dp, Wd)) == 0) take();
+        while ((rc = denoise_pull(e, &dimg)) == 0) take();
         EXPECT_EQ(rc, DENOISE_EAGAIN);
         EXPECT_EQ(denoise_pending(e), f + 1 - t);
     }
     *pulls_before_flush = t;
     EXPECT_EQ(denoise_flush(e), 0);
     int rc;
-    while ((rc = denoise_pull(e, dp, Wd)) == 0) take();
+    while ((rc = denoise_pull(e, &dimg)) == 0) take();
     EXPECT_EQ(rc, DENOISE_EOF) << denoise_last_error(e);
     EXPECT_EQ(t, N);
-    EXPECT_EQ(denoise_pull(e, dp, Wd), DENOISE_EOF);
+    EXPECT_EQ(denoise_pull(e, &dimg), DENOISE_EOF);
     EXPECT_EQ(denoise_pending(e), 0);
     return out;
 }
@@ -219,7 +225,7 @@ std::vector<float> run_sequence(DenoiseEngine *e, const StTensor &in, int *pulls
 DenoiseEngine *open_engine(int Wd, int H, float sigma) {
     DenoiseEngine *e = denoise_alloc();
     const std::string wpath = data_dir() + "/golden_weights.safetensors";
-    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, sigma, Wd, H, 0};
+    DenoiseParams p = cpu_params(wpath.c_str(), sigma, Wd, H, rgb_f32_format());
     EXPECT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     return e;
 }
@@ -252,13 +258,13 @@ TEST_F(Golden, SegmentsBackToBackOnOneEngine) {
 }  // namespace
 
 // Sizes the goldens do not cover (1x1, odd, just above a multiple of 64): one output per input,
-// finite, and input + delta inside [0, 1] (the network output is clamped to [-1, 1]).
+// finite, and the denoised value inside [0, 1] (the network output is clamped to [-1, 1]).
 TEST(EngineSizes, OddSizesRunAndStayInRange) {
     const std::string wpath = data_dir() + "/golden_weights.safetensors";
     for (auto wh : {std::pair<int, int>{1, 1}, {3, 5}, {65, 33}, {130, 2}}) {
         const int Wd = wh.first, H = wh.second, N = 4;
         DenoiseEngine *e = denoise_alloc();
-        DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CPU, 0, 30.0f, Wd, H, 0};
+        DenoiseParams p = cpu_params(wpath.c_str(), 30.0f, Wd, H, rgb_f32_format());
         ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
         const ptrdiff_t ls = Wd + 3;  // linesize larger than the width
         std::vector<float> v((size_t)3 * ls * H), d((size_t)3 * ls * H, NAN);
@@ -269,14 +275,14 @@ TEST(EngineSizes, OddSizesRunAndStayInRange) {
                 s = s * 1664525u + 1013904223u;
                 x = (float)(s >> 8) / 16777216.0f * 1.2f - 0.1f;  // a little outside [0, 1], like noise
             }
-            const float *pl[3] = {&v[0], &v[(size_t)ls * H], &v[(size_t)2 * ls * H]};
-            ASSERT_EQ(denoise_push(e, pl, ls), 0);
+            const DenoiseImage in = rgb_f32_image(&v[0], &v[(size_t)ls * H], &v[(size_t)2 * ls * H], ls);
+            ASSERT_EQ(denoise_push(e, &in), 0) << denoise_last_error(e);
             if (f == N - 1) {
                 ASSERT_EQ(denoise_flush(e), 0);
             }
-            float *dp[3] = {&d[0], &d[(size_t)ls * H], &d[(size_t)2 * ls * H]};
+            const DenoiseImage out = rgb_f32_image(&d[0], &d[(size_t)ls * H], &d[(size_t)2 * ls * H], ls);
             int rc;
-            while ((rc = denoise_pull(e, dp, ls)) == 0) {
+            while ((rc = denoise_pull(e, &out)) == 0) {
                 ++pulled;
                 if (pulled != N) continue;  // v holds the last frame only
                 for (int c = 0; c < 3; ++c)
@@ -284,8 +290,8 @@ TEST(EngineSizes, OddSizesRunAndStayInRange) {
                         for (int x = 0; x < Wd; ++x) {
                             const size_t i = (size_t)c * ls * H + (size_t)y * ls + x;
                             ASSERT_TRUE(std::isfinite(d[i]));
-                            EXPECT_GE(v[i] + d[i], -1e-6f);
-                            EXPECT_LE(v[i] + d[i], 1.0f + 1e-6f);
+                            EXPECT_GE(d[i], -1e-6f);
+                            EXPECT_LE(d[i], 1.0f + 1e-6f);
                         }
             }
             EXPECT_EQ(rc, f == N - 1 ? DENOISE_EOF : DENOISE_EAGAIN);

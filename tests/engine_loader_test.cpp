@@ -1,9 +1,11 @@
-// Weight loading: every refusal returns DENOISE_EMODEL (or ENOSYS for CUDA) and names the file and,
-// where one is to blame, the tensor or metadata field; the happy path for F32 and BF16 files.
+// Weight loading and opening: every refusal returns DENOISE_EMODEL (or ENOSYS for CUDA) and names
+// the file and, where one is to blame, the tensor or metadata field; the happy path for F32 and
+// BF16 files; backend choice and its reason; argument checks of the API.
 // Broken files are derived from tests/data/golden_weights.safetensors and written to a temp dir.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,7 +18,10 @@
 #include "../kernels/safetensors.h"
 #include "engine_test_util.h"
 
+using denoise_test::cpu_params;
 using denoise_test::data_dir;
+using denoise_test::rgb_f32_format;
+using denoise_test::rgb_f32_image;
 using json = nlohmann::json;
 
 namespace {
@@ -96,7 +101,8 @@ protected:
     // Open with `path`; returns the code and the error message.
     static std::pair<int, std::string> open(const std::string &path, DenoiseBackend be = DENOISE_BACKEND_CPU) {
         DenoiseEngine *e = denoise_alloc();
-        DenoiseParams p{path.c_str(), be, 0, 10.0f, 40, 24, 0};
+        DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, rgb_f32_format());
+        p.backend = be;
         int rc = denoise_open(e, &p);
         std::string msg = denoise_last_error(e);
         denoise_free(&e);
@@ -118,21 +124,57 @@ TEST_F(Loader, HappyPathF32) {
     EXPECT_EQ(r.second, "");
 }
 
+// The backend in use and why, for the filter's log line: never empty once open.
+TEST_F(Loader, BackendReason) {
+    std::string path = data_dir() + "/golden_weights.safetensors";
+    for (DenoiseBackend b : {DENOISE_BACKEND_CPU, DENOISE_BACKEND_AUTO}) {
+        DenoiseEngine *e = denoise_alloc();
+        EXPECT_STREQ(denoise_backend_reason(e), "");
+        EXPECT_EQ(denoise_latency(e), DENOISE_EINVAL);
+        DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, rgb_f32_format());
+        p.backend = b;
+        ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
+        const std::string why = denoise_backend_reason(e);
+        std::printf("  backend %s: %s\n", denoise_backend(e) == DENOISE_BACKEND_CPU ? "cpu" : "cuda", why.c_str());
+        EXPECT_FALSE(why.empty());
+        if (b == DENOISE_BACKEND_CPU) {
+            EXPECT_EQ(why, "backend cpu requested");
+        }
+        EXPECT_GE(denoise_latency(e), 3);
+        denoise_free(&e);
+    }
+}
+
 TEST_F(Loader, AutoPicksCpuAndCudaIsNotBuilt) {
 #ifdef DENOISE_HAVE_CUDA
     GTEST_SKIP() << "built with the CUDA engine: backend selection is checked by tests/gpu_check.cpp";
 #endif
     DenoiseEngine *e = denoise_alloc();
     std::string path = data_dir() + "/golden_weights.safetensors";
-    DenoiseParams p{path.c_str(), DENOISE_BACKEND_AUTO, 0, 10.0f, 40, 24, 0};
+    DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, rgb_f32_format());
+    p.backend = DENOISE_BACKEND_AUTO;
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     EXPECT_EQ(denoise_backend(e), DENOISE_BACKEND_CPU);
+    EXPECT_STREQ(denoise_backend_reason(e), "built without CUDA");
+    EXPECT_EQ(denoise_latency(e), 3);
     EXPECT_NE(std::string(denoise_model_config(e)).find("\"channels\": [32, 64, 128]"), std::string::npos);
     denoise_free(&e);
 
     auto r = open(path, DENOISE_BACKEND_CUDA);
     EXPECT_EQ(r.first, DENOISE_ENOSYS);
     EXPECT_NE(r.second.find("built without CUDA"), std::string::npos) << r.second;
+
+    // frames in CUDA memory need the CUDA backend, whatever backend was asked for
+    for (DenoiseBackend b : {DENOISE_BACKEND_AUTO, DENOISE_BACKEND_CPU}) {
+        e = denoise_alloc();
+        p.backend = b;
+        p.memory = DENOISE_MEMORY_CUDA;
+        EXPECT_EQ(denoise_open(e, &p), DENOISE_ENOSYS);
+        const std::string msg = denoise_last_error(e);
+        EXPECT_NE(msg.find("CUDA memory need the CUDA backend"), std::string::npos) << msg;
+        std::printf("  refused: %s\n", msg.c_str());
+        denoise_free(&e);
+    }
 }
 
 TEST_F(Loader, MissingFile) { refused(dir + "/nope.safetensors", {"nope.safetensors", "cannot open"}); }
@@ -207,6 +249,39 @@ TEST_F(Loader, UnexpectedTensor) {
     refused(write("extra.safetensors", bytes_of(r)), {"extra.safetensors", "unexpected tensor 'unet.extra.weight'"});
 }
 
+// A NaN or Inf anywhere in the weights would make every output NaN: refused, naming the tensor
+// and the element (F32 and BF16 files alike).
+TEST_F(Loader, NonFiniteWeights) {
+    struct Case { const char *tensor; int64_t element; float value; const char *word; };
+    const Case cases[] = {{"head.weight", 17, NAN, "NaN"},
+                          {"unet.enc0.blocks.1.attn.relative_position_bias_table", 0, INFINITY, "+Inf"},
+                          {"unet.mid.blocks.2.fc2.bias", 127, -INFINITY, "-Inf"}};
+    int n = 0;
+    for (const Case &c : cases) {
+        RawFile r = golden();
+        RawTensor *t = r.find(c.tensor);
+        ASSERT_NE(t, nullptr) << c.tensor;
+        ASSERT_LT((size_t)c.element * 4, t->bytes.size());
+        std::memcpy(&t->bytes[(size_t)c.element * 4], &c.value, 4);
+        const std::string name = "nonfinite" + std::to_string(n++) + ".safetensors";
+        refused(write(name, bytes_of(r)), {name + ": tensor '" + c.tensor + "' holds " + c.word + " at element " +
+                                           std::to_string(c.element)});
+    }
+    // BF16: 0x7fc0 is a NaN
+    RawFile r = golden();
+    for (auto &t : r.tensors) {
+        std::vector<unsigned char> b(t.bytes.size() / 2);
+        for (size_t i = 0; i < b.size() / 2; ++i) {
+            b[2 * i] = t.bytes[4 * i + 2];
+            b[2 * i + 1] = t.bytes[4 * i + 3];
+        }
+        if (t.name == "unet.fusion.bias") b[2 * 5] = 0xc0, b[2 * 5 + 1] = 0x7f;
+        t.bytes = std::move(b);
+        t.dtype = "BF16";
+    }
+    refused(write("nanbf16.safetensors", bytes_of(r)), {"nanbf16.safetensors: tensor 'unet.fusion.bias' holds NaN at element 5"});
+}
+
 TEST_F(Loader, OtherArchitecture) {
     RawFile r = golden();
     r.meta["format"] = "denoise-unet";
@@ -275,26 +350,24 @@ TEST_F(Loader, HappyPathBf16) {
     std::vector<float> outs[2];
     for (int k = 0; k < 2; ++k) {
         DenoiseEngine *e = denoise_alloc();
-        DenoiseParams p{k ? p16.c_str() : p32.c_str(), DENOISE_BACKEND_CPU, 0, 20.0f, W, H, 0};
+        DenoiseParams p = cpu_params((k ? p16 : p32).c_str(), 20.0f, W, H, rgb_f32_format());
         ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
         for (int f = 0; f < N; ++f) {
-            const float *pl[3] = {&v[((size_t)f * 3 + 0) * W * H], &v[((size_t)f * 3 + 1) * W * H], &v[((size_t)f * 3 + 2) * W * H]};
-            ASSERT_EQ(denoise_push(e, pl, W), 0);
+            const DenoiseImage in = rgb_f32_image(&v[((size_t)f * 3 + 0) * W * H], &v[((size_t)f * 3 + 1) * W * H],
+                                                  &v[((size_t)f * 3 + 2) * W * H], W);
+            ASSERT_EQ(denoise_push(e, &in), 0);
         }
         ASSERT_EQ(denoise_flush(e), 0);
         outs[k].resize(v.size());
         for (int f = 0; f < N; ++f) {
-            float *d[3] = {&outs[k][((size_t)f * 3 + 0) * W * H], &outs[k][((size_t)f * 3 + 1) * W * H], &outs[k][((size_t)f * 3 + 2) * W * H]};
-            ASSERT_EQ(denoise_pull(e, d, W), 0) << denoise_last_error(e);
+            const DenoiseImage out = rgb_f32_image(&outs[k][((size_t)f * 3 + 0) * W * H], &outs[k][((size_t)f * 3 + 1) * W * H],
+                                                   &outs[k][((size_t)f * 3 + 2) * W * H], W);
+            ASSERT_EQ(denoise_pull(e, &out), 0) << denoise_last_error(e);
         }
         denoise_free(&e);
     }
-    // Compare the denoised values (input + delta), not the deltas alone.
-    std::vector<float> a(v.size()), b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-        a[i] = v[i] + outs[1][i];
-        b[i] = v[i] + outs[0][i];
-    }
+    // Compare the denoised values (the float format's output), not the changes alone.
+    const std::vector<float> &a = outs[1], &b = outs[0];
     auto d = denoise_test::compare(a.data(), b.data(), (int64_t)a.size());
     std::printf("  bf16 vs f32 weights: max_abs %.3e rel_l2 %.3e\n", d.max_abs, d.rel_l2);
     EXPECT_LT(d.rel_l2, 2e-2);
@@ -304,24 +377,97 @@ TEST_F(Loader, HappyPathBf16) {
 TEST_F(Loader, BadArguments) {
     DenoiseEngine *e = denoise_alloc();
     std::string path = data_dir() + "/golden_weights.safetensors";
-    DenoiseParams p{path.c_str(), DENOISE_BACKEND_CPU, 0, 10.0f, 0, 24, 0};
+    DenoiseParams p = cpu_params(path.c_str(), 10.0f, 0, 24, rgb_f32_format());
     EXPECT_EQ(denoise_open(e, &p), DENOISE_EINVAL);
     p.width = 40;
     p.sigma = -1.0f;
     EXPECT_EQ(denoise_open(e, &p), DENOISE_EINVAL);
     p.sigma = 10.0f;
-    float buf[40 * 24] = {};
-    const float *pl[3] = {buf, buf, buf};
-    EXPECT_EQ(denoise_push(e, pl, 40), DENOISE_EINVAL);  // not open
+    // pixel formats outside the rules: the message names the field
+    auto bad_format = [&](DenoisePixelFormat f, const char *needle) {
+        DenoiseParams q = p;
+        q.format = f;
+        EXPECT_EQ(denoise_open(e, &q), DENOISE_EINVAL) << needle;
+        EXPECT_NE(std::string(denoise_last_error(e)).find(needle), std::string::npos) << denoise_last_error(e);
+    };
+    DenoisePixelFormat f = rgb_f32_format();
+    f.nb_components = 2;
+    bad_format(f, "nb_components");
+    f = rgb_f32_format();
+    f.bytes = 2;
+    bad_format(f, "bytes");
+    f = rgb_f32_format();
+    f.log2_chroma_w = 1;
+    bad_format(f, "subsampled float");
+    f = rgb_f32_format();
+    f.is_float = 0;
+    f.bytes = 1;
+    for (auto &c : f.comp) c.step = 1, c.depth = 8;
+    f.comp[1].depth = 10;
+    bad_format(f, "depth");
+    f.comp[1].depth = 8;
+    f.comp[2].shift = 2;
+    bad_format(f, "shift");
+    f.comp[2].shift = 0;
+    f.comp[0].plane = 4;
+    bad_format(f, "plane");
+
+    std::vector<float> buf(40 * 24 * 3);
+    const DenoiseImage im = rgb_f32_image(&buf[0], &buf[40 * 24], &buf[2 * 40 * 24], 40);
+    EXPECT_EQ(denoise_push(e, &im), DENOISE_EINVAL);  // not open
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
-    EXPECT_EQ(denoise_push(e, pl, 39), DENOISE_EINVAL);  // linesize < width
+    EXPECT_EQ(denoise_push(e, nullptr), DENOISE_EINVAL);
+    DenoiseImage short_rows = rgb_f32_image(&buf[0], &buf[40 * 24], &buf[2 * 40 * 24], 39);
+    EXPECT_EQ(denoise_push(e, &short_rows), DENOISE_EINVAL);  // linesize < the row
+    EXPECT_NE(std::string(denoise_last_error(e)).find("linesize"), std::string::npos) << denoise_last_error(e);
+    DenoiseImage no_plane = im;
+    no_plane.data[1] = nullptr;
+    EXPECT_EQ(denoise_push(e, &no_plane), DENOISE_EINVAL);
     EXPECT_EQ(denoise_set_sigma(e, 300.0f), DENOISE_EINVAL);
-    float *d[3] = {buf, buf, buf};
-    EXPECT_EQ(denoise_pull(e, d, 40), DENOISE_EAGAIN);
+    EXPECT_EQ(denoise_set_amount(e, 1.5f, 1.0f), DENOISE_EINVAL);
+    EXPECT_EQ(denoise_set_amount(e, 1.0f, NAN), DENOISE_EINVAL);
+    EXPECT_EQ(denoise_set_amount(e, 0.5f, 0.0f), 0);
+    std::vector<float> obuf(buf.size());
+    const DenoiseImage out = rgb_f32_image(&obuf[0], &obuf[40 * 24], &obuf[2 * 40 * 24], 40);
+    EXPECT_EQ(denoise_pull(e, &out), DENOISE_EAGAIN);
     EXPECT_EQ(denoise_flush(e), 0);
-    EXPECT_EQ(denoise_pull(e, d, 40), DENOISE_EOF);
+    EXPECT_EQ(denoise_pull(e, &out), DENOISE_EOF);
     denoise_free(&e);
     denoise_free(&e);  // safe on NULL
+}
+
+// The colour system must be R'G'B' or a Y'CbCr matrix; R'G'B' is never subsampled.
+TEST_F(Loader, BadColourSystems) {
+    DenoiseEngine *e = denoise_alloc();
+    std::string path = data_dir() + "/golden_weights.safetensors";
+    DenoisePixelFormat f{};  // yuv420p
+    f.nb_components = 3;
+    f.comp[0] = {0, 0, 1, 0, 8};
+    f.comp[1] = {1, 0, 1, 0, 8};
+    f.comp[2] = {2, 0, 1, 0, 8};
+    f.log2_chroma_w = f.log2_chroma_h = 1;
+    f.bytes = 1;
+    DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, f);
+    ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
+    std::vector<uint8_t> y(40 * 24, 100), u(20 * 12, 128), v(20 * 12, 128);
+    DenoiseImage im{};
+    im.data[0] = y.data();
+    im.data[1] = u.data();
+    im.data[2] = v.data();
+    im.linesize[0] = 40;
+    im.linesize[1] = im.linesize[2] = 20;
+    for (enum pl_color_system sys : {PL_COLOR_SYSTEM_UNKNOWN, PL_COLOR_SYSTEM_BT_2020_C, PL_COLOR_SYSTEM_BT_2100_PQ,
+                                     PL_COLOR_SYSTEM_RGB}) {
+        im.color.repr.sys = sys;
+        EXPECT_EQ(denoise_push(e, &im), DENOISE_EINVAL) << (int)sys;
+        std::printf("  refused: %s\n", denoise_last_error(e));
+    }
+    EXPECT_EQ(denoise_pending(e), 0);
+    im.color.repr.sys = PL_COLOR_SYSTEM_BT_709;
+    im.color.repr.levels = PL_COLOR_LEVELS_LIMITED;
+    EXPECT_EQ(denoise_push(e, &im), 0) << denoise_last_error(e);
+    EXPECT_EQ(denoise_pending(e), 1);
+    denoise_free(&e);
 }
 
 }  // namespace

@@ -1,37 +1,54 @@
-// GPU checks of the CUDA engine (built only with ./configure --enable-cuda-engine; run by
-// tools/check_gpu.sh). Not GoogleTest: one line per check, then "N passed, N failed".
+// GPU checks of the CUDA engine (built with it whenever nvcc is found; run by tools/check_gpu.sh,
+// and by tests/run_tests.sh, where exit 77 without a usable GPU counts as skipped). Not
+// GoogleTest: one line per check, then "N passed, N failed".
 //
-//  1. every CUDA op against its CPU op (kernels/cpu/) on fresh random inputs (uniform, not
+//  1. ops: every CUDA op against its CPU op (kernels/cpu/) on fresh random inputs (uniform, not
 //     zeros), outputs poisoned with NaN bytes before each launch and every element checked to be
-//     written (finite); relative L2 < 1e-2 and a stated max abs per op;
-//  2. the whole network (one U-Net pass + head) on a random clip with the random-weight golden
-//     file, CUDA Net vs CPU unet_forward/head_forward;
-//  3. the golden sequences (tests/data/golden_tensors.safetensors) through the public API with
-//     backend CUDA vs the CPU engine and vs the PyTorch output;
-//  4. the trained weights on the sample clips (raw rgb48le made by check_gpu.sh) with AWGN
-//     sigma 20 through the API: PSNR of the CUDA output within 0.05 dB of the CPU output's.
-// Usage: gpu_check [--ops-only] [--weights FILE] [--sample RAW W H N NAME]...
+//     written; window sub-ranges and head bands as the chunked network runs them; relative L2 <
+//     1e-2 and a stated max abs per op.
+//  2. frame conversions: frame_in / frame_out against the CPU backend's FrameConvert for every
+//     format family (planar, semi-planar, packed, gray, float; 8..16 bit; 4:2:0, 4:2:2, 4:4:4,
+//     4:1:0, 4:4:0; colour systems, levels, chroma locations; amounts) on random native frames
+//     with random bits outside the colour components, the change's padding region poisoned with
+//     NaN; tiles against the whole frame.
+//  3. network: U-Net + head vs the CPU's, unchunked and in small chunks / bands.
+//  4. the public API, backend CUDA vs backend CPU: golden sequences (and vs PyTorch); the format
+//     families with memory HOST and memory CUDA (a context of its own made current, as FFmpeg's
+//     hwcontext does), with amounts; the trained weights on the sample clips (PSNR within 0.05 dB).
+//  5. tiles vs whole frames (PSNR >= 50 dB, max difference at the seams), a crop written as PPM;
+//     memory caps (one that forces tiles, one too small for anything, a device nearly full so
+//     that cudaMalloc fails and the backend falls back); invalid arguments and a stream of another
+//     context (EINVAL / EDEVICE with a message); two engines at once.
+// Usage: gpu_check [--quick] [--weights FILE] [--sample RAW W H N NAME]... [--out DIR]
+//   --quick: 1, 2 and one short API run (what compute-sanitizer runs).
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "../kernels/backend.h"
+#include "../kernels/cpu/frame_convert.h"
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/unet.h"
+#include "../kernels/cuda/backend_cuda.h"
+#include "../kernels/cuda/frame_layout.h"
 #include "../kernels/cuda/network.h"
 #include "../kernels/cuda/ops.h"
 #include "../kernels/denoise.h"
-#include "../kernels/gpu_backend.h"
-#include "../kernels/model_config.h"
+#include "../kernels/model.h"
 #include "../kernels/safetensors.h"
 #include "engine_test_util.h"
 
@@ -43,6 +60,7 @@ namespace {
 
 int g_pass = 0, g_fail = 0;
 std::mt19937 rng(20240611);
+std::string g_out;  // --out: where crops go
 
 void result(bool ok, const char *fmt, ...) {
     va_list ap;
@@ -85,80 +103,66 @@ struct Dev {
     size_t bytes = 0;
     explicit Dev(size_t b) : bytes(b) {
         if (cudaMalloc(&p, b ? b : 16) != cudaSuccess) {
-            std::fprintf(stderr, "cudaMalloc(%zu) failed\n", b);
+            std::printf("FAIL cudaMalloc(%zu) in the test harness\n", b);
             std::exit(1);
         }
     }
     ~Dev() { cudaFree(p); }
+    Dev(const Dev &) = delete;
     float *f() { return (float *)p; }
     bf16 *h() { return (bf16 *)p; }
+    uint8_t *u() { return (uint8_t *)p; }
 };
-void up_f(Dev &d, const std::vector<float> &v) { cudaMemcpy(d.p, v.data(), v.size() * 4, cudaMemcpyHostToDevice); }
+void up(Dev &d, const void *src, size_t n) { cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice); }
+void up_f(Dev &d, const std::vector<float> &v) { up(d, v.data(), v.size() * 4); }
 void up_bf(Dev &d, const std::vector<float> &v) {
     std::vector<uint16_t> h(v.size());
     for (size_t i = 0; i < v.size(); ++i) h[i] = f2bf(v[i]);
-    cudaMemcpy(d.p, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+    up(d, h.data(), h.size() * 2);
 }
 std::vector<float> down_f(Dev &d, size_t n) {
     std::vector<float> v(n);
     cudaMemcpy(v.data(), d.p, n * 4, cudaMemcpyDeviceToHost);
     return v;
 }
-std::vector<float> down_bf(Dev &d, size_t n) {
+std::vector<float> down_bf(const void *p, size_t n) {
     std::vector<uint16_t> h(n);
-    cudaMemcpy(h.data(), d.p, n * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = bf2f(h[i]);
     return v;
 }
+std::vector<float> down_bf(Dev &d, size_t n) { return down_bf(d.p, n); }
 
 // Compare: every element finite (written), rel L2 < 1e-2, max abs <= max_abs.
 void check(const char *name, const std::vector<float> &got, const std::vector<float> &ref, double max_abs,
            int rc = 0, const std::string &err = "") {
     if (rc) {
-        result(false, "%-34s rc %d: %s", name, rc, err.c_str());
+        result(false, "%-40s rc %d: %s", name, rc, err.c_str());
         return;
     }
     size_t nonfinite = 0;
     for (float v : got) nonfinite += !std::isfinite(v);
     auto d = denoise_test::compare(got.data(), ref.data(), (int64_t)ref.size());
     const bool ok = got.size() == ref.size() && nonfinite == 0 && d.rel_l2 < 1e-2 && d.max_abs <= max_abs;
-    result(ok, "%-34s n %-9zu unwritten %-4zu rel_l2 %.2e (< 1e-2)  max_abs %.2e (<= %.0e)", name, ref.size(),
+    result(ok, "%-40s n %-9zu unwritten %-4zu rel_l2 %.2e (< 1e-2)  max_abs %.2e (<= %.0e)", name, ref.size(),
            nonfinite, d.rel_l2, d.max_abs, max_abs);
 }
 
-// ------------------------------------------------------------------------------------------
+// ==========================================================================================
+// 1. ops
 void ops_checks(cuda::Ctx &ctx) {
     cudaStream_t st = ctx.stream;
     auto sync = [&]() { return cudaStreamSynchronize(st) == cudaSuccess ? 0 : DENOISE_EDEVICE; };
 
-    {  // convert_in: 70 x 37 frame -> 128 x 64 padded
-        const int H = 37, W = 70, hp = 64, wp = 128, h2 = 32, w2 = 64;
-        auto v = rnd((size_t)3 * H * W, 0.f, 1.f);
-        Dev din(v.size() * 4), dout((size_t)h2 * w2 * 12 * 2);
-        up_f(din, v);
-        cuda::poison(ctx, dout.p, dout.bytes);
-        int rc = cuda::convert_in(ctx, din.f(), H, W, hp, wp, dout.h());
-        rc = rc ? rc : sync();
-        auto refl = [](int i, int n) { int p = 2 * (n - 1); i %= p; return i >= n ? p - i : i; };
-        std::vector<float> ref((size_t)h2 * w2 * 12);
-        for (int y = 0; y < h2; ++y)
-            for (int x = 0; x < w2; ++x)
-                for (int c = 0; c < 3; ++c)
-                    for (int dy = 0; dy < 2; ++dy)
-                        for (int dx = 0; dx < 2; ++dx)
-                            ref[((size_t)y * w2 + x) * 12 + c * 4 + dy * 2 + dx] =
-                                2.f * v[((size_t)c * H + refl(2 * y + dy, H)) * W + refl(2 * x + dx, W)] - 1.f;
-        check("convert_in 70x37 -> 128x64", down_bf(dout, ref.size()), ref, 4e-3, rc, ctx.err);
-    }
     {  // fusion conv 3x3, 5 frames + sigma
         const int h = 32, w = 48, nf = 5, Cin = 61, Co = 32;
         std::vector<std::vector<float>> fr;
-        std::vector<Dev *> dfr;
+        std::vector<std::unique_ptr<Dev>> dfr;
         std::vector<const bf16 *> fp;
         for (int k = 0; k < nf; ++k) {
             fr.push_back(round_bf(rnd((size_t)h * w * 12)));
-            dfr.push_back(new Dev(fr.back().size() * 2));
+            dfr.emplace_back(new Dev(fr.back().size() * 2));
             up_bf(*dfr.back(), fr.back());
             fp.push_back(dfr.back()->h());
         }
@@ -179,7 +183,6 @@ void ops_checks(cuda::Ctx &ctx) {
         cpu::build_fusion_input(frp.data(), nf, h, w, sigma, fin.data());
         cpu::conv3x3(fin.data(), h, w, Cin, wk.data(), b.data(), Co, ref.data(), work.data());
         check("fusion_conv3x3 61->32 48x32", down_f(dout, ref.size()), ref, 2e-2, rc, ctx.err);
-        for (Dev *d : dfr) delete d;
     }
     for (int C : {32, 128, 256}) {  // layernorm rows
         const int64_t n = 333;
@@ -197,22 +200,24 @@ void ops_checks(cuda::Ctx &ctx) {
         std::snprintf(name, sizeof name, "layernorm_rows C=%d", C);
         check(name, down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
     }
-    for (int shift : {0, 4}) {  // layernorm + shifted window gather
-        const int H = 16, W = 24, C = 64;
-        auto x = rnd((size_t)H * W * C, -2.f, 2.f), g = rnd(C, 0.5f, 1.5f), b = rnd(C, -0.5f, 0.5f);
-        Dev dx(x.size() * 4), dg(C * 4), db(C * 4), dout(x.size() * 2);
-        up_f(dx, x);
-        up_f(dg, g);
-        up_f(db, b);
-        cuda::poison(ctx, dout.p, dout.bytes);
-        int rc = cuda::layernorm_window(ctx, dx.f(), H, W, C, 8, shift, dg.f(), db.f(), 1e-5f, dout.h());
-        rc = rc ? rc : sync();
-        std::vector<float> ref(x.size());
-        cpu::window_gather_layernorm(x.data(), H, W, C, 8, shift, g.data(), b.data(), 1e-5f, ref.data());
-        char name[64];
-        std::snprintf(name, sizeof name, "layernorm_window shift=%d", shift);
-        check(name, down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
-    }
+    const int H = 16, W = 24, nwin = (H / 8) * (W / 8);
+    for (int shift : {0, 4})  // layernorm + shifted window gather, all windows and windows [2, 5)
+        for (int part = 0; part < 2; ++part) {
+            const int C = 64, w0 = part ? 2 : 0, w1 = part ? 5 : nwin, nt = (w1 - w0) * 64;
+            auto x = rnd((size_t)H * W * C, -2.f, 2.f), g = rnd(C, 0.5f, 1.5f), b = rnd(C, -0.5f, 0.5f);
+            Dev dx(x.size() * 4), dg(C * 4), db(C * 4), dout((size_t)nt * C * 2);
+            up_f(dx, x);
+            up_f(dg, g);
+            up_f(db, b);
+            cuda::poison(ctx, dout.p, dout.bytes);
+            int rc = cuda::layernorm_window(ctx, dx.f(), H, W, C, 8, shift, w0, w1, dg.f(), db.f(), 1e-5f, dout.h());
+            rc = rc ? rc : sync();
+            std::vector<float> ref((size_t)nt * C);
+            cpu::window_gather_layernorm(x.data(), H, W, C, 8, shift, w0, w1, g.data(), b.data(), 1e-5f, ref.data());
+            char name[64];
+            std::snprintf(name, sizeof name, "layernorm_window shift=%d windows %d..%d", shift, w0, w1);
+            check(name, down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
+        }
     for (int variant = 0; variant < 4; ++variant) {  // linear
         // 0: bf16 out + bias epilogue; 1: fp32 out, beta 1, bias; 2: as 0 with the bias kernel;
         // 3: no bias, K 256 -> 128 fp32 (merge reduction)
@@ -251,85 +256,88 @@ void ops_checks(cuda::Ctx &ctx) {
         cpu::gelu_tanh(ref.data(), rows, C, b.data());
         check("gelu_tanh + bias (in place)", down_bf(dx, ref.size()), ref, 3e-2, rc, ctx.err);
     }
-    for (int shift : {0, 4}) {  // window attention
-        const int H = 16, W = 24, heads = 2, C = 64, N = 64;
-        const int64_t n = (int64_t)H * W;
-        auto qkv = round_bf(rnd((size_t)n * 3 * C, -1.5f, 1.5f)), qb = rnd(3 * C, -0.2f, 0.2f);
-        auto table = rnd((size_t)15 * 15 * heads, -1.f, 1.f);
-        std::vector<float> relb((size_t)heads * N * N);
-        cpu::gather_relative_bias(table.data(), 8, heads, relb.data());
-        Dev dq(qkv.size() * 2), dqb(qb.size() * 4), drb(relb.size() * 4), dout((size_t)n * C * 2);
-        up_bf(dq, qkv);
-        up_f(dqb, qb);
-        up_f(drb, relb);
-        cuda::poison(ctx, dout.p, dout.bytes);
-        int rc = cuda::window_attention(ctx, dq.h(), dqb.f(), H, W, C, heads, 8, shift, drb.f(), dout.h());
-        rc = rc ? rc : sync();
-        std::vector<float> ref((size_t)n * C);
-        cpu::window_attention(qkv.data(), qb.data(), H, W, C, heads, 8, shift, relb.data(), ref.data());
-        char name[64];
-        std::snprintf(name, sizeof name, "window_attention 2 heads shift=%d", shift);
-        check(name, down_bf(dout, ref.size()), ref, 2e-2, rc, ctx.err);
-    }
-    for (int shift : {0, 4}) {  // scatter add (residual of the attention branch)
-        const int H = 16, W = 24, C = 32;
-        auto win = round_bf(rnd((size_t)H * W * C)), x = rnd((size_t)H * W * C), b = rnd(C);
-        Dev dw(win.size() * 2), dx(x.size() * 4), db(C * 4);
-        up_bf(dw, win);
-        up_f(dx, x);
-        up_f(db, b);
-        int rc = cuda::window_scatter_add(ctx, dw.h(), db.f(), H, W, C, 8, shift, dx.f());
-        rc = rc ? rc : sync();
-        std::vector<float> ref = x;
-        cpu::window_scatter_add(win.data(), b.data(), H, W, C, 8, shift, ref.data());
-        char name[64];
-        std::snprintf(name, sizeof name, "window_scatter_add shift=%d", shift);
-        check(name, down_f(dx, ref.size()), ref, 1e-5, rc, ctx.err);
-    }
+    for (int shift : {0, 4})  // window attention, all windows and windows [1, 4)
+        for (int part = 0; part < 2; ++part) {
+            const int heads = 2, C = 64, N = 64, w0 = part ? 1 : 0, w1 = part ? 4 : nwin, nt = (w1 - w0) * N;
+            auto qkv = round_bf(rnd((size_t)nt * 3 * C, -1.5f, 1.5f)), qb = rnd(3 * C, -0.2f, 0.2f);
+            auto table = rnd((size_t)15 * 15 * heads, -1.f, 1.f);
+            std::vector<float> relb((size_t)heads * N * N);
+            gather_relative_bias(table.data(), 8, heads, relb.data());
+            Dev dq(qkv.size() * 2), dqb(qb.size() * 4), drb(relb.size() * 4), dout((size_t)nt * C * 2);
+            up_bf(dq, qkv);
+            up_f(dqb, qb);
+            up_f(drb, relb);
+            cuda::poison(ctx, dout.p, dout.bytes);
+            int rc = cuda::window_attention(ctx, dq.h(), dqb.f(), H, W, C, heads, 8, shift, w0, w1, drb.f(), dout.h());
+            rc = rc ? rc : sync();
+            std::vector<float> ref((size_t)nt * C);
+            cpu::window_attention(qkv.data(), qb.data(), H, W, C, heads, 8, shift, w0, w1, relb.data(), ref.data());
+            char name[64];
+            std::snprintf(name, sizeof name, "window_attention shift=%d windows %d..%d", shift, w0, w1);
+            check(name, down_bf(dout, ref.size()), ref, 2e-2, rc, ctx.err);
+        }
+    for (int shift : {0, 4})  // scatter add (residual of the attention branch), windows [2, 6)
+        for (int part = 0; part < 2; ++part) {
+            const int C = 32, w0 = part ? 2 : 0, w1 = part ? 6 : nwin, nt = (w1 - w0) * 64;
+            auto win = round_bf(rnd((size_t)nt * C)), x = rnd((size_t)H * W * C), b = rnd(C);
+            Dev dw(win.size() * 2), dx(x.size() * 4), db(C * 4);
+            up_bf(dw, win);
+            up_f(dx, x);
+            up_f(db, b);
+            int rc = cuda::window_scatter_add(ctx, dw.h(), db.f(), H, W, C, 8, shift, w0, w1, dx.f());
+            rc = rc ? rc : sync();
+            std::vector<float> ref = x;
+            cpu::window_scatter_add(win.data(), b.data(), H, W, C, 8, shift, w0, w1, ref.data());
+            char name[64];
+            std::snprintf(name, sizeof name, "window_scatter_add shift=%d windows %d..%d", shift, w0, w1);
+            check(name, down_f(dx, ref.size()), ref, 1e-5, rc, ctx.err);
+        }
     {  // patch merge front half: s2d + LN(4C)
-        const int H = 32, W = 48, C = 32;
-        auto x = rnd((size_t)H * W * C, -2.f, 2.f), g = rnd(4 * C, 0.5f, 1.5f), b = rnd(4 * C, -0.5f, 0.5f);
+        const int Hm = 32, Wm = 48, C = 32;
+        auto x = rnd((size_t)Hm * Wm * C, -2.f, 2.f), g = rnd(4 * C, 0.5f, 1.5f), b = rnd(4 * C, -0.5f, 0.5f);
         Dev dx(x.size() * 4), dg(g.size() * 4), db(b.size() * 4), dout(x.size() * 2);
         up_f(dx, x);
         up_f(dg, g);
         up_f(db, b);
         cuda::poison(ctx, dout.p, dout.bytes);
-        int rc = cuda::merge_s2d_layernorm(ctx, dx.f(), H, W, C, dg.f(), db.f(), 1e-5f, dout.h());
+        int rc = cuda::merge_s2d_layernorm(ctx, dx.f(), Hm, Wm, C, dg.f(), db.f(), 1e-5f, dout.h());
         rc = rc ? rc : sync();
         std::vector<float> ref(x.size());
-        cpu::s2d_nhwc(x.data(), H, W, C, ref.data());
-        cpu::layernorm(ref.data(), ref.data(), (int64_t)(H / 2) * (W / 2), 4 * C, g.data(), b.data(), 1e-5f);
+        cpu::s2d_nhwc(x.data(), Hm, Wm, C, ref.data());
+        cpu::layernorm(ref.data(), ref.data(), (int64_t)(Hm / 2) * (Wm / 2), 4 * C, g.data(), b.data(), 1e-5f);
         check("merge_s2d_layernorm C=32", down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
     }
     {  // expand back half + skip concat
         const int h = 8, w = 12, C4 = 256, Cs = 64, Cu = C4 / 4, Co = Cu + Cs;
-        auto up = round_bf(rnd((size_t)h * w * C4)), skip = rnd((size_t)4 * h * w * Cs);
-        Dev du(up.size() * 2), ds(skip.size() * 4), dout((size_t)4 * h * w * Co * 2);
-        up_bf(du, up);
+        auto upm = round_bf(rnd((size_t)h * w * C4)), skip = rnd((size_t)4 * h * w * Cs);
+        Dev du(upm.size() * 2), ds(skip.size() * 4), dout((size_t)4 * h * w * Co * 2);
+        up_bf(du, upm);
         up_f(ds, skip);
         cuda::poison(ctx, dout.p, dout.bytes);
         int rc = cuda::d2s_concat(ctx, du.h(), h, w, C4, ds.f(), Cs, dout.h());
         rc = rc ? rc : sync();
         std::vector<float> d2s((size_t)4 * h * w * Cu), ref((size_t)4 * h * w * Co);
-        cpu::d2s_nhwc(up.data(), h, w, C4, d2s.data());
+        cpu::d2s_nhwc(upm.data(), h, w, C4, d2s.data());
         for (int64_t p = 0; p < 4 * h * w; ++p) {
             for (int c = 0; c < Cu; ++c) ref[p * Co + c] = d2s[p * Cu + c];
             for (int c = 0; c < Cs; ++c) ref[p * Co + Cu + c] = skip[p * Cs + c];
         }
         check("d2s_concat 256/4 + 64", down_bf(dout, ref.size()), ref, 8e-3, rc, ctx.err);
     }
-    {  // head stencil on a given G
+    for (int mode = 0; mode < 3; ++mode) {  // head stencil: whole map; rows [5, 11) of a band; change
         const int h = 16, w = 24, Co = 12, Gc = 112;
+        const int r0 = mode == 1 ? 5 : 0, r1 = mode == 1 ? 11 : h, g0 = mode == 1 ? 4 : 0;
+        const bool as_change = mode == 2;
         auto G = rnd((size_t)h * w * Gc, -0.3f, 0.3f), b = rnd(Co, -0.2f, 0.2f), res = round_bf(rnd((size_t)h * w * Co));
         Dev dG(G.size() * 4), db(Co * 4), dr(res.size() * 2), dout(res.size() * 4);
-        up_f(dG, G);
+        up(dG, G.data() + (size_t)g0 * w * Gc, (G.size() - (size_t)g0 * w * Gc) * 4);
         up_f(db, b);
         up_bf(dr, res);
         cuda::poison(ctx, dout.p, dout.bytes);
-        int rc = cuda::head_stencil(ctx, dG.f(), Gc, h, w, db.f(), Co, dr.h(), dout.f());
+        int rc = cuda::head_stencil(ctx, dG.f(), Gc, g0, h, w, r0, r1, db.f(), Co, dr.h(), dout.f(), as_change);
         rc = rc ? rc : sync();
-        std::vector<float> ref(res.size());
-        for (int y = 0; y < h; ++y)
+        std::vector<float> ref, got, all = down_f(dout, res.size());
+        for (int y = r0; y < r1; ++y)
             for (int x = 0; x < w; ++x)
                 for (int o = 0; o < Co; ++o) {
                     float a = b[o];
@@ -340,80 +348,454 @@ void ops_checks(cuda::Ctx &ctx) {
                             a += G[((size_t)yy * w + xx) * Gc + (ky * 3 + kx) * Co + o];
                         }
                     const size_t i = ((size_t)y * w + x) * Co + o;
-                    ref[i] = std::min(1.f, std::max(-1.f, a + res[i]));
+                    const float v = std::min(1.f, std::max(-1.f, a + res[i]));
+                    ref.push_back(as_change ? 0.5f * (v - res[i]) : v);
+                    got.push_back(all[i]);
                 }
-        check("head_stencil 112 -> 12", down_f(dout, ref.size()), ref, 1e-5, rc, ctx.err);
-    }
-    {  // convert_out
-        const int h2 = 32, w2 = 64, H = 61, W = 125;
-        auto o = rnd((size_t)h2 * w2 * 12), c = round_bf(rnd((size_t)h2 * w2 * 12));
-        Dev dO(o.size() * 4), dc(c.size() * 2), dd((size_t)3 * H * W * 4);
-        up_f(dO, o);
-        up_bf(dc, c);
-        cuda::poison(ctx, dd.p, dd.bytes);
-        int rc = cuda::convert_out(ctx, dO.f(), dc.h(), h2, w2, H, W, dd.f());
-        rc = rc ? rc : sync();
-        std::vector<float> ref((size_t)3 * H * W);
-        for (int col = 0; col < 3; ++col)
-            for (int Y = 0; Y < H; ++Y)
-                for (int X = 0; X < W; ++X) {
-                    const size_t i = ((size_t)(Y / 2) * w2 + X / 2) * 12 + col * 4 + (Y & 1) * 2 + (X & 1);
-                    ref[((size_t)col * H + Y) * W + X] = 0.5f * (o[i] - c[i]);
-                }
-        check("convert_out 125x61 crop", down_f(dd, ref.size()), ref, 1e-6, rc, ctx.err);
+        static const char *names[] = {"head_stencil 112 -> 12", "head_stencil rows 5..11 of a band",
+                                      "head_stencil as change"};
+        check(names[mode], got, ref, 1e-5, rc, ctx.err);
     }
     {  // shape checks refuse instead of reading out of bounds
         Dev d(1024);
-        int rc1 = cuda::window_attention(ctx, d.h(), nullptr, 12, 16, 64, 2, 8, 0, d.f(), d.h());
-        int rc2 = cuda::head_stencil(ctx, d.f(), 100, 4, 4, d.f(), 12, d.h(), d.f());
+        int rc1 = cuda::window_attention(ctx, d.h(), nullptr, 12, 16, 64, 2, 8, 0, 0, 2, d.f(), d.h());
+        int rc2 = cuda::head_stencil(ctx, d.f(), 100, 0, 4, 4, 0, 4, d.f(), 12, d.h(), d.f(), false);
         int rc3 = cuda::linear(ctx, d.h(), 4, 32, 16, d.h(), nullptr, 8, d.p, false, 8, 0.f);
-        result(rc1 == DENOISE_EINVAL && rc2 == DENOISE_EINVAL && rc3 == DENOISE_EINVAL,
-               "%-34s window 12 rows, G 100 < 108 ch, lda < K -> EINVAL (%d %d %d)", "shape checks refuse", rc1,
-               rc2, rc3);
+        int rc4 = cuda::layernorm_window(ctx, d.f(), 16, 16, 8, 8, 0, 3, 5, d.f(), d.f(), 1e-5f, d.h());
+        int rc5 = cuda::head_stencil(ctx, d.f(), 112, 3, 8, 4, 2, 4, d.f(), 12, d.h(), d.f(), false);
+        result(rc1 == DENOISE_EINVAL && rc2 == DENOISE_EINVAL && rc3 == DENOISE_EINVAL && rc4 == DENOISE_EINVAL &&
+                   rc5 == DENOISE_EINVAL,
+               "%-40s window 12 rows, G 100 < 108 ch, lda < K, windows 3..5 of 4, G after row r0-1 -> EINVAL "
+               "(%d %d %d %d %d)",
+               "shape checks refuse", rc1, rc2, rc3, rc4, rc5);
         ctx.err.clear();
     }
 }
 
-// ------------------------------------------------------------------------------------------
-void network_check(cuda::Ctx &ctx, const cpu::UNetWeights &W, const char *label, int h, int w) {
-    const ModelConfig &cfg = W.cfg;
+// ==========================================================================================
+// Native frames on the host.
+struct Fmt {
+    const char *name;
+    DenoisePixelFormat f;
+    int nb_planes;  // planes of the frame, alpha included
+    enum pl_color_system sys;
+};
+
+DenoisePixelFormat mkfmt(int nb, std::initializer_list<DenoiseComponent> comps, int lw, int lh, int bytes,
+                         int is_float = 0) {
+    DenoisePixelFormat f{};
+    f.nb_components = nb;
+    int i = 0;
+    for (const DenoiseComponent &c : comps) f.comp[i++] = c;
+    f.log2_chroma_w = lw;
+    f.log2_chroma_h = lh;
+    f.bytes = bytes;
+    f.is_float = is_float;
+    return f;
+}
+
+// AVComponentDescriptor values of FFmpeg's libavutil/pixdesc.c, colour components only.
+const std::vector<Fmt> &formats() {
+    static const std::vector<Fmt> v = {
+        {"yuv420p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 3, PL_COLOR_SYSTEM_BT_601},
+        {"yuva420p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 4, PL_COLOR_SYSTEM_BT_709},
+        {"yuv422p10le", mkfmt(3, {{0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}, {2, 0, 2, 0, 10}}, 1, 0, 2), 3, PL_COLOR_SYSTEM_BT_709},
+        {"yuv444p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 0, 0, 1), 3, PL_COLOR_SYSTEM_BT_709},
+        {"yuv444p16le", mkfmt(3, {{0, 0, 2, 0, 16}, {1, 0, 2, 0, 16}, {2, 0, 2, 0, 16}}, 0, 0, 2), 3, PL_COLOR_SYSTEM_BT_2020_NC},
+        {"yuv410p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 2, 2, 1), 3, PL_COLOR_SYSTEM_BT_601},
+        {"yuv440p10le", mkfmt(3, {{0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}, {2, 0, 2, 0, 10}}, 0, 1, 2), 3, PL_COLOR_SYSTEM_BT_601},
+        {"nv12", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 2, 0, 8}, {1, 1, 2, 0, 8}}, 1, 1, 1), 2, PL_COLOR_SYSTEM_BT_709},
+        {"nv21", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 1, 2, 0, 8}, {1, 0, 2, 0, 8}}, 1, 1, 1), 2, PL_COLOR_SYSTEM_BT_601},
+        {"p010le", mkfmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 1, 2), 2, PL_COLOR_SYSTEM_BT_2020_NC},
+        {"p016le", mkfmt(3, {{0, 0, 2, 0, 16}, {1, 0, 4, 0, 16}, {1, 2, 4, 0, 16}}, 1, 1, 2), 2, PL_COLOR_SYSTEM_BT_709},
+        {"p210le", mkfmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 0, 2), 2, PL_COLOR_SYSTEM_BT_709},
+        {"yuyv422", mkfmt(3, {{0, 0, 2, 0, 8}, {0, 1, 4, 0, 8}, {0, 3, 4, 0, 8}}, 1, 0, 1), 1, PL_COLOR_SYSTEM_BT_601},
+        {"uyvy422", mkfmt(3, {{0, 1, 2, 0, 8}, {0, 0, 4, 0, 8}, {0, 2, 4, 0, 8}}, 1, 0, 1), 1, PL_COLOR_SYSTEM_BT_709},
+        {"gray", mkfmt(1, {{0, 0, 1, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_BT_601},
+        {"gray10le", mkfmt(1, {{0, 0, 2, 0, 10}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_BT_709},
+        {"ya16le", mkfmt(1, {{0, 0, 4, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_BT_709},
+        {"grayf32le", mkfmt(1, {{0, 0, 4, 0, 32}}, 0, 0, 4, 1), 1, PL_COLOR_SYSTEM_RGB},
+        {"rgb24", mkfmt(3, {{0, 0, 3, 0, 8}, {0, 1, 3, 0, 8}, {0, 2, 3, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
+        {"bgra", mkfmt(3, {{0, 2, 4, 0, 8}, {0, 1, 4, 0, 8}, {0, 0, 4, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
+        {"0rgb", mkfmt(3, {{0, 1, 4, 0, 8}, {0, 2, 4, 0, 8}, {0, 3, 4, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
+        {"rgb48le", mkfmt(3, {{0, 0, 6, 0, 16}, {0, 2, 6, 0, 16}, {0, 4, 6, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_RGB},
+        {"rgba64le", mkfmt(3, {{0, 0, 8, 0, 16}, {0, 2, 8, 0, 16}, {0, 4, 8, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_RGB},
+        {"gbrp", mkfmt(3, {{2, 0, 1, 0, 8}, {0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}}, 0, 0, 1), 3, PL_COLOR_SYSTEM_RGB},
+        {"gbrp10le", mkfmt(3, {{2, 0, 2, 0, 10}, {0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}}, 0, 0, 2), 3, PL_COLOR_SYSTEM_RGB},
+        {"gbrpf32le", mkfmt(3, {{2, 0, 4, 0, 32}, {0, 0, 4, 0, 32}, {1, 0, 4, 0, 32}}, 0, 0, 4, 1), 3, PL_COLOR_SYSTEM_RGB},
+        {"gbrapf32le", mkfmt(3, {{2, 0, 4, 0, 32}, {0, 0, 4, 0, 32}, {1, 0, 4, 0, 32}}, 0, 0, 4, 1), 4, PL_COLOR_SYSTEM_RGB},
+    };
+    return v;
+}
+const Fmt &fmt_named(const char *n) {
+    for (const Fmt &f : formats())
+        if (!std::strcmp(f.name, n)) return f;
+    std::printf("FAIL internal: no format %s\n", n);
+    std::exit(1);
+}
+
+int comp_w(const DenoisePixelFormat &f, int c, int W) { return c ? -((-W) >> f.log2_chroma_w) : W; }
+int comp_h(const DenoisePixelFormat &f, int c, int H) { return c ? -((-H) >> f.log2_chroma_h) : H; }
+
+// A frame in host memory: nb_planes planes with padded linesizes, every byte random at first.
+struct HostFrame {
+    std::vector<uint8_t> plane[4];
+    ptrdiff_t linesize[4] = {0, 0, 0, 0};
+    int rows[4] = {0, 0, 0, 0};
+    DenoiseImage image(const DenoiseColor &c) {
+        DenoiseImage im{};
+        for (int i = 0; i < 4; ++i) {
+            im.data[i] = plane[i].empty() ? nullptr : plane[i].data();
+            im.linesize[i] = linesize[i];
+        }
+        im.color = c;
+        return im;
+    }
+};
+
+HostFrame new_frame(const Fmt &F, int W, int H) {
+    const cuda::FrameLayout L = cuda::frame_layout(F.f, W, H);
+    HostFrame fr;
+    std::uniform_int_distribution<int> byte(0, 255), pad(0, 40);
+    for (int i = 0; i < F.nb_planes; ++i) {
+        const int64_t rb = L.plane[i].used ? L.plane[i].row_bytes : (int64_t)W * F.f.bytes;  // alpha plane
+        fr.linesize[i] = (rb + pad(rng) + 3) / 4 * 4;
+        fr.rows[i] = L.plane[i].used ? L.plane[i].rows : H;
+        fr.plane[i].resize((size_t)fr.linesize[i] * fr.rows[i]);
+        for (auto &b : fr.plane[i]) b = (uint8_t)byte(rng);
+    }
+    return fr;
+}
+
+uint8_t *sample_at(HostFrame &fr, const DenoisePixelFormat &f, int c, int x, int y) {
+    const DenoiseComponent &k = f.comp[c];
+    return fr.plane[k.plane].data() + (ptrdiff_t)y * fr.linesize[k.plane] + k.offset + (ptrdiff_t)x * k.step;
+}
+// Normalised value of component c at (x, y) (integers: code / max; floats as stored).
+double get_value(HostFrame &fr, const DenoisePixelFormat &f, int c, int x, int y) {
+    const uint8_t *p = sample_at(fr, f, c, x, y);
+    const DenoiseComponent &k = f.comp[c];
+    if (f.is_float) {
+        float v;
+        std::memcpy(&v, p, 4);
+        return v;
+    }
+    const unsigned w = f.bytes == 1 ? p[0] : p[0] | (unsigned)p[1] << 8, mask = (1u << k.depth) - 1;
+    return ((w >> k.shift) & mask) / (double)mask;
+}
+unsigned get_code(HostFrame &fr, const DenoisePixelFormat &f, int c, int x, int y) {
+    const uint8_t *p = sample_at(fr, f, c, x, y);
+    const DenoiseComponent &k = f.comp[c];
+    const unsigned w = f.bytes == 1 ? p[0] : p[0] | (unsigned)p[1] << 8;
+    return (w >> k.shift) & ((1u << k.depth) - 1);
+}
+void set_value(HostFrame &fr, const DenoisePixelFormat &f, int c, int x, int y, double v) {
+    uint8_t *p = sample_at(fr, f, c, x, y);
+    const DenoiseComponent &k = f.comp[c];
+    if (f.is_float) {
+        const float fv = (float)v;
+        std::memcpy(p, &fv, 4);
+        return;
+    }
+    const unsigned mask = (1u << k.depth) - 1;
+    const unsigned code = (unsigned)std::lround(std::min(1.0, std::max(0.0, v)) * mask);
+    unsigned w = f.bytes == 1 ? p[0] : p[0] | (unsigned)p[1] << 8;
+    w = (w & ~(mask << k.shift)) | (code << k.shift);
+    p[0] = (uint8_t)w;
+    if (f.bytes == 2) p[1] = (uint8_t)(w >> 8);
+}
+
+// Random colour samples (the other bits stay random): integers uniform codes; floats in
+// [-0.2, 1.2] with a NaN, +-Inf and huge values here and there.
+void fill_random(HostFrame &fr, const DenoisePixelFormat &f, int W, int H) {
+    std::uniform_real_distribution<double> u(0.0, 1.0), uf(-0.2, 1.2);
+    for (int c = 0; c < f.nb_components; ++c)
+        for (int y = 0; y < comp_h(f, c, H); ++y)
+            for (int x = 0; x < comp_w(f, c, W); ++x) {
+                double v = f.is_float ? uf(rng) : u(rng);
+                if (f.is_float) {
+                    const double r = u(rng);
+                    if (r < 0.003) v = NAN;
+                    else if (r < 0.005) v = INFINITY;
+                    else if (r < 0.007) v = -INFINITY;
+                    else if (r < 0.009) v = 1e30;
+                }
+                set_value(fr, f, c, x, y, v);
+            }
+}
+
+DenoiseColor color_of(const Fmt &F, enum pl_color_levels levels, int xpos, int ypos) {
+    DenoiseColor c{};
+    c.repr.sys = F.sys;
+    c.repr.levels = F.sys == PL_COLOR_SYSTEM_RGB ? PL_COLOR_LEVELS_FULL : levels;
+    c.repr.alpha = PL_ALPHA_UNKNOWN;
+    c.chroma_xpos = xpos;
+    c.chroma_ypos = ypos;
+    return c;
+}
+
+// ==========================================================================================
+// 2. frame conversions vs the CPU backend's FrameConvert
+int reflect(int i, int n) {
+    if (n == 1) return 0;
+    const int p = 2 * (n - 1);
+    i %= p;
+    if (i < 0) i += p;
+    return i >= n ? p - i : i;
+}
+
+struct ConvCase {
+    const char *fmt;
+    int W, H;
+    enum pl_color_levels levels;
+    int xpos, ypos;
+    Amount amount;
+};
+
+void conversion_check(cuda::Ctx &ctx, const ConvCase &cc) {
+    const Fmt &F = fmt_named(cc.fmt);
+    const DenoisePixelFormat &f = F.f;
+    const int W = cc.W, H = cc.H, hp = (H + 63) / 64 * 64, wp = (W + 63) / 64 * 64, h2 = hp / 2, w2 = wp / 2;
+    const int cw = comp_w(f, 1, W), ch = comp_h(f, 1, H);
+    char name[160];
+    std::snprintf(name, sizeof name, "%s %dx%d %s loc(%d,%d) amount %.2g/%.2g", cc.fmt, W, H,
+                  cc.levels == PL_COLOR_LEVELS_FULL ? "full" : "limited", cc.xpos, cc.ypos, cc.amount.luma,
+                  cc.amount.chroma);
+    HostFrame fr = new_frame(F, W, H);
+    fill_random(fr, f, W, H);
+    const DenoiseColor col = color_of(F, cc.levels, cc.xpos, cc.ypos);
+    const FrameColor fc = frame_color(f, col);
+    const DenoiseImage img = fr.image(col);
+
+    // CPU reference: R'G'B' of the frame, then the change added back
+    cpu::FrameConvert conv(f, W, H, f.nb_components == 3 ? cw : W, f.nb_components == 3 ? ch : H);
+    cpu::NativeSamples ns, outs;
+    conv.read(img, &ns);
+    std::vector<float> rgb((size_t)3 * W * H);
+    float *rp[3] = {&rgb[0], &rgb[(size_t)W * H], &rgb[(size_t)2 * W * H]};
+    conv.to_rgb(ns, fc, rp);
+
+    // GPU input: the compact copy
+    const cuda::FrameLayout L = cuda::frame_layout(f, W, H);
+    std::vector<uint8_t> compact((size_t)L.bytes);
+    cuda::copy_to_compact(L, img, compact.data());
+    Dev dnat((size_t)L.bytes), dout((size_t)L.bytes), dx((size_t)h2 * w2 * 12 * 2);
+    up(dnat, compact.data(), compact.size());
+    const cuda::DevFrame src = cuda::compact_frame(L, dnat.u());
+
+    // frame_in, whole padded frame, and one domain at (64, 128) of 128 x 192 px when it fits
+    {
+        cuda::poison(ctx, dx.p, dx.bytes);
+        int rc = cuda::frame_in(ctx, src, f, fc, W, H, 0, 0, hp, wp, dx.h());
+        if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+        std::vector<float> got = down_bf(dx, (size_t)h2 * w2 * 12), ref(got.size());
+        for (int y = 0; y < h2; ++y)
+            for (int x = 0; x < w2; ++x)
+                for (int c = 0; c < 3; ++c)
+                    for (int dy = 0; dy < 2; ++dy)
+                        for (int dxx = 0; dxx < 2; ++dxx)
+                            ref[((size_t)y * w2 + x) * 12 + c * 4 + dy * 2 + dxx] = bf2f(f2bf(
+                                2.f * rp[c][(size_t)reflect(2 * y + dy, H) * W + reflect(2 * x + dxx, W)] - 1.f));
+        size_t diff = 0, nonfinite = 0;
+        double mx = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            nonfinite += !std::isfinite(got[i]);
+            if (got[i] != ref[i]) {
+                ++diff;
+                mx = std::max(mx, (double)std::fabs(got[i] - ref[i]));
+            }
+        }
+        // at most a few values one bf16 step apart (a float rounding at a bf16 tie)
+        const bool ok = !rc && nonfinite == 0 && diff <= got.size() / 10000 && mx <= 1.0 / 64;
+        result(ok, "frame_in  %-52s %zu values, %zu differ (max %.2e), %zu unwritten%s%s", name, got.size(), diff, mx,
+               nonfinite, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+        if (hp >= 192 && wp >= 256) {
+            const int oy = 64, ox = 128, hd = 128, wd = 128;
+            Dev dt((size_t)hd / 2 * wd / 2 * 12 * 2);
+            cuda::poison(ctx, dt.p, dt.bytes);
+            rc = cuda::frame_in(ctx, src, f, fc, W, H, oy, ox, hd, wd, dt.h());
+            if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+            std::vector<float> t = down_bf(dt, (size_t)hd / 2 * wd / 2 * 12);
+            size_t bad = 0;
+            for (int y = 0; y < hd / 2; ++y)
+                for (int x = 0; x < wd / 2; ++x)
+                    for (int k = 0; k < 12; ++k) {
+                        const float a = t[((size_t)y * (wd / 2) + x) * 12 + k];
+                        const float b = got[((size_t)(y + oy / 2) * w2 + x + ox / 2) * 12 + k];
+                        bad += !(a == b || (std::isnan(a) && std::isnan(b)));
+                    }
+            result(!rc && bad == 0, "frame_in  %-52s domain 128x128 at (128,64) == whole frame's (%zu differ)", name, bad);
+        }
+    }
+
+    // frame_out: a random change (a third of it exactly 0), the padding of the change poisoned
+    std::uniform_real_distribution<float> u(0.f, 1.f), small(-0.03f, 0.03f), big(-0.5f, 0.5f);
+    std::vector<float> d((size_t)3 * W * H);
+    for (float &v : d) {
+        const float r = u(rng);
+        v = r < 0.33f ? 0.f : r < 0.9f ? small(rng) : big(rng);
+    }
+    std::vector<float> change((size_t)h2 * w2 * 12, NAN);
+    for (int c = 0; c < 3; ++c)
+        for (int Y = 0; Y < H; ++Y)
+            for (int X = 0; X < W; ++X)
+                change[((size_t)(Y / 2) * w2 + X / 2) * 12 + c * 4 + (Y & 1) * 2 + (X & 1)] = d[((size_t)c * H + Y) * W + X];
+    std::vector<float> noise((size_t)kBlueNoiseSize * kBlueNoiseSize);
+    for (float &v : noise) v = std::min(0.99999994f, u(rng));
+    Dev dch(change.size() * 4), dnoise(noise.size() * 4);
+    up_f(dch, change);
+    up_f(dnoise, noise);
+
+    std::vector<float> dcopy = d;
+    float *dp[3] = {&dcopy[0], &dcopy[(size_t)W * H], &dcopy[(size_t)2 * W * H]};
+    conv.add_change(ns, fc, dp, cc.amount, noise.data(), &outs);
+    HostFrame cpu_fr = fr, gpu_fr = fr, tile_fr = fr;
+    conv.write(outs, cpu_fr.image(col));
+
+    auto run_out = [&](HostFrame &dst_fr, bool tiled) -> int {
+        up(dout, compact.data(), compact.size());  // non-colour bits as the input's
+        const cuda::DevFrame dst = cuda::compact_frame(L, dout.u());
+        int rc = 0;
+        if (!tiled) {
+            rc = cuda::frame_out(ctx, dch.f(), 0, 0, hp, wp, src, dst, f, fc, W, H, 0, H, 0, W, cc.amount, dnoise.f());
+        } else {  // 64 px tiles, domains with a 64 px halo, the change cut out of the whole one
+            for (int ty = 0; ty < H && !rc; ty += 64)
+                for (int tx = 0; tx < W && !rc; tx += 64) {
+                    const int oy = std::max(0, ty - 64), ox = std::max(0, tx - 64);
+                    const int hd = std::min(hp, ty + 128) - oy, wd = std::min(wp, tx + 128) - ox;
+                    std::vector<float> part((size_t)hd / 2 * wd / 2 * 12);
+                    for (int y = 0; y < hd / 2; ++y)
+                        std::memcpy(&part[(size_t)y * (wd / 2) * 12], &change[((size_t)(y + oy / 2) * w2 + ox / 2) * 12],
+                                    (size_t)wd / 2 * 12 * 4);
+                    Dev dp2(part.size() * 4);
+                    up_f(dp2, part);
+                    rc = cuda::frame_out(ctx, dp2.f(), oy, ox, hd, wd, src, dst, f, fc, W, H, ty, ty + 64, tx, tx + 64,
+                                         cc.amount, dnoise.f());
+                    if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+                }
+        }
+        if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+        std::vector<uint8_t> back((size_t)L.bytes);
+        cudaMemcpy(back.data(), dout.p, back.size(), cudaMemcpyDeviceToHost);
+        cuda::copy_from_compact(L, back.data(), dst_fr.image(col));
+        return rc;
+    };
+    int rc = run_out(gpu_fr, false);
+    // compare every colour sample, and every byte of every plane (non-colour bits kept)
+    size_t n = 0, differ = 0;
+    double mx = 0;
+    for (int c = 0; c < f.nb_components; ++c)
+        for (int y = 0; y < comp_h(f, c, H); ++y)
+            for (int x = 0; x < comp_w(f, c, W); ++x) {
+                ++n;
+                const double a = get_value(gpu_fr, f, c, x, y), b = get_value(cpu_fr, f, c, x, y);
+                const bool same = f.is_float ? !std::memcmp(sample_at(gpu_fr, f, c, x, y), sample_at(cpu_fr, f, c, x, y), 4)
+                                             : a == b;
+                if (!same) {
+                    ++differ;
+                    const double e = f.is_float ? std::fabs(a - b) : std::fabs((double)get_code(gpu_fr, f, c, x, y) -
+                                                                               (double)get_code(cpu_fr, f, c, x, y));
+                    mx = std::max(mx, std::isnan(e) ? INFINITY : e);
+                }
+            }
+    size_t other = 0;
+    for (int i = 0; i < F.nb_planes; ++i)
+        for (size_t k = 0; k < cpu_fr.plane[i].size(); ++k) other += cpu_fr.plane[i][k] != gpu_fr.plane[i][k];
+    // integers: at most 1 code value on at most 0.1% of the samples; floats: 1e-6 relative
+    const bool ok = !rc && (f.is_float ? mx <= 1e-5 : mx <= 1.0) && differ <= n / 1000;
+    result(ok, "frame_out %-52s %zu samples, %zu differ (max %.3g %s), bytes differing %zu%s%s", name, n, differ, mx,
+           f.is_float ? "abs" : "code values", other, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+    if (W >= 128 && H >= 128) {
+        rc = run_out(tile_fr, true);
+        size_t bad = 0;
+        for (int i = 0; i < F.nb_planes; ++i)
+            for (size_t k = 0; k < tile_fr.plane[i].size(); ++k) bad += tile_fr.plane[i][k] != gpu_fr.plane[i][k];
+        result(!rc && bad == 0, "frame_out %-52s 64 px tiles + halo == whole frame (%zu bytes differ)%s%s", name, bad,
+               rc ? ": " : "", rc ? ctx.err.c_str() : "");
+    }
+}
+
+void conversion_checks(cuda::Ctx &ctx) {
+    const Amount one{1.f, 1.f}, part{0.6f, 0.25f};
+    const std::vector<ConvCase> cases = {
+        {"yuv420p", 198, 130, PL_COLOR_LEVELS_LIMITED, 0, 128, one},
+        {"yuv420p", 131, 67, PL_COLOR_LEVELS_FULL, 128, 128, part},
+        {"yuva420p", 150, 150, PL_COLOR_LEVELS_LIMITED, 0, 0, one},
+        {"yuv422p10le", 160, 144, PL_COLOR_LEVELS_LIMITED, 0, 128, part},
+        {"yuv444p", 130, 129, PL_COLOR_LEVELS_FULL, 0, 128, one},
+        {"yuv444p16le", 96, 70, PL_COLOR_LEVELS_LIMITED, 0, 128, part},
+        {"yuv410p", 145, 133, PL_COLOR_LEVELS_LIMITED, 128, 128, one},
+        {"yuv440p10le", 128, 131, PL_COLOR_LEVELS_FULL, 0, 256, one},
+        {"nv12", 200, 134, PL_COLOR_LEVELS_LIMITED, 0, 128, one},
+        {"nv12", 65, 33, PL_COLOR_LEVELS_LIMITED, 0, 256, part},
+        {"nv21", 130, 130, PL_COLOR_LEVELS_FULL, 128, 128, one},
+        {"p010le", 198, 132, PL_COLOR_LEVELS_LIMITED, 0, 128, one},
+        {"p010le", 77, 41, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"p016le", 140, 130, PL_COLOR_LEVELS_LIMITED, 0, 128, one},
+        {"p210le", 130, 128, PL_COLOR_LEVELS_LIMITED, 0, 128, part},
+        {"yuyv422", 131, 130, PL_COLOR_LEVELS_LIMITED, 0, 128, one},
+        {"uyvy422", 96, 80, PL_COLOR_LEVELS_FULL, 128, 128, part},
+        {"gray", 130, 129, PL_COLOR_LEVELS_LIMITED, 0, 0, one},
+        {"gray10le", 70, 40, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"ya16le", 130, 128, PL_COLOR_LEVELS_LIMITED, 0, 0, one},
+        {"grayf32le", 100, 70, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"rgb24", 129, 130, PL_COLOR_LEVELS_FULL, 0, 0, one},
+        {"bgra", 130, 131, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"0rgb", 64, 64, PL_COLOR_LEVELS_FULL, 0, 0, one},
+        {"rgb48le", 130, 128, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"rgba64le", 90, 60, PL_COLOR_LEVELS_FULL, 0, 0, one},
+        {"gbrp", 132, 130, PL_COLOR_LEVELS_FULL, 0, 0, one},
+        {"gbrp10le", 128, 128, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"gbrpf32le", 140, 130, PL_COLOR_LEVELS_FULL, 0, 0, one},
+        {"gbrapf32le", 100, 66, PL_COLOR_LEVELS_FULL, 0, 0, part},
+        {"yuv420p", 130, 130, PL_COLOR_LEVELS_LIMITED, 0, 128, Amount{0.f, 0.f}},
+    };
+    for (const ConvCase &c : cases) conversion_check(ctx, c);
+}
+
+// ==========================================================================================
+// 3. network
+void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int w, bool chunked) {
+    const ModelConfig &cfg = M.cfg;
     const int c0 = cfg.channels[0], nf = 2 * cfg.fusion_radius + 1;
+    cpu::CpuModel cm;
+    cpu::pack_model(M, &cm);
     cuda::Net net;
-    int rc = net.upload(ctx, W);
-    if (!rc) rc = net.resize(ctx, h, w);
+    cuda::NetShape shape{h, w, chunked ? 4096 : (int64_t)1 << 20, chunked ? 7 : 1 << 20};
+    int rc = net.upload(ctx, M);
+    if (!rc) rc = net.resize(ctx, shape);
     if (rc) {
         result(false, "network %s: %s", label, ctx.err.c_str());
         return;
     }
-    // 7 random frames (bf16-exact), F_{t-1}, F_t, F_{t+1} on both engines, then the head.
     std::vector<std::vector<float>> fr;
-    std::vector<Dev *> dfr;
+    std::vector<std::unique_ptr<Dev>> dfr;
     for (int k = 0; k < nf + 2; ++k) {
         fr.push_back(round_bf(rnd((size_t)h * w * 12, -0.9f, 0.9f)));
-        dfr.push_back(new Dev(fr.back().size() * 2));
+        dfr.emplace_back(new Dev(fr.back().size() * 2));
         up_bf(*dfr.back(), fr.back());
     }
     const float sigma = 20.f;
     cpu::Workspace ws;
     std::vector<float> fin((size_t)h * w * cfg.fusion_in_channels());
     std::vector<std::vector<float>> Fc(3, std::vector<float>((size_t)h * w * c0));
-    std::vector<Dev *> Fg;
+    std::vector<std::unique_ptr<Dev>> Fg;
     bool ok = true;
     for (int s = 0; s < 3; ++s) {
-        std::vector<const float *> cw;
-        std::vector<const bf16 *> gw;
+        std::vector<const float *> cwin;
+        std::vector<const bf16 *> gwin;
         for (int k = 0; k < nf; ++k) {
-            cw.push_back(fr[s + k].data());
-            gw.push_back(dfr[s + k]->h());
+            cwin.push_back(fr[s + k].data());
+            gwin.push_back(dfr[s + k]->h());
         }
-        cpu::build_fusion_input(cw.data(), nf, h, w, sigma, fin.data());
-        cpu::unet_forward(W, fin.data(), h, w, Fc[s].data(), ws);
-        Fg.push_back(new Dev(Fc[s].size() * 2));
+        cpu::build_fusion_input(cwin.data(), nf, h, w, sigma, fin.data());
+        cpu::unet_forward(cm, fin.data(), h, w, Fc[s].data(), ws);
+        Fg.emplace_back(new Dev(Fc[s].size() * 2));
         cuda::poison(ctx, Fg.back()->p, Fg.back()->bytes);
-        rc = net.features(ctx, gw.data(), nf, sigma, Fg.back()->h());
+        rc = net.features(ctx, gwin.data(), nf, sigma, h, w, Fg.back()->h());
         if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
         char name[96];
-        std::snprintf(name, sizeof name, "network %s F_s (s=%d) %dx%d", label, s, w, h);
+        std::snprintf(name, sizeof name, "network %s%s F_s (s=%d) %dx%d", label, chunked ? " chunked" : "", s, w, h);
         const int before = g_fail;
         check(name, down_bf(*Fg.back(), Fc[s].size()), Fc[s], 0.25, rc, ctx.err);
         ok = ok && g_fail == before;
@@ -422,70 +804,342 @@ void network_check(cuda::Ctx &ctx, const cpu::UNetWeights &W, const char *label,
         std::vector<float> ref((size_t)h * w * 12);
         const float *Fp[3] = {Fc[0].data(), Fc[1].data(), Fc[2].data()};
         const float *centre = fr[nf / 2 + 1].data();
-        cpu::head_forward(W, Fp, centre, h, w, ref.data(), ws);
+        cpu::head_forward(cm, Fp, centre, h, w, ref.data(), ws);
         Dev dout(ref.size() * 4);
         cuda::poison(ctx, dout.p, dout.bytes);
         const bf16 *Fd[3] = {Fg[0]->h(), Fg[1]->h(), Fg[2]->h()};
-        rc = net.head(ctx, Fd, dfr[nf / 2 + 1]->h(), dout.f());
+        rc = net.head(ctx, Fd, dfr[nf / 2 + 1]->h(), h, w, dout.f(), false);
         if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
         char name[96];
-        std::snprintf(name, sizeof name, "network %s head output", label);
+        std::snprintf(name, sizeof name, "network %s%s head output", label, chunked ? " chunked" : "");
         check(name, down_f(dout, ref.size()), ref, 0.1, rc, ctx.err);
     }
-    for (Dev *d : dfr) delete d;
-    for (Dev *d : Fg) delete d;
+    net.destroy(ctx);
 }
 
-// Run a whole sequence (N, 3, H, W) of [0,1] planes through the API; returns outputs in [0,1]
-// (v + delta) or an empty vector with the error printed.
-std::vector<float> run_api(const std::string &weights, DenoiseBackend be, const std::vector<float> &v, int N, int H,
-                           int Wd, float sigma, std::string *err) {
+// ==========================================================================================
+// 4. the public API
+//
+// The CUDA driver API, loaded at run time (this binary must start without a driver): a context
+// of the test's own, as FFmpeg's hwcontext_cuda makes one.
+struct Driver {
+    int (*init)(unsigned) = nullptr;
+    int (*device_get)(int *, int) = nullptr;
+    int (*ctx_create)(void **, unsigned, int) = nullptr;
+    int (*ctx_destroy)(void *) = nullptr;
+    int (*ctx_push)(void *) = nullptr;
+    int (*ctx_pop)(void **) = nullptr;
+    bool ok = false;
+    Driver() {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) return;
+        init = (int (*)(unsigned))dlsym(h, "cuInit");
+        device_get = (int (*)(int *, int))dlsym(h, "cuDeviceGet");
+        ctx_create = (int (*)(void **, unsigned, int))dlsym(h, "cuCtxCreate_v2");
+        ctx_destroy = (int (*)(void *))dlsym(h, "cuCtxDestroy_v2");
+        ctx_push = (int (*)(void *))dlsym(h, "cuCtxPushCurrent_v2");
+        ctx_pop = (int (*)(void **))dlsym(h, "cuCtxPopCurrent_v2");
+        ok = init && device_get && ctx_create && ctx_destroy && ctx_push && ctx_pop && init(0) == 0;
+    }
+};
+Driver &driver() {
+    static Driver d;
+    return d;
+}
+// A context made current for the scope (popped and destroyed after).
+struct OwnContext {
+    void *ctx = nullptr;
+    bool ok = false;
+    OwnContext() {
+        Driver &d = driver();
+        int dev = 0;
+        if (!d.ok || d.device_get(&dev, 0) || d.ctx_create(&ctx, 0, dev)) return;  // cuCtxCreate makes it current
+        ok = true;
+    }
+    ~OwnContext() {
+        if (!ok) return;
+        void *p = nullptr;
+        driver().ctx_pop(&p);
+        driver().ctx_destroy(ctx);
+    }
+};
+
+// Native frames of a format made from R'G'B' planes in [0, 1] (the inverse of frame_color's
+// decoding; chroma subsampled by a box average).
+HostFrame native_from_rgb(const Fmt &F, const DenoiseColor &col, const float *rgb, int W, int H) {
+    const DenoisePixelFormat &f = F.f;
+    const FrameColor fc = frame_color(f, col);
+    HostFrame fr = new_frame(F, W, H);
+    const size_t ps = (size_t)W * H;
+    auto enc = [&](int k, size_t i) {
+        if (fc.rgb) return (double)rgb[k * ps + i];
+        double v = 0;
+        for (int j = 0; j < 3; ++j) v += fc.enc[k][j] * (rgb[j * ps + i] - fc.dec_off[j]);
+        return v;
+    };
+    if (f.nb_components == 1) {
+        for (int y = 0; y < H; ++y)
+            for (int x = 0; x < W; ++x) {
+                const size_t i = (size_t)y * W + x;
+                const double Y = fc.rgb ? 0.2126 * rgb[i] + 0.7152 * rgb[ps + i] + 0.0722 * rgb[2 * ps + i] : enc(0, i);
+                set_value(fr, f, 0, x, y, Y);
+            }
+        return fr;
+    }
+    for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x) set_value(fr, f, 0, x, y, enc(0, (size_t)y * W + x));
+    const int sx = 1 << f.log2_chroma_w, sy = 1 << f.log2_chroma_h;
+    for (int c = 1; c < 3; ++c)
+        for (int j = 0; j < comp_h(f, c, H); ++j)
+            for (int i = 0; i < comp_w(f, c, W); ++i) {
+                double s = 0;
+                int n = 0;
+                for (int y = j * sy; y < std::min(H, (j + 1) * sy); ++y)
+                    for (int x = i * sx; x < std::min(W, (i + 1) * sx); ++x, ++n) s += enc(c, (size_t)y * W + x);
+                set_value(fr, f, c, i, j, s / n);
+            }
+    return fr;
+}
+
+// Full-resolution R'G'B' of a native frame (the CPU backend's to_rgb, unclamped).
+std::vector<float> rgb_of(const Fmt &F, HostFrame &fr, const DenoiseColor &col, int W, int H) {
+    const DenoisePixelFormat &f = F.f;
+    cpu::FrameConvert conv(f, W, H, f.nb_components == 3 ? comp_w(f, 1, W) : W, f.nb_components == 3 ? comp_h(f, 1, H) : H);
+    cpu::NativeSamples ns;
+    conv.read(fr.image(col), &ns);
+    std::vector<float> rgb((size_t)3 * W * H);
+    float *rp[3] = {&rgb[0], &rgb[(size_t)W * H], &rgb[(size_t)2 * W * H]};
+    conv.to_rgb(ns, frame_color(f, col), rp);
+    return rgb;
+}
+
+double psnr(const std::vector<float> &a, const std::vector<float> &ref) {
+    double se = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double d = std::min(1.f, std::max(0.f, a[i])) - std::min(1.f, std::max(0.f, ref[i]));
+        se += d * d;
+    }
+    return se == 0 ? INFINITY : 10.0 * std::log10(1.0 / (se / a.size()));
+}
+
+struct ApiRun {
+    std::vector<HostFrame> out;
+    std::string err;
+    int rc = 0;
+    int64_t peak = 0;
+    std::string reason;
+};
+
+struct ApiOpts {
+    DenoiseBackend backend = DENOISE_BACKEND_CUDA;
+    DenoiseMemory memory = DENOISE_MEMORY_HOST;
+    Amount amount;
+    int64_t gpu_memory = 0;
+    int tile = 0;
+    float sigma = 20.f;
+    bool pull_into_input = false;  // memory HOST: write each output over its own input frame
+};
+
+// Push every frame, flush, pull everything (pulling as soon as outputs are ready, as the
+// filter does). Memory CUDA: frames copied to device planes of the same linesizes in the
+// current context, a stream of that context; outputs copied back after a stream sync.
+ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col, std::vector<HostFrame> in, int W,
+               int H, const ApiOpts &o) {
+    ApiRun r;
     DenoiseEngine *e = denoise_alloc();
-    DenoiseParams p{weights.c_str(), be, 0, sigma, Wd, H, 0};
-    std::vector<float> out;
+    DenoiseParams p;
+    denoise_params_defaults(&p);
+    p.model_path = weights.c_str();
+    p.backend = o.backend;
+    p.sigma = o.sigma;
+    p.width = W;
+    p.height = H;
+    p.format = F.f;
+    p.memory = o.memory;
+    p.gpu_memory = o.gpu_memory;
+    p.tile = o.tile;
+    cudaStream_t stream = nullptr;
+    const bool dev = o.memory == DENOISE_MEMORY_CUDA;
+    if (dev && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        r.rc = -100;
+        r.err = "cudaStreamCreate in the test";
+        return r;
+    }
+    p.cuda_stream = stream;
+    std::vector<std::vector<void *>> dplanes;  // device copies (memory CUDA)
+    auto to_dev = [&](HostFrame &fr) {
+        std::vector<void *> v(4, nullptr);
+        for (int i = 0; i < F.nb_planes; ++i) {
+            cudaMalloc(&v[i], fr.plane[i].size());
+            cudaMemcpy(v[i], fr.plane[i].data(), fr.plane[i].size(), cudaMemcpyHostToDevice);
+        }
+        return v;
+    };
+    auto dev_image = [&](std::vector<void *> &v, HostFrame &fr) {
+        DenoiseImage im = fr.image(col);
+        for (int i = 0; i < 4; ++i) im.data[i] = (uint8_t *)v[i];
+        return im;
+    };
     int rc = denoise_open(e, &p);
+    if (!rc && denoise_backend(e) != o.backend) rc = -101;
     if (rc) {
-        *err = denoise_last_error(e);
+        r.rc = rc;
+        r.err = rc == -101 ? "backend not in use" : denoise_last_error(e);
         denoise_free(&e);
-        return out;
+        if (stream) cudaStreamDestroy(stream);
+        return r;
     }
-    if (denoise_backend(e) != be) {
-        *err = "backend not in use";
-        denoise_free(&e);
-        return out;
-    }
-    const size_t fs = (size_t)3 * H * Wd, ps = (size_t)H * Wd;
-    out.assign((size_t)N * fs, NAN);
-    std::vector<float> d(fs);
-    float *dp[3] = {&d[0], &d[ps], &d[2 * ps]};
+    r.reason = denoise_backend_reason(e);
+    if (!(o.amount.luma == 1.f && o.amount.chroma == 1.f)) denoise_set_amount(e, o.amount.luma, o.amount.chroma);
+    const int N = (int)in.size();
+    r.out = in;  // output frames start as copies (their non-colour bits must survive)
+    std::vector<std::vector<void *>> dout;
+    if (dev)
+        for (int t = 0; t < N; ++t) {
+            dplanes.push_back(to_dev(in[t]));
+            dout.push_back(to_dev(r.out[t]));
+        }
     int t = 0;
     auto drain = [&]() {
-        int r;
-        while ((r = denoise_pull(e, dp, Wd)) == 0) {
-            for (size_t i = 0; i < fs; ++i) out[t * fs + i] = v[t * fs + i] + d[i];
+        int q;
+        for (;;) {
+            if (t >= N) return (int)DENOISE_EOF;
+            DenoiseImage im = dev ? dev_image(dout[t], r.out[t])
+                                  : (o.pull_into_input ? in[t].image(col) : r.out[t].image(col));
+            q = denoise_pull(e, &im);
+            if (q) return q;
+            if (!dev && o.pull_into_input) r.out[t] = in[t];
             ++t;
         }
-        return r;
     };
-    for (int f = 0; f < N && !rc; ++f) {
-        const float *pl[3] = {&v[f * fs], &v[f * fs + ps], &v[f * fs + 2 * ps]};
-        rc = denoise_push(e, pl, Wd);
+    for (int k = 0; k < N && !rc; ++k) {
+        DenoiseImage im = dev ? dev_image(dplanes[k], in[k]) : in[k].image(col);
+        rc = denoise_push(e, &im);
         if (!rc) {
-            int r = drain();
-            if (r != DENOISE_EAGAIN) rc = r;
+            int q = drain();
+            if (q != DENOISE_EAGAIN && q != DENOISE_EOF) rc = q;
         }
     }
     if (!rc) rc = denoise_flush(e);
     if (!rc) {
-        int r = drain();
-        if (r != DENOISE_EOF) rc = r;
+        int q = drain();
+        if (q != DENOISE_EOF) rc = q;
+    }
+    if (dev) {
+        if (cudaStreamSynchronize(stream) != cudaSuccess && !rc) rc = -102;
+        for (int k = 0; k < N; ++k)
+            for (int i = 0; i < F.nb_planes; ++i)
+                cudaMemcpy(r.out[k].plane[i].data(), dout[k][i], r.out[k].plane[i].size(), cudaMemcpyDeviceToHost);
     }
     if (rc || t != N) {
-        *err = std::string("rc ") + std::to_string(rc) + " after " + std::to_string(t) + " frames: " + denoise_last_error(e);
-        out.clear();
+        r.rc = rc ? rc : -103;
+        r.err = "rc " + std::to_string(rc) + " after " + std::to_string(t) + " of " + std::to_string(N) +
+                " frames: " + (rc == -102 ? std::string("stream sync failed") : std::string(denoise_last_error(e)));
     }
+    r.peak = denoise_gpu_memory_peak(e);
     denoise_free(&e);
-    return out;
+    for (auto &v : dplanes)
+        for (void *q : v) cudaFree(q);
+    for (auto &v : dout)
+        for (void *q : v) cudaFree(q);
+    if (stream) cudaStreamDestroy(stream);
+    return r;
+}
+
+// Decoded R'G'B' of a run's frames, concatenated.
+std::vector<float> rgb_all(const Fmt &F, std::vector<HostFrame> &frames, const DenoiseColor &col, int W, int H) {
+    std::vector<float> all;
+    for (HostFrame &fr : frames) {
+        std::vector<float> v = rgb_of(F, fr, col, W, H);
+        all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+}
+
+// Max code difference between two runs over the colour samples (floats: max abs).
+double max_sample_diff(const Fmt &F, std::vector<HostFrame> &a, std::vector<HostFrame> &b, int W, int H, size_t *n_diff) {
+    double mx = 0;
+    *n_diff = 0;
+    for (size_t t = 0; t < a.size(); ++t)
+        for (int c = 0; c < F.f.nb_components; ++c)
+            for (int y = 0; y < comp_h(F.f, c, H); ++y)
+                for (int x = 0; x < comp_w(F.f, c, W); ++x) {
+                    double d = F.f.is_float ? std::fabs(get_value(a[t], F.f, c, x, y) - get_value(b[t], F.f, c, x, y))
+                                            : std::fabs((double)get_code(a[t], F.f, c, x, y) - get_code(b[t], F.f, c, x, y));
+                    if (std::isnan(d)) d = std::isnan(get_value(a[t], F.f, c, x, y)) && std::isnan(get_value(b[t], F.f, c, x, y)) ? 0 : INFINITY;
+                    if (d > 0) ++*n_diff;
+                    mx = std::max(mx, d);
+                }
+    return mx;
+}
+
+// Bytes outside the colour components that differ between a run's outputs and its inputs.
+size_t other_bits_changed(const Fmt &F, std::vector<HostFrame> &out, std::vector<HostFrame> &in, int W, int H) {
+    size_t n = 0;
+    for (size_t t = 0; t < out.size(); ++t) {
+        HostFrame a = out[t], b = in[t];
+        // clear the colour bits of both, then compare what is left
+        for (int c = 0; c < F.f.nb_components; ++c)
+            for (int y = 0; y < comp_h(F.f, c, H); ++y)
+                for (int x = 0; x < comp_w(F.f, c, W); ++x) {
+                    set_value(a, F.f, c, x, y, 0.0);
+                    set_value(b, F.f, c, x, y, 0.0);
+                }
+        for (int i = 0; i < F.nb_planes; ++i)
+            for (size_t k = 0; k < a.plane[i].size(); ++k) n += a.plane[i][k] != b.plane[i][k];
+    }
+    return n;
+}
+
+struct Clip {
+    int W = 0, H = 0, N = 0;
+    std::vector<float> clean, noisy;  // N x 3 x H x W in [0, 1] (noisy: AWGN, unclipped)
+    std::string name;
+};
+
+// rgb48le raw (check_gpu.sh) -> a clip with AWGN of sigma (8-bit code values), fixed seed;
+// scale > 1 upsamples bilinearly (a larger frame of real content for the tile checks).
+bool load_clip(const std::string &raw, int W, int H, int N, const std::string &name, float sigma, int scale, Clip *c) {
+    std::ifstream f(raw, std::ios::binary);
+    std::vector<uint16_t> px((size_t)N * H * W * 3);
+    if (!f.read((char *)px.data(), px.size() * 2)) return false;
+    c->W = W * scale;
+    c->H = H * scale;
+    c->N = N;
+    c->name = name;
+    const size_t ps = (size_t)c->W * c->H;
+    c->clean.assign((size_t)N * 3 * ps, 0.f);
+    c->noisy.assign(c->clean.size(), 0.f);
+    std::mt19937 g(1234);
+    std::normal_distribution<float> nd(0.f, sigma / 255.f);
+    for (int t = 0; t < N; ++t)
+        for (int y = 0; y < c->H; ++y)
+            for (int x = 0; x < c->W; ++x) {
+                const float sy = std::max(0.f, (y + 0.5f) / scale - 0.5f), sx = std::max(0.f, (x + 0.5f) / scale - 0.5f);
+                const int y0 = std::min(H - 1, (int)sy), x0 = std::min(W - 1, (int)sx);
+                const int y1 = std::min(H - 1, y0 + 1), x1 = std::min(W - 1, x0 + 1);
+                const float wy = sy - y0, wx = sx - x0;
+                for (int k = 0; k < 3; ++k) {
+                    auto P = [&](int yy, int xx) { return px[(((size_t)t * H + yy) * W + xx) * 3 + k] / 65535.f; };
+                    const float v = (1 - wy) * ((1 - wx) * P(y0, x0) + wx * P(y0, x1)) + wy * ((1 - wx) * P(y1, x0) + wx * P(y1, x1));
+                    const size_t i = ((size_t)t * 3 + k) * ps + (size_t)y * c->W + x;
+                    c->clean[i] = v;
+                    c->noisy[i] = v + nd(g);
+                }
+            }
+    return true;
+}
+
+std::vector<HostFrame> clip_frames(const Fmt &F, const DenoiseColor &col, const Clip &c, bool noisy) {
+    std::vector<HostFrame> v;
+    const size_t fs = (size_t)3 * c.W * c.H;
+    for (int t = 0; t < c.N; ++t) {
+        std::vector<float> rgb((noisy ? c.noisy : c.clean).begin() + t * fs, (noisy ? c.noisy : c.clean).begin() + (t + 1) * fs);
+        if (!F.f.is_float)
+            for (float &x : rgb) x = std::min(1.f, std::max(0.f, x));
+        v.push_back(native_from_rgb(F, col, rgb.data(), c.W, c.H));
+    }
+    return v;
 }
 
 void golden_api_checks() {
@@ -496,92 +1150,358 @@ void golden_api_checks() {
         return;
     }
     const std::string wpath = data_dir() + "/golden_weights.safetensors";
+    const Fmt &F = fmt_named("gbrpf32le");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_FULL, 0, 0);
     for (const char *key : {"seq", "seq1", "seq2"}) {
         const StTensor &in = g.tensors.at(std::string(key) + ".input");
         const StTensor &ref = g.tensors.at(std::string(key) + ".output");
-        const int N = (int)in.shape[0], H = (int)in.shape[2], Wd = (int)in.shape[3];
+        const int N = (int)in.shape[0], H = (int)in.shape[2], W = (int)in.shape[3];
         const float sigma = g.tensors.at(std::string(key) + ".sigma").data[0];
-        std::vector<float> v(in.data.size());
-        for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * (in.data[i] + 1.f);
-        std::string e1, e2;
-        auto cpu_out = run_api(wpath, DENOISE_BACKEND_CPU, v, N, H, Wd, sigma, &e1);
-        auto gpu_out = run_api(wpath, DENOISE_BACKEND_CUDA, v, N, H, Wd, sigma, &e2);
+        std::vector<HostFrame> frames;
+        const size_t ps = (size_t)H * W;
+        for (int t = 0; t < N; ++t) {
+            HostFrame fr = new_frame(F, W, H);
+            for (int k = 0; k < 3; ++k)
+                for (int y = 0; y < H; ++y)
+                    for (int x = 0; x < W; ++x)
+                        set_value(fr, F.f, k, x, y, 0.5 * (in.data[((size_t)t * 3 + k) * ps + (size_t)y * W + x] + 1.0));
+            frames.push_back(fr);
+        }
+        ApiOpts oc, og;
+        oc.backend = DENOISE_BACKEND_CPU;
+        oc.sigma = og.sigma = sigma;
+        ApiRun rc = run_api(wpath, F, col, frames, W, H, oc), rg = run_api(wpath, F, col, frames, W, H, og);
         char name[96];
-        std::snprintf(name, sizeof name, "api golden %s N=%d %dx%d vs CPU", key, N, Wd, H);
-        if (cpu_out.empty() || gpu_out.empty()) {
-            result(false, "%-34s %s %s", name, e1.c_str(), e2.c_str());
+        std::snprintf(name, sizeof name, "api golden %s N=%d %dx%d vs CPU", key, N, W, H);
+        if (rc.rc || rg.rc) {
+            result(false, "%-40s cpu: %s cuda: %s", name, rc.err.c_str(), rg.err.c_str());
             continue;
         }
-        std::vector<float> a(gpu_out.size()), b(cpu_out.size()), r(ref.data.size());
-        for (size_t i = 0; i < a.size(); ++i) {  // network units
-            a[i] = 2.f * gpu_out[i] - 1.f;
-            b[i] = 2.f * cpu_out[i] - 1.f;
-        }
+        std::vector<float> a, b, r(ref.data.begin(), ref.data.end());
+        for (int t = 0; t < N; ++t)
+            for (int k = 0; k < 3; ++k)
+                for (int y = 0; y < H; ++y)
+                    for (int x = 0; x < W; ++x) {  // network units
+                        a.push_back(2.f * (float)get_value(rg.out[t], F.f, k, x, y) - 1.f);
+                        b.push_back(2.f * (float)get_value(rc.out[t], F.f, k, x, y) - 1.f);
+                    }
         check(name, a, b, 0.1);
         std::snprintf(name, sizeof name, "api golden %s vs PyTorch", key);
-        check(name, a, ref.data, 0.1);
+        check(name, a, r, 0.1);
     }
 }
 
-double psnr(const std::vector<float> &a, const std::vector<float> &ref) {
-    double se = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        double d = std::min(1.f, std::max(0.f, a[i])) - ref[i];
-        se += d * d;
+// One format through the API: CUDA (memory HOST, and memory CUDA in a context of the test's own
+// where the format is one FFmpeg hands over as CUDA frames) vs CPU, on a clip.
+void api_format_check(const std::string &weights, const Clip &c, const char *fname, Amount amount, bool cuda_memory) {
+    const Fmt &F = fmt_named(fname);
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    std::vector<float> clean;
+    {
+        std::vector<HostFrame> cl = clip_frames(F, col, c, false);
+        clean = rgb_all(F, cl, col, c.W, c.H);
     }
-    return 10.0 * std::log10(1.0 / (se / a.size()));
+    ApiOpts o;
+    o.amount = amount;
+    ApiOpts ocpu = o;
+    ocpu.backend = DENOISE_BACKEND_CPU;
+    ApiRun rcpu = run_api(weights, F, col, in, c.W, c.H, ocpu);
+    ApiRun rhost = run_api(weights, F, col, in, c.W, c.H, o);
+    char name[128];
+    std::snprintf(name, sizeof name, "api %s %s %dx%d N=%d amount %.2g/%.2g", c.name.c_str(), fname, c.W, c.H, c.N,
+                  amount.luma, amount.chroma);
+    if (rcpu.rc || rhost.rc) {
+        result(false, "%-58s cpu: %s | cuda: %s", name, rcpu.err.c_str(), rhost.err.c_str());
+        return;
+    }
+    std::vector<float> noisy = rgb_all(F, in, col, c.W, c.H), ocpu_rgb = rgb_all(F, rcpu.out, col, c.W, c.H),
+                       ohost = rgb_all(F, rhost.out, col, c.W, c.H);
+    const double pn = psnr(noisy, clean), pc = psnr(ocpu_rgb, clean), pg = psnr(ohost, clean), pgc = psnr(ohost, ocpu_rgb);
+    size_t nd = 0;
+    const double md = max_sample_diff(F, rhost.out, rcpu.out, c.W, c.H, &nd);
+    const size_t other = other_bits_changed(F, rhost.out, in, c.W, c.H);
+    result(std::fabs(pg - pc) <= 0.05 && pgc >= 40.0 && other == 0,
+           "%-58s HOST: PSNR noisy %.2f cpu %.3f cuda %.3f dB (|diff| %.4f <= 0.05), cuda vs cpu %.1f dB (>= 40), "
+           "max %.3g, other bits changed %zu",
+           name, pn, pc, pg, std::fabs(pg - pc), pgc, md, other);
+    {  // the output written over the input frame itself
+        ApiOpts oi = o;
+        oi.pull_into_input = true;
+        ApiRun ri = run_api(weights, F, col, in, c.W, c.H, oi);
+        size_t n2 = 0;
+        const double m2 = ri.rc ? INFINITY : max_sample_diff(F, ri.out, rhost.out, c.W, c.H, &n2);
+        result(!ri.rc && m2 <= 1.0 && n2 <= (size_t)c.N * c.W * c.H / 1000,
+               "%-58s HOST, output over the input frame == separate output (max %.3g, %zu differ)%s%s", name, m2, n2,
+               ri.rc ? ": " : "", ri.err.c_str());
+    }
+    if (!cuda_memory) return;
+    OwnContext own;
+    if (!own.ok) {
+        result(false, "%-58s CUDA memory: no CUDA driver context (cuCtxCreate through libcuda.so.1)", name);
+        return;
+    }
+    ApiOpts od = o;
+    od.memory = DENOISE_MEMORY_CUDA;
+    ApiRun rdev = run_api(weights, F, col, in, c.W, c.H, od);
+    if (rdev.rc) {
+        result(false, "%-58s CUDA memory: %s", name, rdev.err.c_str());
+        return;
+    }
+    size_t n3 = 0;
+    const double m3 = max_sample_diff(F, rdev.out, rhost.out, c.W, c.H, &n3);
+    const size_t other3 = other_bits_changed(F, rdev.out, in, c.W, c.H);
+    result(m3 <= 1.0 && n3 <= (size_t)c.N * c.W * c.H / 1000 && other3 == 0,
+           "%-58s CUDA memory (own context, own stream) vs HOST: max %.3g, %zu samples differ, other bits changed %zu",
+           name, m3, n3, other3);
 }
 
-void sample_check(const std::string &weights, const std::string &raw, int Wd, int H, int N, const std::string &name) {
-    std::ifstream f(raw, std::ios::binary);
-    std::vector<uint16_t> px((size_t)N * H * Wd * 3);
-    if (!f.read((char *)px.data(), px.size() * 2)) {
-        result(false, "sample %s: cannot read %zu bytes from %s", name.c_str(), px.size() * 2, raw.c_str());
+void sample_check(const std::string &weights, const Clip &c) {
+    const Fmt &F = fmt_named("rgb48le");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_FULL, 0, 0);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true), cl = clip_frames(F, col, c, false);
+    ApiOpts ocpu, og;
+    ocpu.backend = DENOISE_BACKEND_CPU;
+    ApiRun rc = run_api(weights, F, col, in, c.W, c.H, ocpu), rg = run_api(weights, F, col, in, c.W, c.H, og);
+    if (rc.rc || rg.rc) {
+        result(false, "sample %s: cpu: %s cuda: %s", c.name.c_str(), rc.err.c_str(), rg.err.c_str());
         return;
     }
-    // rgb48le packed -> planes in [0,1]; AWGN sigma 20 (8-bit code values), fixed seed.
-    const size_t ps = (size_t)H * Wd, fs = 3 * ps;
-    std::vector<float> clean((size_t)N * fs), noisy((size_t)N * fs);
-    std::mt19937 g(1234);
-    std::normal_distribution<float> nd(0.f, 20.f / 255.f);
-    for (int t = 0; t < N; ++t)
-        for (size_t p = 0; p < ps; ++p)
-            for (int c = 0; c < 3; ++c) {
-                const float v = px[((size_t)t * ps + p) * 3 + c] / 65535.f;
-                clean[t * fs + c * ps + p] = v;
-                noisy[t * fs + c * ps + p] = v + nd(g);
-            }
-    std::string e1, e2;
-    auto cpu_out = run_api(weights, DENOISE_BACKEND_CPU, noisy, N, H, Wd, 20.f, &e1);
-    auto gpu_out = run_api(weights, DENOISE_BACKEND_CUDA, noisy, N, H, Wd, 20.f, &e2);
-    if (cpu_out.empty() || gpu_out.empty()) {
-        result(false, "sample %s: %s %s", name.c_str(), e1.c_str(), e2.c_str());
+    std::vector<float> clean = rgb_all(F, cl, col, c.W, c.H), noisy = rgb_all(F, in, col, c.W, c.H),
+                       oc = rgb_all(F, rc.out, col, c.W, c.H), og2 = rgb_all(F, rg.out, col, c.W, c.H);
+    const double pn = psnr(noisy, clean), pc = psnr(oc, clean), pg = psnr(og2, clean);
+    result(std::fabs(pg - pc) <= 0.05, "sample %-26s %dx%d N=%d rgb48le PSNR noisy %.3f cpu %.3f cuda %.3f dB |diff| %.4f (<= 0.05)",
+           c.name.c_str(), c.W, c.H, c.N, pn, pc, pg, std::fabs(pg - pc));
+}
+
+// ==========================================================================================
+// 5. tiles, memory caps, errors, two engines
+
+// A crop around a tile corner: whole frame | tiled | |difference| x 64, as a binary PPM.
+void write_crop(const std::string &path, const std::vector<float> &a, const std::vector<float> &b, int W, int H, int cx,
+                int cy, int size) {
+    const int x0 = std::max(0, cx - size / 2), y0 = std::max(0, cy - size / 2);
+    const int w = std::min(size, W - x0), h = std::min(size, H - y0);
+    FILE *f = std::fopen(path.c_str(), "wb");
+    if (!f) return;
+    std::fprintf(f, "P6\n%d %d\n255\n", 3 * w + 8, h);
+    const size_t ps = (size_t)W * H;
+    for (int y = 0; y < h; ++y) {
+        std::vector<uint8_t> row;
+        for (int part = 0; part < 3; ++part) {
+            for (int x = 0; x < w; ++x)
+                for (int k = 0; k < 3; ++k) {
+                    const size_t i = k * ps + (size_t)(y0 + y) * W + x0 + x;
+                    const float v = part == 0 ? a[i] : part == 1 ? b[i] : std::fabs(a[i] - b[i]) * 64.f;
+                    row.push_back((uint8_t)std::lround(255.f * std::min(1.f, std::max(0.f, v))));
+                }
+            if (part < 2)
+                for (int k = 0; k < 4 * 3; ++k) row.push_back(255);
+        }
+        std::fwrite(row.data(), 1, row.size(), f);
+    }
+    std::fclose(f);
+}
+
+void tile_check(const std::string &weights, const Clip &c, int tile, const char *fname) {
+    const Fmt &F = fmt_named(fname);
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    ApiOpts ow, ot;
+    ot.tile = tile;
+    ApiRun rw = run_api(weights, F, col, in, c.W, c.H, ow), rt = run_api(weights, F, col, in, c.W, c.H, ot);
+    char name[128];
+    std::snprintf(name, sizeof name, "tiles %s %s %dx%d tile %d", c.name.c_str(), fname, c.W, c.H, tile);
+    if (rw.rc || rt.rc) {
+        result(false, "%-48s whole: %s | tiled: %s", name, rw.err.c_str(), rt.err.c_str());
         return;
     }
-    const double pn = psnr(noisy, clean), pc = psnr(cpu_out, clean), pg = psnr(gpu_out, clean);
-    auto d = denoise_test::compare(gpu_out.data(), cpu_out.data(), (int64_t)cpu_out.size());
-    const bool ok = std::fabs(pg - pc) <= 0.05;
-    result(ok, "sample %-26s %dx%d N=%d PSNR noisy %.3f cpu %.3f cuda %.3f dB |diff| %.4f (<= 0.05); max_abs %.2e",
-           name.c_str(), Wd, H, N, pn, pc, pg, std::fabs(pg - pc), d.max_abs);
+    std::vector<float> a = rgb_all(F, rw.out, col, c.W, c.H), b = rgb_all(F, rt.out, col, c.W, c.H);
+    const double p = psnr(b, a);
+    // max |difference| (8-bit code values) within 4 px of a seam, and elsewhere
+    double seam = 0, rest = 0;
+    const size_t ps = (size_t)c.W * c.H;
+    for (int t = 0; t < c.N; ++t)
+        for (int k = 0; k < 3; ++k)
+            for (int y = 0; y < c.H; ++y)
+                for (int x = 0; x < c.W; ++x) {
+                    const size_t i = ((size_t)t * 3 + k) * ps + (size_t)y * c.W + x;
+                    const double d = std::fabs(a[i] - b[i]) * 255.0;
+                    const bool near = (x % tile < 4 || x % tile >= tile - 4 || y % tile < 4 || y % tile >= tile - 4);
+                    (near ? seam : rest) = std::max(near ? seam : rest, d);
+                }
+    result(p >= 50.0, "%-48s PSNR tiled vs whole %.2f dB (>= 50), max |diff| at the seams (+-4 px) %.3f, elsewhere "
+                      "%.3f (8-bit code values); GPU memory peak whole %.0f MiB, tiled %.0f MiB",
+           name, p, seam, rest, rw.peak / 1048576.0, rt.peak / 1048576.0);
+    if (!g_out.empty()) {
+        const int fs = (int)(3 * ps);
+        std::vector<float> fa(a.begin() + (c.N / 2) * fs, a.begin() + (c.N / 2 + 1) * fs),
+            fb(b.begin() + (c.N / 2) * fs, b.begin() + (c.N / 2 + 1) * fs);
+        const std::string path = g_out + "/tile_crop_" + c.name + ".ppm";
+        write_crop(path, fa, fb, c.W, c.H, tile, tile, 128);
+        std::printf("     crop (whole | tiled | |diff| x 64) around the tile corner (%d, %d): %s\n", tile, tile, path.c_str());
+    }
+}
+
+void memory_checks(const std::string &weights, const Clip &c) {
+    const Fmt &F = fmt_named("yuv420p");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    ApiOpts ow;
+    ApiRun rw = run_api(weights, F, col, in, c.W, c.H, ow);
+    if (rw.rc) {
+        result(false, "memory caps: the uncapped run failed: %s", rw.err.c_str());
+        return;
+    }
+    std::vector<float> a = rgb_all(F, rw.out, col, c.W, c.H);
+    {  // a cap of 60% of the whole-frame run's peak forces tiles
+        ApiOpts oc;
+        oc.gpu_memory = rw.peak * 6 / 10;
+        ApiRun r = run_api(weights, F, col, in, c.W, c.H, oc);
+        const double p = r.rc ? 0 : psnr(rgb_all(F, r.out, col, c.W, c.H), a);
+        result(!r.rc && r.peak <= oc.gpu_memory && p >= 50.0,
+               "memory cap %.0f MiB (60%% of the whole-frame peak %.0f MiB) %s: peak %.0f MiB (<= cap), PSNR vs whole "
+               "%.2f dB (>= 50)%s%s",
+               oc.gpu_memory / 1048576.0, rw.peak / 1048576.0, c.name.c_str(), r.peak / 1048576.0, p, r.rc ? ": " : "",
+               r.err.c_str());
+    }
+    {  // a cap too small for anything: a clean ENOMEM at open, with a message
+        ApiOpts oc;
+        oc.gpu_memory = (int64_t)1 << 20;
+        ApiRun r = run_api(weights, F, col, in, c.W, c.H, oc);
+        result(r.rc == DENOISE_ENOMEM && r.err.find("cap") != std::string::npos,
+               "memory cap 1 MiB: rc %d (ENOMEM %d) \"%s\"", r.rc, DENOISE_ENOMEM, r.err.c_str());
+    }
+    {  // the device nearly full: cudaMalloc fails under a generous cap, the backend falls back
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        const size_t keep = (size_t)(rw.peak * 6 / 10);
+        void *hog = nullptr;
+        const size_t want = fr > keep + ((size_t)256 << 20) ? fr - keep - ((size_t)64 << 20) : 0;
+        if (!want || cudaMalloc(&hog, want) != cudaSuccess) {
+            cudaGetLastError();
+            result(false, "device nearly full: could not take %.0f MiB of %.0f MiB free for the test", want / 1048576.0,
+                   fr / 1048576.0);
+        } else {
+            ApiOpts oc;
+            oc.gpu_memory = (int64_t)64 << 30;
+            ApiRun r = run_api(weights, F, col, in, c.W, c.H, oc);
+            cudaFree(hog);
+            const double p = r.rc ? 0 : psnr(rgb_all(F, r.out, col, c.W, c.H), a);
+            result(!r.rc && p >= 50.0,
+                   "device nearly full (%.0f MiB left free, cap 64 GiB): cudaMalloc fails, tiles take over: peak %.0f "
+                   "MiB, PSNR vs whole %.2f dB (>= 50)%s%s",
+                   (fr - want) / 1048576.0, r.peak / 1048576.0, p, r.rc ? ": " : "", r.err.c_str());
+        }
+    }
+}
+
+void error_checks(const std::string &weights) {
+    const Fmt &F = fmt_named("nv12");
+    const int W = 64, H = 64;
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    DenoiseParams p;
+    denoise_params_defaults(&p);
+    p.model_path = weights.c_str();
+    p.backend = DENOISE_BACKEND_CUDA;
+    p.width = W;
+    p.height = H;
+    p.format = F.f;
+    HostFrame fr = new_frame(F, W, H);
+    {  // invalid arguments: a NULL plane, a row shorter than the frame
+        DenoiseEngine *e = denoise_alloc();
+        int rc = denoise_open(e, &p);
+        DenoiseImage im = fr.image(col);
+        im.data[1] = nullptr;
+        int r1 = rc ? rc : denoise_push(e, &im);
+        std::string m1 = denoise_last_error(e);
+        im = fr.image(col);
+        im.linesize[0] = W - 1;
+        int r2 = rc ? rc : denoise_push(e, &im);
+        std::string m2 = denoise_last_error(e);
+        result(r1 == DENOISE_EINVAL && r2 == DENOISE_EINVAL && !m1.empty() && !m2.empty(),
+               "invalid arguments -> EINVAL: NULL plane (%d \"%s\"), short linesize (%d \"%s\")", r1, m1.c_str(), r2,
+               m2.c_str());
+        denoise_free(&e);
+    }
+    OwnContext a;
+    if (!a.ok) {
+        result(false, "invalid stream: no CUDA driver context (cuCtxCreate through libcuda.so.1)");
+        return;
+    }
+    {  // a stream of another context: the runtime's error comes back as EDEVICE with its name
+        cudaStream_t other = nullptr;
+        void *b = nullptr;
+        int dev = 0;
+        driver().device_get(&dev, 0);
+        bool made = driver().ctx_create(&b, 0, dev) == 0;  // b current
+        if (made) {
+            cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+            void *q = nullptr;
+            driver().ctx_pop(&q);  // a current again
+        }
+        DenoiseEngine *e = denoise_alloc();
+        DenoiseParams pd = p;
+        pd.memory = DENOISE_MEMORY_CUDA;
+        pd.cuda_stream = other;
+        int rc = denoise_open(e, &pd);
+        std::vector<void *> planes(4, nullptr);
+        for (int i = 0; i < F.nb_planes; ++i) cudaMalloc(&planes[i], fr.plane[i].size());
+        DenoiseImage im = fr.image(col);
+        for (int i = 0; i < 4; ++i) im.data[i] = (uint8_t *)planes[i];
+        int r = rc ? rc : denoise_push(e, &im);
+        const std::string m = denoise_last_error(e);
+        result(made && r == DENOISE_EDEVICE && m.find("cuda") != std::string::npos,
+               "stream of another context -> EDEVICE: rc %d \"%s\"", r, m.c_str());
+        denoise_free(&e);
+        for (void *q : planes) cudaFree(q);
+        if (made) {
+            driver().ctx_push(b);
+            cudaStreamDestroy(other);
+            void *q = nullptr;
+            driver().ctx_pop(&q);
+            driver().ctx_destroy(b);
+        }
+    }
+}
+
+void two_engines_check(const std::string &weights, const Clip &c) {
+    const Fmt &F = fmt_named("yuv420p");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    ApiOpts o;
+    ApiRun ref = run_api(weights, F, col, in, c.W, c.H, o);
+    ApiRun r[2];
+    std::thread t0([&] { r[0] = run_api(weights, F, col, in, c.W, c.H, o); });
+    std::thread t1([&] { r[1] = run_api(weights, F, col, in, c.W, c.H, o); });
+    t0.join();
+    t1.join();
+    size_t n0 = 0, n1 = 0;
+    const double m0 = r[0].rc || ref.rc ? INFINITY : max_sample_diff(F, r[0].out, ref.out, c.W, c.H, &n0);
+    const double m1 = r[1].rc || ref.rc ? INFINITY : max_sample_diff(F, r[1].out, ref.out, c.W, c.H, &n1);
+    result(m0 <= 1.0 && m1 <= 1.0, "two engines at once (two threads, one GPU) %s: vs one engine max %.3g / %.3g code "
+                                   "values (%zu / %zu samples differ)%s%s %s",
+           c.name.c_str(), m0, m1, n0, n1, r[0].err.c_str(), r[1].err.c_str(), ref.err.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-    bool ops_only = false;
+    bool quick = false;
     std::string weights;
     struct Sample { std::string raw, name; int w, h, n; };
     std::vector<Sample> samples;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--ops-only") ops_only = true;
+        if (a == "--quick" || a == "--ops-only") quick = true;
         else if (a == "--weights" && i + 1 < argc) weights = argv[++i];
+        else if (a == "--out" && i + 1 < argc) g_out = argv[++i];
         else if (a == "--sample" && i + 5 < argc) {
             samples.push_back({argv[i + 1], argv[i + 5], std::atoi(argv[i + 2]), std::atoi(argv[i + 3]),
                                std::atoi(argv[i + 4])});
             i += 5;
         } else {
-            std::fprintf(stderr, "usage: gpu_check [--ops-only] [--weights FILE] [--sample RAW W H N NAME]...\n");
+            std::fprintf(stderr, "usage: gpu_check [--quick] [--weights FILE] [--sample RAW W H N NAME]... [--out DIR]\n");
             return 2;
         }
     }
@@ -592,38 +1512,81 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
-    std::printf("device 0: %s, compute capability %d.%d, %.1f GiB\n", prop.name, prop.major, prop.minor,
-                prop.totalGlobalMem / 1073741824.0);
+    std::printf("%s, %.1f GiB\n", why.c_str(), prop.totalGlobalMem / 1073741824.0);
     cuda::Ctx ctx;
-    if (cuda::ctx_create(ctx, 0)) {
+    if (cuda::ctx_create(ctx, 0, true)) {
         std::printf("context: %s\n0 passed, 1 failed\n", ctx.err.c_str());
         return 1;
     }
     ops_checks(ctx);
-    if (!ops_only) {
-        StFile wf;
-        ModelConfig cfg;
-        cpu::UNetWeights W;
-        std::string err;
-        if (load_safetensors(data_dir() + "/golden_weights.safetensors", &wf, &err) &&
-            parse_model_config(wf.metadata["config"], &cfg, &err) && cpu::bind_weights(wf, cfg, &W, &err)) {
-            network_check(ctx, W, "golden-weights", 64, 96);
-            network_check(ctx, W, "golden-weights", 32, 32);
-        } else {
-            result(false, "golden weights: %s", err.c_str());
+    conversion_checks(ctx);
+    const std::string golden_w = data_dir() + "/golden_weights.safetensors";
+    Model gm;
+    std::string err;
+    const bool have_gm = load_model(golden_w, &gm, &err);
+    if (!have_gm) result(false, "golden weights: %s", err.c_str());
+    // a small clip for the API checks: the first sample if given (not with --quick), else random
+    // smooth frames (--quick: 4 frames of 64x64, few launches for compute-sanitizer)
+    Clip small;
+    if (!quick && !samples.empty() &&
+        load_clip(samples[0].raw, samples[0].w, samples[0].h, std::min(6, samples[0].n), samples[0].name, 20.f, 1,
+                  &small)) {
+    } else {
+        small.W = quick ? 64 : 96;
+        small.H = 64;
+        small.N = quick ? 4 : 6;
+        small.name = "random";
+        small.clean = rnd((size_t)small.N * 3 * small.W * small.H, 0.2f, 0.8f);
+        small.noisy = small.clean;
+        for (float &v : small.noisy) v += rnd(1, -0.08f, 0.08f)[0];
+    }
+    const std::string api_w = weights.empty() ? golden_w : weights;
+    if (quick) {
+        api_format_check(api_w, small, "nv12", Amount{1.f, 1.f}, true);
+        Clip q = small;
+        tile_check(api_w, q, 64, "p010le");
+    } else {
+        if (have_gm) {
+            network_check(ctx, gm, "golden-weights", 64, 96, false);
+            network_check(ctx, gm, "golden-weights", 64, 96, true);
+            network_check(ctx, gm, "golden-weights", 32, 32, false);
         }
         if (!weights.empty()) {
-            StFile tf;
-            ModelConfig tc;
-            cpu::UNetWeights TW;
-            if (load_safetensors(weights, &tf, &err) && parse_model_config(tf.metadata["config"], &tc, &err) &&
-                cpu::bind_weights(tf, tc, &TW, &err))
-                network_check(ctx, TW, "trained", 96, 160);
-            else
+            Model tm;
+            if (load_model(weights, &tm, &err)) {
+                network_check(ctx, tm, "trained", 96, 160, false);
+                network_check(ctx, tm, "trained", 96, 160, true);
+            } else {
                 result(false, "trained weights: %s", err.c_str());
+            }
         }
         golden_api_checks();
-        for (const auto &s : samples) sample_check(weights, s.raw, s.w, s.h, s.n, s.name);
+        const Amount one{1.f, 1.f}, part{0.7f, 0.3f};
+        for (const char *f : {"yuv420p", "nv12", "p010le", "p016le", "yuv444p", "yuv444p16le"})
+            api_format_check(api_w, small, f, one, true);
+        for (const char *f : {"rgb24", "gbrp", "gbrpf32le", "yuv422p10le", "gray10le", "bgra"})
+            api_format_check(api_w, small, f, one, false);
+        api_format_check(api_w, small, "nv12", part, true);
+        api_format_check(api_w, small, "gbrp", part, false);
+        for (const auto &s : samples) {
+            Clip c;
+            if (load_clip(s.raw, s.w, s.h, s.n, s.name, 20.f, 1, &c)) sample_check(api_w, c);
+            else result(false, "sample %s: cannot read %s", s.name.c_str(), s.raw.c_str());
+        }
+        // tiles on real content at a larger size (the first sample upsampled 4x), and the sample
+        Clip big;
+        if (!samples.empty() &&
+            load_clip(samples[0].raw, samples[0].w, samples[0].h, 7, samples[0].name + "_x4", 20.f, 4, &big)) {
+            tile_check(api_w, big, 384, "yuv420p");
+            tile_check(api_w, small, 128, "p010le");
+            memory_checks(api_w, big);
+            two_engines_check(api_w, big);
+        } else {
+            tile_check(api_w, small, 64, "yuv420p");
+            memory_checks(api_w, small);
+            two_engines_check(api_w, small);
+        }
+        error_checks(api_w);
     }
     cuda::ctx_destroy(ctx);
     std::printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -4,6 +4,8 @@
 #   - GoogleTest binaries build/tests/*_test (built from tests/*_test.cpp by make): each test
 #     case counts (from GoogleTest's own summary); a binary that crashes or prints no summary
 #     counts as one failure.
+#   - build/tests/gpu_check --quick (built with the CUDA engine): counts once; 77 (no usable GPU)
+#     = skipped;
 #   - shell tests tests/*.sh (except this file and sourced helpers lib.sh, *_lib.sh): each script
 #     counts once; exit 0 = pass, 77 = skipped (automake's convention), anything else = fail.
 #
@@ -47,6 +49,22 @@ for t in "$BUILD"/tests/*_test; do
     fi
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     [ "$f" -eq 0 ] || failures+=("$name")
+done
+
+# GPU checks (built with the CUDA engine): the quick set (ops, frame conversions, a short API run);
+# tools/check_gpu.sh runs everything. Exit 77 = no usable GPU here = skipped.
+for t in "$BUILD"/tests/gpu_check; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    [ -z "$PATTERN" ] || [[ $name == *"$PATTERN"* ]] || continue
+    echo "=== $name --quick"
+    run_timed "$t" --quick
+    rc=$?
+    case $rc in
+        0) passed=$((passed + 1)) ;;
+        77) skipped=$((skipped + 1)); echo "--- $name: skipped (no usable GPU)" ;;
+        *) failed=$((failed + 1)); failures+=("$name"); echo "*** $name failed (exit $rc)" ;;
+    esac
 done
 
 for t in "$ROOT"/tests/*.sh; do

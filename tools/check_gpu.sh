@@ -1,11 +1,19 @@
 #!/bin/bash
 # tools/check_gpu.sh (make check-gpu): the CUDA engine against the CPU engine on a GPU machine.
-#   1. build/tests/gpu_check: every CUDA op vs its CPU op, the whole network (random clip, golden
-#      weights; trained weights), the golden sequences through the API, the trained weights on
-#      samples/*.mkv (decoded to rgb48le by build/bin/ffmpeg) with PSNR within 0.05 dB of the CPU's;
-#   2. compute-sanitizer --tool memcheck on the op checks (small shapes).
-# Prints gpu_check's lines and a final "N passed, N failed" (memcheck counts as one check).
-# Needs a build configured with --enable-cuda-engine. Exit 0 only when nothing failed.
+#   1. build/tests/gpu_check: ops, frame conversions (every format family vs the CPU backend),
+#      the network, the public API (CUDA vs CPU backend, memory HOST and CUDA, amounts, the golden
+#      sequences, the sample clips decoded to rgb48le by build/bin/ffmpeg), tiles vs whole frames
+#      (a crop PPM, converted to PNG, in $CHECK_OUT), memory caps and out-of-memory fallback,
+#      invalid arguments and streams, two engines at once;
+#   2. compute-sanitizer --tool memcheck on gpu_check --quick (ops, conversions, a short API run
+#      with tiles);
+#   3. tools/check_cuda_frames.sh: build/bin/ffmpeg on CUDA frames (hwupload_cuda, denoise,
+#      hwdownload) for each sw_format against host frames and the CPU backend, two instances on
+#      one GPU, the alpha refusal, the backend line.
+# Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
+# PASS/FAIL line of check_cuda_frames.sh as one). Exit 0 only when nothing failed; 77 when there is no usable GPU.
+# Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default $OUT
+# when set, else a temporary folder).
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
@@ -14,18 +22,24 @@ WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
 export DENOISE_TEST_DATA=${DENOISE_TEST_DATA:-$ROOT/tests/data}
 cd "$ROOT" || exit 1
 if [ ! -x "$CHECK" ]; then
-    echo "check_gpu: $CHECK missing: configure with --enable-cuda-engine and build (docs/cuda.md)"
+    echo "check_gpu: $CHECK missing: the CUDA engine is built whenever nvcc is found (./configure && make)"
     echo "0 passed, 1 failed"
     exit 1
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+CHECK_OUT=${CHECK_OUT:-${OUT:-$tmp}}
+mkdir -p "$CHECK_OUT"
+p=0 f=0
+pass() { echo "PASS $*"; p=$((p + 1)); }
+fail() { echo "FAIL $*"; f=$((f + 1)); }
 
-# samples -> raw rgb48le (8 frames each), through the project's FFmpeg
-args=()
 FFMPEG=$BUILD/bin/ffmpeg
-command -v "$FFMPEG" >/dev/null 2>&1 || FFMPEG=$(command -v ffmpeg || true)
-if [ -n "$FFMPEG" ] && [ -f "$WEIGHTS" ]; then
+[ -x "$FFMPEG" ] || FFMPEG=
+
+# samples -> raw rgb48le (8 frames each)
+args=()
+if [ -n "$FFMPEG" ]; then
     for s in "$ROOT"/samples/*.mkv; do
         [ -f "$s" ] || continue
         name=$(basename "$s" .mkv)
@@ -35,40 +49,62 @@ if [ -n "$FFMPEG" ] && [ -f "$WEIGHTS" ]; then
             n=$(( $(stat -c %s "$tmp/$name.raw") / ($(echo $geo | tr ' ' '*') * 6) ))
             args+=(--sample "$tmp/$name.raw" $geo $n "$name")
         else
-            echo "check_gpu: could not decode $s (sample check skipped)"
+            echo "check_gpu: could not decode $s (its sample check is left out)"
         fi
     done
 else
-    echo "check_gpu: no ffmpeg or no $WEIGHTS: sample checks skipped"
+    echo "check_gpu: no $BUILD/bin/ffmpeg: sample checks left out"
 fi
 [ -f "$WEIGHTS" ] && args=(--weights "$WEIGHTS" "${args[@]}")
 
-"$CHECK" "${args[@]}" 2>&1 | tee "$tmp/log"
+echo "=== gpu_check"
+"$CHECK" "${args[@]}" --out "$CHECK_OUT" 2>&1 | tee "$tmp/log"
 rc=${PIPESTATUS[0]}
 [ $rc -eq 77 ] && exit 77
-p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/log" | tail -n 1)
-f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/log" | tail -n 1)
-p=${p:-0}
-f=${f:-1}
-[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+gp=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/log" | tail -n 1)
+gf=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/log" | tail -n 1)
+p=$((p + ${gp:-0}))
+if [ -z "$gf" ]; then f=$((f + 1)); echo "FAIL gpu_check exited $rc without a summary"; else f=$((f + gf)); fi
+[ $rc -ne 0 ] && [ "${gf:-1}" = 0 ] && fail "gpu_check exited $rc"
+if [ -n "$FFMPEG" ]; then
+    for ppm in "$CHECK_OUT"/tile_crop_*.ppm; do
+        [ -f "$ppm" ] || continue
+        "$FFMPEG" -v error -y -i "$ppm" "${ppm%.ppm}.png" </dev/null && rm -f "$ppm"
+    done
+fi
 
+echo "=== compute-sanitizer --tool memcheck gpu_check --quick"
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
       2>/dev/null | head -n 1 || true)
 if [ -n "$SAN" ]; then
-    echo "=== compute-sanitizer --tool memcheck gpu_check --ops-only"
-    if "$SAN" --tool memcheck --error-exitcode 99 "$CHECK" --ops-only > "$tmp/san" 2>&1; then
-        tail -n 3 "$tmp/san"
-        echo "PASS memcheck (op checks)"
-        p=$((p + 1))
+    timeout 200 "$SAN" --tool memcheck --error-exitcode 99 "$CHECK" --quick > "$tmp/san" 2>&1
+    src=$?
+    if [ $src -eq 124 ]; then
+        grep -v '^PASS' "$tmp/san" | tail -n 10
+        fail "memcheck: gpu_check --quick did not finish within 200 s ($(grep -c '^PASS' "$tmp/san") checks done by then; memcheck errors reported: $(grep -c '^========= Invalid\|^========= Program hit' "$tmp/san"))"
+    elif [ $src -eq 0 ]; then
+        tail -n 2 "$tmp/san"
+        pass "memcheck: gpu_check --quick ($(grep -c '^PASS' "$tmp/san") checks under memcheck, no error)"
     else
-        tail -n 40 "$tmp/san"
-        echo "FAIL memcheck (op checks)"
-        f=$((f + 1))
+        grep -v '^PASS' "$tmp/san" | tail -n 40
+        fail "memcheck: gpu_check --quick"
     fi
 else
-    echo "FAIL memcheck: compute-sanitizer not found"
-    f=$((f + 1))
+    fail "memcheck: compute-sanitizer not found"
+fi
+
+echo "=== ffmpeg: CUDA frames (tools/check_cuda_frames.sh)"
+if [ -z "$FFMPEG" ]; then
+    fail "ffmpeg CUDA frames: no $BUILD/bin/ffmpeg"
+else
+    OUT=$CHECK_OUT sh "$ROOT/tools/check_cuda_frames.sh" > "$tmp/cf" 2>&1
+    crc=$?
+    cat "$tmp/cf"
+    cp=$(grep -c '^PASS' "$tmp/cf") cfl=$(grep -c '^FAIL' "$tmp/cf")
+    p=$((p + cp)) f=$((f + cfl))
+    [ $crc -ne 0 ] && [ $crc -ne 77 ] && [ "$cfl" -eq 0 ] && fail "check_cuda_frames.sh exited $crc"
+    [ $crc -eq 77 ] && echo "SKIP ffmpeg CUDA frames: check_cuda_frames.sh ran nothing (exit 77)"
 fi
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

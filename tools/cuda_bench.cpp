@@ -1,31 +1,46 @@
-// cuda_bench: speed of the CUDA engine (built only with ./configure --enable-cuda-engine; run by
-// tools/bench.sh). For each frame size: the steady-state work of one output frame (convert_in of
-// the newest frame, one U-Net pass, the head, convert_out) timed with CUDA events after warm-up,
-// median of --iters runs; then the same through the public API (denoise_push/pull with the host
-// copies, wall clock). Prints ms/frame, frames/s, peak GPU memory, GFLOP per frame (the formula
-// of weights/model.py gflop_per_frame) and achieved TFLOP/s.
-// Usage: cuda_bench [--weights FILE] [--iters N] [--sizes WxH,WxH,...]
+// cuda_bench: speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
+// For each frame size (yuv420p frames of real-looking content: smooth gradients and noise):
+//  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
+//           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
+//           events after warm-up, median of --iters; the U-Net workspace shaped as the backend's
+//           whole-frame plan (chunks of 2^18 tokens, head bands of 32 MiB);
+//  api-cuda the public API with frames in device memory (memory CUDA, the current context, one
+//           stream): push/pull of --frames frames, wall clock from the first pull to the stream's
+//           end, frames/s, and the engine's peak device memory (denoise_gpu_memory_peak);
+//  api-host the public API with frames in host memory (memory HOST: pinned staging, two frames in
+//           flight), wall clock, frames/s, peak device memory.
+// Each line also gives GFLOP/frame (weights/model.py gflop_per_frame's formula) and TFLOP/s.
+// --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
+// --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
+// yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
+// Usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
+//        cuda_bench --plans [--weights FILE] [--sizes WxH,...]
+// Exit: 0, 1 on an error, 77 without a usable GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "cpu/unet.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/frame_layout.h"
 #include "cuda/network.h"
 #include "cuda/ops.h"
 #include "denoise.h"
-#include "gpu_backend.h"
-#include "model_config.h"
-#include "safetensors.h"
+#include "backend.h"
+#include "model.h"
 
 using namespace denoise;
 
-static double gflop_per_frame(const ModelConfig &c, int H, int W) {
+namespace {
+
+double gflop_per_frame(const ModelConfig &c, int H, int W) {
     const int m = c.pad_multiple;
     H = (H + m - 1) / m * m;
     W = (W + m - 1) / m * m;
@@ -42,164 +57,333 @@ static double gflop_per_frame(const ModelConfig &c, int H, int W) {
     return 2 * macs / 1e9;
 }
 
-#define CK(x)                                                                   \
+DenoisePixelFormat yuv420p() {
+    DenoisePixelFormat f{};
+    f.nb_components = 3;
+    for (int c = 0; c < 3; ++c) f.comp[c] = {c, 0, 1, 0, 8};
+    f.log2_chroma_w = f.log2_chroma_h = 1;
+    f.bytes = 1;
+    return f;
+}
+
+DenoiseColor bt709() {
+    DenoiseColor c{};
+    c.repr.sys = PL_COLOR_SYSTEM_BT_709;
+    c.repr.levels = PL_COLOR_LEVELS_LIMITED;
+    c.chroma_xpos = 0;
+    c.chroma_ypos = 128;
+    return c;
+}
+
+// A yuv420p frame: gradients plus pseudo-random noise, moving with t.
+void fill_frame(std::vector<uint8_t> *planes, int W, int H, int t) {
+    const int cw = (W + 1) / 2, ch = (H + 1) / 2;
+    planes[0].resize((size_t)W * H);
+    planes[1].resize((size_t)cw * ch);
+    planes[2].resize((size_t)cw * ch);
+    uint32_t s = 2463534242u + t;
+    auto rnd = [&]() {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        return (int)(s % 41) - 20;
+    };
+    for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x)
+            planes[0][(size_t)y * W + x] = (uint8_t)std::min(235, std::max(16, 16 + ((x + 3 * t) * 219 / W + y * 50 / H) % 220 + rnd()));
+    for (int p = 1; p < 3; ++p)
+        for (int y = 0; y < ch; ++y)
+            for (int x = 0; x < cw; ++x)
+                planes[p][(size_t)y * cw + x] = (uint8_t)std::min(240, std::max(16, 128 + (p == 1 ? x - cw / 2 : y - ch / 2) * 60 / cw + rnd() / 2));
+}
+
+#define CK(x)                                                                       \
+    do {                                                                            \
+        int rc_ = (x);                                                              \
+        if (rc_) {                                                                  \
+            std::fprintf(stderr, "cuda_bench: %s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
+            return 1;                                                               \
+        }                                                                           \
+    } while (0)
+#define CU(x)                                                                   \
     do {                                                                        \
-        int rc_ = (x);                                                          \
-        if (rc_) {                                                              \
-            std::fprintf(stderr, "%s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
+        cudaError_t e_ = (x);                                                   \
+        if (e_ != cudaSuccess) {                                                \
+            std::fprintf(stderr, "cuda_bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
             return 1;                                                           \
         }                                                                       \
     } while (0)
-#define CU(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
 
-static int bench_size(const cpu::UNetWeights &W, const std::string &wpath, int Wd, int H, int iters) {
-    const ModelConfig &cfg = W.cfg;
-    const int m = cfg.pad_multiple, hp = (H + m - 1) / m * m, wp = (Wd + m - 1) / m * m, h2 = hp / 2, w2 = wp / 2;
+struct Row {
+    std::string what;
+    double ms = 0, fps = 0, gib = 0;
+};
+std::vector<Row> g_rows;
+
+int bench_kernels(const Model &M, int W, int H, int iters) {
+    const ModelConfig &cfg = M.cfg;
+    const int m = cfg.pad_multiple, hp = (H + m - 1) / m * m, wp = (W + m - 1) / m * m, h2 = hp / 2, w2 = wp / 2;
     const int nf = 2 * cfg.fusion_radius + 1, c0 = cfg.channels[0];
-    size_t free0 = 0, total = 0;
-    CU(cudaMemGetInfo(&free0, &total));
+    const DenoisePixelFormat fmt = yuv420p();
+    const cuda::FrameLayout L = cuda::frame_layout(fmt, W, H);
     cuda::Ctx ctx;
-    CK(cuda::ctx_create(ctx, 0));
-    double ms_med = 0, ms_min = 0;
-    size_t peak = 0, wbytes = 0, wsbytes = 0;
+    CK(cuda::ctx_create(ctx, 0, true));
+    cuda::Net net;
+    CK(net.upload(ctx, M));
+    const int band = (int)std::max<int64_t>(1, ((int64_t)32 << 20) / ((int64_t)w2 * 112 * 4) - 2);
+    CK(net.resize(ctx, cuda::NetShape{h2, w2, (int64_t)1 << 18, band}));
+    std::vector<cuda::bf16 *> fr(2 * cfg.temporal_radius() + 1), F(3);
+    uint8_t *nat = nullptr, *out = nullptr;
+    float *change = nullptr, *noise = nullptr;
+    for (auto &p : fr) CK(cuda::dev_alloc(ctx, (void **)&p, (size_t)h2 * w2 * 12 * 2, "frames"));
+    for (auto &p : F) CK(cuda::dev_alloc(ctx, (void **)&p, (size_t)h2 * w2 * c0 * 2, "features"));
+    CK(cuda::dev_alloc(ctx, (void **)&nat, (size_t)L.bytes, "native"));
+    CK(cuda::dev_alloc(ctx, (void **)&out, (size_t)L.bytes, "out"));
+    CK(cuda::dev_alloc(ctx, (void **)&change, (size_t)h2 * w2 * 12 * 4, "change"));
+    CK(cuda::dev_alloc(ctx, (void **)&noise, (size_t)kBlueNoiseSize * kBlueNoiseSize * 4, "noise"));
     {
-        cuda::Net net;
-        CK(net.upload(ctx, W));
-        CK(net.resize(ctx, h2, w2));
-        wbytes = net.weight_bytes();
-        wsbytes = net.workspace_bytes();
-        // what the engine keeps: 7 input frames (window) + 3 feature maps, the staging planes
-        std::vector<void *> bufs;
-        auto get = [&](size_t b) { void *p = nullptr; if (cuda::dev_alloc(ctx, &p, b, "bench")) return (void *)nullptr; bufs.push_back(p); return p; };
-        std::vector<cuda::bf16 *> fr, F;
-        for (int k = 0; k < 2 * cfg.temporal_radius() + 1; ++k) fr.push_back((cuda::bf16 *)get((size_t)h2 * w2 * 12 * 2));
-        for (int k = 0; k < 3; ++k) F.push_back((cuda::bf16 *)get((size_t)h2 * w2 * c0 * 2));
-        float *planes = (float *)get((size_t)3 * H * Wd * 4), *delta = (float *)get((size_t)3 * H * Wd * 4);
-        float *out = (float *)get((size_t)h2 * w2 * 12 * 4);
-        for (void *p : bufs) if (!p) { std::fprintf(stderr, "%s\n", ctx.err.c_str()); return 1; }
-        CU(cudaMemset(planes, 0, (size_t)3 * H * Wd * 4));
-        for (auto *f : fr) CK(cuda::convert_in(ctx, planes, H, Wd, hp, wp, f));
-        cudaEvent_t a, b;
-        CU(cudaEventCreate(&a));
-        CU(cudaEventCreate(&b));
-        auto one = [&](int i) -> int {
-            CK(cuda::convert_in(ctx, planes, H, Wd, hp, wp, fr[i % fr.size()]));
-            CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, F[i % 3]));
-            const cuda::bf16 *Fp[3] = {F[0], F[1], F[2]};
-            CK(net.head(ctx, Fp, fr[3], out));
-            CK(cuda::convert_out(ctx, out, fr[3], h2, w2, H, Wd, delta));
-            return 0;
-        };
-        for (int i = 0; i < 3; ++i) if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
-        CU(cudaStreamSynchronize(ctx.stream));
-        std::vector<float> ms;
-        for (int i = 0; i < iters; ++i) {
-            CU(cudaEventRecord(a, ctx.stream));
-            if (one(i)) return 1;
-            CU(cudaEventRecord(b, ctx.stream));
-            CU(cudaEventSynchronize(b));
-            float t = 0;
-            CU(cudaEventElapsedTime(&t, a, b));
-            ms.push_back(t);
+        std::vector<uint8_t> planes[3], compact((size_t)L.bytes);
+        fill_frame(planes, W, H, 0);
+        DenoiseImage im{};
+        const int cw = (W + 1) / 2;
+        for (int p = 0; p < 3; ++p) {
+            im.data[p] = planes[p].data();
+            im.linesize[p] = p ? cw : W;
         }
-        size_t free1 = 0;
-        CU(cudaMemGetInfo(&free1, &total));
-        peak = free0 - free1;
-        std::sort(ms.begin(), ms.end());
-        ms_med = ms[ms.size() / 2];
-        ms_min = ms[0];
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
-        for (void *p : bufs) cudaFree(p);
+        cuda::copy_to_compact(L, im, compact.data());
+        CU(cudaMemcpy(nat, compact.data(), compact.size(), cudaMemcpyHostToDevice));
+        std::vector<float> nz((size_t)kBlueNoiseSize * kBlueNoiseSize);
+        for (size_t i = 0; i < nz.size(); ++i) nz[i] = (float)((i * 2654435761u) % 1000) / 1000.f;
+        CU(cudaMemcpy(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice));
     }
-    cuda::ctx_destroy(ctx);
-    const double gf = gflop_per_frame(cfg, H, Wd);
-    std::printf("cuda-engine %5dx%-5d kernels: %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f TFLOP/s"
-                "  GPU mem %.0f MiB (weights %.1f MiB, workspace %.0f MiB)\n",
-                Wd, H, ms_med, ms_min, 1000.0 / ms_med, gf, gf / ms_med, peak / 1048576.0, wbytes / 1048576.0,
-                wsbytes / 1048576.0);
+    const FrameColor fc = frame_color(fmt, bt709());
+    const cuda::DevFrame src = cuda::compact_frame(L, nat), dst = cuda::compact_frame(L, out);
+    for (auto *f : fr) CK(cuda::frame_in(ctx, src, fmt, fc, W, H, 0, 0, hp, wp, f));
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    auto one = [&](int i) -> int {
+        CK(cuda::frame_in(ctx, src, fmt, fc, W, H, 0, 0, hp, wp, fr[i % fr.size()]));
+        CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, h2, w2, F[i % 3]));
+        const cuda::bf16 *Fp[3] = {F[0], F[1], F[2]};
+        CK(net.head(ctx, Fp, fr[3], h2, w2, change, true));
+        CK(cuda::frame_out(ctx, change, 0, 0, hp, wp, src, dst, fmt, fc, W, H, 0, H, 0, W, Amount(), noise));
+        return 0;
+    };
+    for (int i = 0; i < 3; ++i)
+        if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
+    CU(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> ms;
+    for (int i = 0; i < iters; ++i) {
+        CU(cudaEventRecord(a, ctx.stream));
+        if (one(i)) return 1;
+        CU(cudaEventRecord(b, ctx.stream));
+        CU(cudaEventSynchronize(b));
+        float t = 0;
+        CU(cudaEventElapsedTime(&t, a, b));
+        ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2], gf = gflop_per_frame(cfg, H, W);
+    std::printf("cuda-bench %5dx%-5d kernels  %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
+                "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB)\n",
+                W, H, med, ms[0], 1000.0 / med, gf, gf / med, ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
+                net.workspace_bytes() / 1048576.0);
     std::fflush(stdout);
-
-    // Through the API: push/pull with host copies, wall clock per frame in steady state.
-    DenoiseEngine *e = denoise_alloc();
-    DenoiseParams p{wpath.c_str(), DENOISE_BACKEND_CUDA, 0, 20.f, Wd, H, 0};
-    if (denoise_open(e, &p)) {
-        std::fprintf(stderr, "api: %s\n", denoise_last_error(e));
-        denoise_free(&e);
-        return 1;
-    }
-    std::vector<float> v((size_t)3 * H * Wd, 0.5f), d((size_t)3 * H * Wd);
-    const float *pl[3] = {&v[0], &v[(size_t)H * Wd], &v[(size_t)2 * H * Wd]};
-    float *dp[3] = {&d[0], &d[(size_t)H * Wd], &d[(size_t)2 * H * Wd]};
-    const int warm = 8, n = std::max(8, iters / 2);
-    std::chrono::steady_clock::time_point t0;
-    int pulled = 0;
-    for (int f = 0; f < warm + n + 3; ++f) {
-        if (denoise_push(e, pl, Wd)) { std::fprintf(stderr, "api push: %s\n", denoise_last_error(e)); break; }
-        int rc;
-        while ((rc = denoise_pull(e, dp, Wd)) == 0)
-            if (++pulled == warm) t0 = std::chrono::steady_clock::now();
-        if (rc != DENOISE_EAGAIN) { std::fprintf(stderr, "api pull: %s\n", denoise_last_error(e)); break; }
-    }
-    const double api_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                          std::max(1, pulled - warm);
-    std::printf("cuda-engine %5dx%-5d api:     %8.3f ms/frame  %8.2f frames/s (push+pull, host copies, %d frames)\n", Wd,
-                H, api_ms, 1000.0 / api_ms, pulled - warm);
-    denoise_free(&e);
+    g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + " kernels", med, 1000.0 / med, ctx.peak / 1073741824.0});
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    net.destroy(ctx);
+    cuda::ctx_destroy(ctx);
     return 0;
 }
 
+// The public API on `frames` yuv420p frames; memory CUDA uses the primary context and a stream.
+int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory mem, int64_t cap) {
+    const DenoisePixelFormat fmt = yuv420p();
+    const int cw = (W + 1) / 2, ch = (H + 1) / 2;
+    const bool dev = mem == DENOISE_MEMORY_CUDA;
+    cudaStream_t st = nullptr;
+    if (dev) CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    DenoiseEngine *e = denoise_alloc();
+    DenoiseParams p;
+    denoise_params_defaults(&p);
+    p.model_path = wpath.c_str();
+    p.backend = DENOISE_BACKEND_CUDA;
+    p.sigma = 20.f;
+    p.width = W;
+    p.height = H;
+    p.format = fmt;
+    p.memory = mem;
+    p.cuda_stream = st;
+    p.gpu_memory = cap;
+    if (denoise_open(e, &p)) {
+        std::fprintf(stderr, "cuda_bench: open: %s\n", denoise_last_error(e));
+        denoise_free(&e);
+        return 1;
+    }
+    // 8 distinct input frames, cycled; outputs into 2 frames
+    const int K = 8;
+    std::vector<uint8_t> hp[K][3], ho[2][3];
+    std::vector<void *> dptr;
+    DenoiseImage in[K], out[2];
+    for (int k = 0; k < K + 2; ++k) {
+        DenoiseImage &im = k < K ? in[k] : out[k - K];
+        std::vector<uint8_t> *pl = k < K ? hp[k] : ho[k - K];
+        fill_frame(pl, W, H, k);
+        im = DenoiseImage{};
+        im.color = bt709();
+        for (int q = 0; q < 3; ++q) {
+            im.linesize[q] = q ? cw : W;
+            if (dev) {
+                void *d = nullptr;
+                CU(cudaMalloc(&d, pl[q].size()));
+                CU(cudaMemcpy(d, pl[q].data(), pl[q].size(), cudaMemcpyHostToDevice));
+                dptr.push_back(d);
+                im.data[q] = (uint8_t *)d;
+            } else {
+                im.data[q] = pl[q].data();
+            }
+        }
+    }
+    (void)ch;
+    const int warm = cap ? 2 : 6, lat = denoise_latency(e);
+    int pulled = 0, rc = 0;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    for (int f = 0; f < frames + warm + lat && !rc; ++f) {
+        if ((rc = denoise_push(e, &in[f % K]))) break;
+        int q;
+        while ((q = denoise_pull(e, &out[pulled & 1])) == 0)
+            if (++pulled == warm) {
+                if (dev) cudaStreamSynchronize(st);
+                t0 = std::chrono::steady_clock::now();
+            }
+        if (q != DENOISE_EAGAIN) rc = q;
+    }
+    if (dev) cudaStreamSynchronize(st);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int n = pulled - warm;
+    const int64_t peak = denoise_gpu_memory_peak(e);
+    if (rc) std::fprintf(stderr, "cuda_bench: api: rc %d: %s\n", rc, denoise_last_error(e));
+    denoise_free(&e);
+    for (void *d : dptr) cudaFree(d);
+    if (st) cudaStreamDestroy(st);
+    if (rc || n <= 0) return 1;
+    const double ms = 1000.0 * sec / n;
+    char label[96];
+    std::snprintf(label, sizeof label, "%dx%d api-%s%s", W, H, dev ? "cuda" : "host",
+                  cap ? (" cap " + std::to_string(cap >> 20) + " MiB").c_str() : "");
+    std::printf("cuda-bench %-32s %8.3f ms/frame  %8.2f frames/s  engine GPU memory peak %.0f MiB (%d frames, wall "
+                "clock)\n",
+                label, ms, 1000.0 / ms, peak / 1048576.0, n);
+    std::fflush(stdout);
+    g_rows.push_back({label, ms, 1000.0 / ms, peak / 1073741824.0});
+    return 0;
+}
+
+// The backend's memory plan (no GPU needed: planning is arithmetic).
+void print_plans(const Model &M, int W, int H) {
+    DenoisePixelFormat p010 = yuv420p();
+    p010.bytes = 2;
+    for (int c = 0; c < 3; ++c) p010.comp[c] = {c ? 1 : 0, c == 2 ? 2 : 0, c ? 4 : 2, 6, 10};
+    const int m = M.cfg.pad_multiple;
+    for (int f = 0; f < 2; ++f)
+        for (DenoiseMemory mem : {DENOISE_MEMORY_HOST, DENOISE_MEMORY_CUDA})
+            for (int64_t cap : {(int64_t)DENOISE_GPU_MEMORY_DEFAULT, (int64_t)2048 << 20}) {
+                StreamSpec s;
+                s.width = W;
+                s.height = H;
+                s.hp = (H + m - 1) / m * m;
+                s.wp = (W + m - 1) / m * m;
+                s.format = f ? p010 : yuv420p();
+                s.cw = (W + 1) / 2;
+                s.ch = (H + 1) / 2;
+                s.memory = mem;
+                s.gpu_memory = cap;
+                std::string err;
+                int code = 0;
+                std::unique_ptr<Backend> b = cuda_backend_new(M, s, &err, &code);
+                CudaPlanInfo info;
+                std::printf("plan %5dx%-5d %-8s %-4s cap %5lld MiB: %s\n", W, H, f ? "p010le" : "yuv420p",
+                            mem == DENOISE_MEMORY_HOST ? "host" : "cuda", (long long)(cap >> 20),
+                            b && cuda_backend_plan(*b, &info) ? info.text.c_str() : err.c_str());
+            }
+}
+
+}  // namespace
+
 int main(int argc, char **argv) {
     std::string wpath = "weights/denoise-v1.safetensors";
-    int iters = 30;
+    int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
+    std::map<std::string, int64_t> caps;
+    bool plans = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
+        if (a == "--plans") plans = true;
+        else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
+        else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
         else if (a == "--sizes" && i + 1 < argc) sizes = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: cuda_bench [--weights FILE] [--iters N] [--sizes WxH,...]\n");
+        else if (a == "--cap" && i + 1 < argc) {
+            std::string v = argv[++i];
+            const size_t e = v.find('=');
+            if (e == std::string::npos) {
+                std::fprintf(stderr, "cuda_bench: --cap WxH=MIB\n");
+                return 2;
+            }
+            caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
+        } else {
+            std::fprintf(stderr, "usage: cuda_bench [--plans] [--weights FILE] [--iters N] [--frames N] "
+                                 "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
+    }
+    std::vector<std::pair<int, int>> dims;
+    for (size_t pos = 0; pos < sizes.size();) {
+        size_t q = sizes.find(',', pos);
+        std::string s = sizes.substr(pos, q == std::string::npos ? std::string::npos : q - pos);
+        pos = q == std::string::npos ? sizes.size() : q + 1;
+        int w = 0, h = 0;
+        if (std::sscanf(s.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1) {
+            std::fprintf(stderr, "cuda_bench: bad size %s\n", s.c_str());
+            return 2;
+        }
+        dims.push_back({w, h});
+    }
+    if (plans) {
+        Model M;
+        std::string err;
+        if (!load_model(wpath, &M, &err)) {
+            std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+            return 1;
+        }
+        for (auto &d : dims) print_plans(M, d.first, d.second);
+        return 0;
     }
     std::string why;
     if (cuda_probe(0, &why)) {
         std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
         return 77;
     }
-    cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, 0);
-    std::printf("device 0: %s (cc %d.%d), weights %s, median of %d\n", prop.name, prop.major, prop.minor,
-                wpath.c_str(), iters);
-    StFile f;
-    ModelConfig cfg;
-    cpu::UNetWeights W;
+    std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6 (capped: 4 after 2)\n",
+                why.c_str(), wpath.c_str(), iters, frames);
+    Model M;
     std::string err;
-    if (!load_safetensors(wpath, &f, &err) || !parse_model_config(f.metadata["config"], &cfg, &err) ||
-        !cpu::bind_weights(f, cfg, &W, &err)) {
+    if (!load_model(wpath, &M, &err)) {
         std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
         return 1;
     }
     int rc = 0;
-    size_t pos = 0;
-    while (pos < sizes.size()) {
-        size_t q = sizes.find(',', pos);
-        std::string s = sizes.substr(pos, q == std::string::npos ? std::string::npos : q - pos);
-        pos = q == std::string::npos ? sizes.size() : q + 1;
-        int w = 0, h = 0;
-        if (std::sscanf(s.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1) {
-            std::fprintf(stderr, "bad size %s\n", s.c_str());
-            return 2;
-        }
-        rc |= bench_size(W, wpath, w, h, iters);
+    for (auto &d : dims) {
+        const int w = d.first, h = d.second;
+        auto cap = caps.find(std::to_string(w) + "x" + std::to_string(h));
+        const int64_t c = cap == caps.end() ? 0 : cap->second;
+        if (!c) rc |= bench_kernels(M, w, h, iters);
+        rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_CUDA, c);
+        rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_HOST, c);
     }
+    std::printf("\ncuda-bench summary\n%-36s %10s %10s %12s\n", "measure", "ms/frame", "frames/s", "GPU GiB");
+    for (const Row &r : g_rows) std::printf("%-36s %10.3f %10.2f %12.2f\n", r.what.c_str(), r.ms, r.fps, r.gib);
     return rc;
 }

@@ -73,10 +73,6 @@ void window_gather(const float *map, int H, int W, int C, int ws, int shift, flo
 void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0, int win1,
                         float *map);
 
-// relative position bias table (15*15, heads) -> (heads, N, N), N = ws*ws, index
-// (dy + ws-1) * (2ws-1) + (dx + ws-1) with dy = y_q - y_k, dx = x_q - x_k.
-void gather_relative_bias(const float *table, int ws, int heads, float *out);
-
 // head.cpp: conv3d 3x3x3 (time taps t-1, t, t+1, spatial zero padding) as a temporal GEMM to
 // 9 x Cout channels followed by a 9-tap stencil, + bias + residual, clamped to [-1, 1].
 // F[3]: the three feature maps (h, w, Cin); wt: head_pack output; residual and out (h, w, Cout);

@@ -13,86 +13,14 @@
 namespace denoise {
 namespace cpu {
 
-bool bind_weights(const StFile &f, const ModelConfig &cfg, UNetWeights *W, std::string *err) {
-    const std::string file = base_name(f.path);
-    const auto expected = expected_tensors(cfg);
-    for (const auto &e : expected) {
-        auto it = f.tensors.find(e.first);
-        if (it == f.tensors.end()) {
-            *err = file + ": tensor '" + e.first + "' is missing (expected shape " + shape_str(e.second) + ")";
-            return false;
-        }
-        if (it->second.shape != e.second) {
-            *err = file + ": tensor '" + e.first + "' has shape " + shape_str(it->second.shape) + ", expected " +
-                   shape_str(e.second);
-            return false;
-        }
-    }
-    if (f.tensors.size() != expected.size()) {
-        for (const auto &t : f.tensors) {
-            bool known = std::any_of(expected.begin(), expected.end(), [&](const auto &e) { return e.first == t.first; });
-            if (!known) {
-                *err = file + ": unexpected tensor '" + t.first + "' " + shape_str(t.second.shape) +
-                       " (not part of the model the config describes)";
-                return false;
-            }
-        }
-    }
-
-    auto T = [&](const std::string &n) { return f.tensors.at(n).data.data(); };
-    auto lin = [&](const std::string &p, int in, int out, bool bias) {
-        LinearW l;
-        l.w = T(p + ".weight");
-        l.b = bias ? T(p + ".bias") : nullptr;
-        l.in = in;
-        l.out = out;
-        return l;
-    };
-    auto norm = [&](const std::string &p, int n) { return NormW{T(p + ".weight"), T(p + ".bias"), n}; };
-    auto stage = [&](const std::string &name, int C, int heads, int depth) {
-        StageW s;
-        s.C = C;
-        s.heads = heads;
-        const int N = cfg.window * cfg.window;
-        for (int i = 0; i < depth; ++i) {
-            const std::string p = "unet." + name + ".blocks." + std::to_string(i) + ".";
-            BlockW b;
-            b.norm1 = norm(p + "norm1", C);
-            b.norm2 = norm(p + "norm2", C);
-            b.qkv = lin(p + "attn.qkv", C, 3 * C, true);
-            b.proj = lin(p + "attn.proj", C, C, true);
-            b.fc1 = lin(p + "fc1", C, cfg.mlp_ratio * C, true);
-            b.fc2 = lin(p + "fc2", cfg.mlp_ratio * C, C, true);
-            b.bias.resize((size_t)heads * N * N);
-            gather_relative_bias(T(p + "attn.relative_position_bias_table"), cfg.window, heads, b.bias.data());
-            b.shift = (i % 2 == 1) ? cfg.shift : 0;
-            s.blocks.push_back(std::move(b));
-        }
-        return s;
-    };
-    const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
-    W->cfg = cfg;
-    W->fusion_wk.resize((size_t)9 * cfg.fusion_in_channels() * c0);
-    conv3x3_pack(T("unet.fusion.weight"), c0, cfg.fusion_in_channels(), W->fusion_wk.data());
-    W->fusion_b = T("unet.fusion.bias");
-    W->enc0 = stage("enc0", c0, cfg.heads[0], cfg.depth_enc0);
-    W->merge0_norm = norm("unet.merge0.norm", 4 * c0);
-    W->merge0_red = lin("unet.merge0.reduction", 4 * c0, c1, false);
-    W->enc1 = stage("enc1", c1, cfg.heads[1], cfg.depth_enc1);
-    W->merge1_norm = norm("unet.merge1.norm", 4 * c1);
-    W->merge1_red = lin("unet.merge1.reduction", 4 * c1, c2, false);
-    W->mid = stage("mid", c2, cfg.heads[2], cfg.depth_mid);
-    W->expand1 = lin("unet.expand1.expand", c2, 2 * c2, true);
-    W->skip1 = lin("unet.skip1", 2 * c1, c1, true);
-    W->dec1 = stage("dec1", c1, cfg.heads[1], cfg.depth_dec1);
-    W->expand0 = lin("unet.expand0.expand", c1, 2 * c1, true);
-    W->skip0 = lin("unet.skip0", 2 * c0, c0, true);
-    W->dec0 = stage("dec0", c0, cfg.heads[0], cfg.depth_dec0);
-    const int hc = cfg.head_out_channels();
-    W->head_wt.resize((size_t)3 * c0 * 9 * hc);
-    head_pack(T("head.weight"), hc, c0, W->head_wt.data());
-    W->head_b = T("head.bias");
-    return true;
+void pack_model(const Model &m, CpuModel *out) {
+    const ModelConfig &cfg = m.cfg;
+    const int c0 = cfg.channels[0], hc = cfg.head_out_channels();
+    out->model = &m;
+    out->fusion_wk.resize((size_t)9 * cfg.fusion_in_channels() * c0);
+    conv3x3_pack(m.w.fusion_w, c0, cfg.fusion_in_channels(), out->fusion_wk.data());
+    out->head_wt.resize((size_t)3 * c0 * 9 * hc);
+    head_pack(m.w.head_w, hc, c0, out->head_wt.data());
 }
 
 namespace {
@@ -156,7 +84,7 @@ void swin_block(const BlockW &B, const ModelConfig &cfg, int C, int heads, float
         const int64_t m = (int64_t)(w1 - w0) * N;
         window_gather_layernorm(x, H, W, C, wsz, B.shift, w0, w1, B.norm1.g, B.norm1.b, eps, win);
         linear(win, m, C, C, B.qkv.w, C, nullptr, 3 * C, qkv, 0.f);
-        window_attention(qkv, B.qkv.b, H, W, C, heads, wsz, B.shift, w0, w1, B.bias.data(), att);
+        window_attention(qkv, B.qkv.b, H, W, C, heads, wsz, B.shift, w0, w1, B.rel_bias.data(), att);
         linear(att, m, C, C, B.proj.w, C, nullptr, C, win, 0.f);
         window_scatter_add(win, B.proj.b, H, W, C, wsz, B.shift, w0, w1, x);
     }
@@ -208,15 +136,16 @@ void expand_skip(const LinearW &ex, const LinearW &sk, const float *x, int H, in
 
 }  // namespace
 
-void unet_forward(const UNetWeights &Wt, const float *fusion_in, int h, int w, float *F, Workspace &ws,
+void unet_forward(const CpuModel &M, const float *fusion_in, int h, int w, float *F, Workspace &ws,
                   const StageHook &hook) {
-    const ModelConfig &cfg = Wt.cfg;
+    const ModelConfig &cfg = M.model->cfg;
+    const ModelWeights &Wt = M.model->w;
     ws.resize(cfg, h, w);
     const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
     const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
     float *x0 = ws.x0.data(), *x1 = ws.x1.data(), *x2 = ws.x2.data();
 
-    conv3x3(fusion_in, h, w, cfg.fusion_in_channels(), Wt.fusion_wk.data(), Wt.fusion_b, c0, x0, ws.conv.data());
+    conv3x3(fusion_in, h, w, cfg.fusion_in_channels(), M.fusion_wk.data(), Wt.fusion_b, c0, x0, ws.conv.data());
     if (hook) hook("fusion", x0, h, w, c0);
     run_stage(Wt.enc0, cfg, x0, h, w, ws, hook, "enc0");
 
@@ -247,11 +176,11 @@ void unet_forward(const UNetWeights &Wt, const float *fusion_in, int h, int w, f
     run_stage(Wt.dec0, cfg, F, h, w, ws, hook, "dec0");
 }
 
-void head_forward(const UNetWeights &Wt, const float *const F[3], const float *centre, int h, int w, float *out,
+void head_forward(const CpuModel &M, const float *const F[3], const float *centre, int h, int w, float *out,
                   Workspace &ws) {
-    const ModelConfig &cfg = Wt.cfg;
+    const ModelConfig &cfg = M.model->cfg;
     ws.resize(cfg, h, w);
-    head_conv3d(F, h, w, cfg.channels[0], Wt.head_wt.data(), Wt.head_b, cfg.head_out_channels(), centre, out,
+    head_conv3d(F, h, w, cfg.channels[0], M.head_wt.data(), M.model->w.head_b, cfg.head_out_channels(), centre, out,
                 ws.head.data());
 }
 

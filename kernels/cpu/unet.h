@@ -1,4 +1,4 @@
-// The model v1 network on the CPU: weight binding, one U-Net pass (F_s) and the head.
+// The model v1 network on the CPU: the weight repacks, one U-Net pass (F_s) and the head.
 // All maps fp32 NHWC; "h x w" below is the half-resolution grid (padded frame size / 2).
 #ifndef DENOISE_CPU_UNET_H
 #define DENOISE_CPU_UNET_H
@@ -7,42 +7,21 @@
 #include <string>
 #include <vector>
 
-#include "../model_config.h"
-#include "../safetensors.h"
+#include "../model.h"
 
 namespace denoise {
 namespace cpu {
 
-struct LinearW { const float *w = nullptr, *b = nullptr; int in = 0, out = 0; };
-struct NormW { const float *g = nullptr, *b = nullptr; int n = 0; };
-
-struct BlockW {
-    NormW norm1, norm2;
-    LinearW qkv, proj, fc1, fc2;
-    std::vector<float> bias;  // relative position bias gathered to (heads, N, N)
-    int shift = 0;
+// The model as the CPU operators run it: the model layer's views (PyTorch layouts) plus the two
+// weights this backend repacks, the fusion conv (conv3x3_pack) and the head (head_pack).
+struct CpuModel {
+    const Model *model = nullptr;
+    std::vector<float> fusion_wk;  // unet.fusion.weight as 9 taps of (Cin, c0) row-major
+    std::vector<float> head_wt;    // head.weight as 3 time taps of (c0, 9 Cout)
 };
 
-struct StageW {
-    int C = 0, heads = 0;
-    std::vector<BlockW> blocks;
-};
-
-struct UNetWeights {
-    ModelConfig cfg;
-    std::vector<float> fusion_wk;  // conv3x3_pack of unet.fusion.weight
-    const float *fusion_b = nullptr;
-    StageW enc0, enc1, mid, dec1, dec0;
-    NormW merge0_norm, merge1_norm;
-    LinearW merge0_red, merge1_red, expand1, expand0, skip1, skip0;
-    std::vector<float> head_wt;    // head_pack of head.weight
-    const float *head_b = nullptr;
-};
-
-// Check `f` against the tensor list `cfg` implies (names, shapes; no missing or extra tensor) and
-// bind the weights. `f` must outlive `w` (w points into f's data). Returns false with *err naming
-// the file and tensor, e.g. "w.safetensors: tensor 'unet.fusion.bias' has shape [31], expected [32]".
-bool bind_weights(const StFile &f, const ModelConfig &cfg, UNetWeights *w, std::string *err);
+// Pack `m` (which must outlive `out`). Throws std::bad_alloc.
+void pack_model(const Model &m, CpuModel *out);
 
 // Buffers for one U-Net pass and the head at a given half-resolution grid h x w.
 struct Workspace {
@@ -61,12 +40,12 @@ void build_fusion_input(const float *const *frames, int nframes, int h, int w, f
 
 // One U-Net pass: fusion_in (h, w, Cin) NHWC -> F (h, w, channels[0]). h and w multiples of
 // pad_multiple / 2. Uses ws (resized to h x w).
-void unet_forward(const UNetWeights &W, const float *fusion_in, int h, int w, float *F, Workspace &ws,
+void unet_forward(const CpuModel &M, const float *fusion_in, int h, int w, float *F, Workspace &ws,
                   const StageHook &hook = StageHook());
 
 // Head: F[0..2] = F_{t-1}, F_t, F_{t+1} (h, w, channels[0]); centre = s2d of the noisy frame t
 // (h, w, 12); out (h, w, 12) = clamp(conv3d(F) + bias + centre, -1, 1).
-void head_forward(const UNetWeights &W, const float *const F[3], const float *centre, int h, int w, float *out,
+void head_forward(const CpuModel &M, const float *const F[3], const float *centre, int h, int w, float *out,
                   Workspace &ws);
 
 }  // namespace cpu

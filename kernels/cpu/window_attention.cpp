@@ -23,16 +23,6 @@
 namespace denoise {
 namespace cpu {
 
-void gather_relative_bias(const float *table, int ws, int heads, float *out) {
-    const int N = ws * ws, span = 2 * ws - 1;
-    for (int h = 0; h < heads; ++h)
-        for (int i = 0; i < N; ++i)
-            for (int j = 0; j < N; ++j) {
-                const int dy = i / ws - j / ws + ws - 1, dx = i % ws - j % ws + ws - 1;
-                out[((size_t)h * N + i) * N + j] = table[(size_t)(dy * span + dx) * heads + h];
-            }
-}
-
 void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win) {
     const int nwx = W / ws, nwin = (H / ws) * nwx;
     parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {

@@ -39,6 +39,11 @@ __device__ __forceinline__ int reflect_index_dev(int i, int n) {
     return i >= n ? p - i : i;
 }
 
+// frame_in.cu: DENOISE_EINVAL unless fmt describes a format the frame kernels run on f's planes
+// (1 or 3 components, 1/2-byte integer or 4-byte float words, at most 4x subsampling, every
+// component in an existing plane, word-aligned, depth + shift within the word). `who` names the op.
+int check_format(Ctx &ctx, const DevFrame &f, const DenoisePixelFormat &fmt, const char *who);
+
 #define DN_REQUIRE(cond, msg)                                                                   \
     do {                                                                                        \
         if (!(cond)) return fail(ctx, DENOISE_EINVAL, std::string(__func__) + ": " + (msg));   \

@@ -1,7 +1,10 @@
-// The per-engine CUDA context: one stream, one cuBLASLt handle with a 32 MiB workspace, and the
-// error helpers every op uses (a CUDA/cuBLAS failure becomes DENOISE_EDEVICE, or DENOISE_ENOMEM
-// for allocations, with the runtime's own error string in ctx.err).
+// The per-engine CUDA context: one compute stream, one cuBLASLt handle with its workspace, the
+// account of every device allocation against the engine's cap, and the error helpers every op
+// uses (a CUDA/cuBLAS failure becomes DENOISE_EDEVICE, or DENOISE_ENOMEM for allocations, with the
+// runtime's own error name and string in ctx.err).
 #include "common.cuh"
+
+#include <cstdio>
 
 namespace denoise {
 namespace cuda {
@@ -28,36 +31,71 @@ int launch_check(Ctx &ctx, const char *kernel) {
     return cuda_check(ctx, cudaGetLastError(), (std::string("launch of ") + kernel).c_str());
 }
 
+namespace {
+
+std::string mib(int64_t b) {
+    char t[48];
+    std::snprintf(t, sizeof t, "%.1f MiB", b / 1048576.0);
+    return t;
+}
+
+}  // namespace
+
 int dev_alloc(Ctx &ctx, void **p, size_t bytes, const char *what) {
     *p = nullptr;
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 16);
+    const size_t b = bytes ? bytes : 16;
+    if ((int64_t)b > ctx.cap - ctx.used)
+        return fail(ctx, DENOISE_ENOMEM,
+                    std::string(what) + ": " + std::to_string(b) + " bytes (" + mib(b) + ") would exceed the GPU memory cap of " +
+                        mib(ctx.cap) + " (" + mib(ctx.used) + " already held by this engine)");
+    cudaError_t e = cudaMalloc(p, b);
     if (e != cudaSuccess) {
-        cudaGetLastError();  // clear the sticky-less allocation error
+        cudaGetLastError();  // an allocation failure is not sticky: clear it
         *p = nullptr;
         return fail(ctx, e == cudaErrorMemoryAllocation ? DENOISE_ENOMEM : DENOISE_EDEVICE,
-                    std::string("cudaMalloc(") + std::to_string(bytes) + " bytes) for " + what + ": " +
-                        cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+                    std::string("cudaMalloc(") + std::to_string(b) + " bytes = " + mib(b) + ") for " + what + ": " +
+                        cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + " (this engine holds " + mib(ctx.used) +
+                        ", cap " + mib(ctx.cap) + ")");
     }
+    ctx.live[*p] = b;
+    ctx.used += (int64_t)b;
+    if (ctx.used > ctx.peak) ctx.peak = ctx.used;
     return 0;
 }
 
-int ctx_create(Ctx &ctx, int device) {
-    ctx.device = device;
+void dev_free(Ctx &ctx, void *p) {
+    if (!p) return;
+    auto it = ctx.live.find(p);
+    if (it != ctx.live.end()) {
+        ctx.used -= (int64_t)it->second;
+        ctx.live.erase(it);
+    }
+    cudaFree(p);
+}
+
+int ctx_create(Ctx &ctx, int device, bool set_device, size_t lt_ws_bytes) {
     int rc;
-    if ((rc = cuda_check(ctx, cudaSetDevice(device), "cudaSetDevice"))) return rc;
+    if (set_device) {
+        ctx.device = device;
+        if ((rc = cuda_check(ctx, cudaSetDevice(device), "cudaSetDevice"))) return rc;
+    } else if ((rc = cuda_check(ctx, cudaGetDevice(&ctx.device), "cudaGetDevice (current context)"))) {
+        return rc;
+    }
     if ((rc = cuda_check(ctx, cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking), "cudaStreamCreate")))
         return rc;
     if ((rc = cublas_check(ctx, cublasLtCreate(&ctx.lt), "cublasLtCreate"))) return rc;
-    ctx.lt_ws_bytes = (size_t)32 << 20;
+    ctx.lt_ws_bytes = lt_ws_bytes;
     return dev_alloc(ctx, &ctx.lt_ws, ctx.lt_ws_bytes, "the cuBLASLt workspace");
 }
 
 void ctx_destroy(Ctx &ctx) {
     if (ctx.stream) cudaStreamSynchronize(ctx.stream);
-    if (ctx.lt_ws) cudaFree(ctx.lt_ws);
+    for (auto &kv : ctx.live) cudaFree(kv.first);
+    ctx.live.clear();
+    ctx.used = 0;
+    ctx.lt_ws = nullptr;
     if (ctx.lt) cublasLtDestroy(ctx.lt);
     if (ctx.stream) cudaStreamDestroy(ctx.stream);
-    ctx.lt_ws = nullptr;
     ctx.lt = nullptr;
     ctx.stream = nullptr;
     ctx.algos.clear();

@@ -5,7 +5,8 @@
 // two-pass (mean first, then the centred sum of squares) from registers, like the CPU op.
 // Layout: one warp per token, lane l holds channels l, l+32, ... (C <= 1024). layernorm_window
 // reads token ((wy ws + i + shift) % H, (wx ws + j + shift) % W) for output position (window
-// (wy, wx), token (i, j)): Swin's torch.roll(-shift) + window_partition as index math, no copy.
+// (wy, wx), token (i, j)): Swin's torch.roll(-shift) + window_partition as index math, no copy;
+// windows [win0, win1) only (the Swin block runs its attention half in chunks of windows).
 // Traffic per token: 4C B read, 2C B written (C = 32: 128 + 64 B); the window gather reads rows
 // of ws tokens (ws * 4C = 1 KB contiguous at C = 32), so it stays coalesced.
 #include "common.cuh"
@@ -50,13 +51,13 @@ __global__ void layernorm_rows_kernel(const float *__restrict__ x, int64_t n, in
     ln_warp(x + t * C, C, g, b, eps, out + t * C, threadIdx.x & 31);
 }
 
-__global__ void layernorm_window_kernel(const float *__restrict__ x, int H, int W, int C, int ws, int shift,
-                                        const float *__restrict__ g, const float *__restrict__ b, float eps,
-                                        bf16 *__restrict__ out) {
+__global__ void layernorm_window_kernel(const float *__restrict__ x, int H, int W, int C, int ws, int shift, int win0,
+                                        int64_t ntok, const float *__restrict__ g, const float *__restrict__ b,
+                                        float eps, bf16 *__restrict__ out) {
     const int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (t >= (int64_t)H * W) return;
+    if (t >= ntok) return;
     const int N = ws * ws, nwx = W / ws;
-    const int64_t wi = t / N;
+    const int64_t wi = win0 + t / N;
     const int r = (int)(t % N);
     const int wy = (int)(wi / nwx), wx = (int)(wi % nwx);
     const int y = (wy * ws + r / ws + shift) % H, xx = (wx * ws + r % ws + shift) % W;
@@ -75,17 +76,22 @@ int layernorm_rows(Ctx &ctx, const float *x, int64_t n, int C, const float *g, c
     return launch_check(ctx, "layernorm_rows_kernel");
 }
 
-int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int shift, const float *g, const float *b,
-                     float eps, bf16 *out) {
+int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int shift, int win0, int win1,
+                     const float *g, const float *b, float eps, bf16 *out) {
     DN_REQUIRE(x && g && b && out, "null pointer");
     DN_REQUIRE(C >= 1 && C <= 32 * kMaxPerLane, "C " + std::to_string(C) + " outside 1..1024");
     DN_REQUIRE(ws >= 1 && H >= ws && W >= ws && H % ws == 0 && W % ws == 0,
                "map " + std::to_string(W) + "x" + std::to_string(H) + " does not tile into " + std::to_string(ws) +
                    "x" + std::to_string(ws) + " windows");
     DN_REQUIRE(shift >= 0 && shift < ws, "shift " + std::to_string(shift) + " outside [0, ws)");
+    const int64_t nwin = (int64_t)(H / ws) * (W / ws);
+    DN_REQUIRE(win0 >= 0 && win0 < win1 && win1 <= nwin, "windows [" + std::to_string(win0) + ", " +
+                                                             std::to_string(win1) + ") outside [0, " +
+                                                             std::to_string(nwin) + ")");
+    const int64_t ntok = (int64_t)(win1 - win0) * ws * ws;
     unsigned blocks;
-    DN_REQUIRE(grid_1d((int64_t)H * W * 32, 256, &blocks), "grid too large");
-    layernorm_window_kernel<<<blocks, 256, 0, ctx.stream>>>(x, H, W, C, ws, shift, g, b, eps, out);
+    DN_REQUIRE(grid_1d(ntok * 32, 256, &blocks), "grid too large");
+    layernorm_window_kernel<<<blocks, 256, 0, ctx.stream>>>(x, H, W, C, ws, shift, win0, ntok, g, b, eps, out);
     return launch_check(ctx, "layernorm_window_kernel");
 }
 

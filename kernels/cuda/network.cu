@@ -1,19 +1,23 @@
 // Model v1 on the GPU from the ops of ops.h (weights/model.py's UNet and Denoiser.head_out).
 //
-// Per Swin block on the fp32 map x (H, W, C), n = H W tokens (model.py SwinBlock):
-//   layernorm_window (LN1 + shifted window gather)  -> tb   (n, C)  bf16
-//   linear qkv (+ bias epilogue)                    -> qkv  (n, 3C) bf16
-//   window_attention (bias table, shift mask)       -> att  (n, C)  bf16
-//   linear proj (+ bias)                            -> tb   (n, C)  bf16
+// Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock), attention half per chunk of
+// windows [w0, w1) (nc = 64 (w1 - w0) tokens):
+//   layernorm_window (LN1 + shifted window gather)  -> a    (nc, C)  bf16
+//   linear qkv (+ bias epilogue)                    -> q    (nc, 3C) bf16
+//   window_attention (bias table, shift mask)       -> b    (nc, C)  bf16
+//   linear proj (+ bias)                            -> a    (nc, C)  bf16
 //   window_scatter_add (roll back, x += )           -> x    fp32
-//   layernorm_rows (LN2)                            -> tb   (n, C)  bf16
-//   linear fc1 (+ bias)                             -> hid  (n, 4C) bf16
-//   gelu_tanh in place                              -> hid
+// then the MLP half per chunk of tokens [t0, t1):
+//   layernorm_rows (LN2)                            -> a    (nc, C)  bf16
+//   linear fc1 (+ bias)                             -> q    (nc, 4C) bf16
+//   gelu_tanh in place                              -> q
 //   linear fc2 (+ bias, beta = 1: x += in the GEMM) -> x    fp32
-// U-Net: fusion_conv3x3 -> x0; enc0; merge_s2d_layernorm + linear -> x1; enc1; -> x2; mid;
-// cast x2 + linear expand1 + d2s_concat [up | x1] + linear skip1 -> y1; dec1; cast y1 + expand0
-// + d2s_concat [up | x0] + skip0 -> y0; dec0; cast -> F (bf16, the feature ring's format).
-// Head: 3 GEMMs into G (n0, 112) fp32 + head_stencil.
+// The attention half reads the whole map only through its own windows and the MLP half is
+// token-wise, so chunking changes no value. U-Net: fusion_conv3x3 -> x0; enc0; merge (rows of
+// output tokens: merge_s2d_layernorm + linear) -> x1; enc1; -> x2; mid; expand (rows of input
+// tokens: cast + linear expand + d2s_concat [up | skip] + linear skip) -> y1 (in x1's buffer);
+// dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
+// Head per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1, r1 + 1) (n, 112) fp32 + head_stencil.
 #include "network.h"
 
 #include "common.cuh"
@@ -31,6 +35,16 @@ std::vector<bf16> to_bf16(const float *p, size_t n) {
     return v;
 }
 
+int head_gc(const ModelConfig &c) { return (9 * c.head_out_channels() + 15) / 16 * 16; }
+
+// Element counts of the chunk buffers a/b and q for a shape (see NetShape).
+void chunk_elems(const ModelConfig &c, const NetShape &s, int64_t *ea, int64_t *eq) {
+    // no chunk larger than the domain; at least two rows of it and 4096 tokens
+    const int64_t K = std::max<int64_t>({std::min<int64_t>(s.chunk, (int64_t)s.h * s.w), 2 * (int64_t)s.w, 4096});
+    *ea = 2 * (int64_t)c.channels[0] * K;
+    *eq = 4 * (int64_t)c.channels[0] * K;
+}
+
 }  // namespace
 
 #define TRY(x)                  \
@@ -39,16 +53,12 @@ std::vector<bf16> to_bf16(const float *p, size_t n) {
         if (rc_) return rc_;    \
     } while (0)
 
-Net::~Net() {
-    free_ws();
-    for (void *p : wallocs_) cudaFree(p);
-}
-
-void Net::free_ws() {
-    for (void *p : wsallocs_) cudaFree(p);
-    wsallocs_.clear();
-    wsbytes_ = 0;
-    h_ = w_ = 0;
+void Net::destroy(Ctx &ctx) {
+    release(ctx);
+    for (void *p : wallocs_) dev_free(ctx, p);
+    wallocs_.clear();
+    wbytes_ = 0;
+    up_ = false;
 }
 
 template <typename T>
@@ -62,93 +72,136 @@ int Net::put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what) {
                       "cudaMemcpy (weights)");
 }
 
-int Net::put_linear(Ctx &ctx, DevLinear *d, const cpu::LinearW &l, bool bias) {
+int Net::put_linear(Ctx &ctx, DevLinear *d, const LinearW &l) {
     d->in = l.in;
     d->out = l.out;
     TRY(put(ctx, &d->w, to_bf16(l.w, (size_t)l.in * l.out), "linear weight"));
-    if (bias && l.b) {
+    if (l.b) {
         TRY(put(ctx, &d->b32, std::vector<float>(l.b, l.b + l.out), "linear bias"));
         TRY(put(ctx, &d->b16, to_bf16(l.b, l.out), "linear bias"));
     }
     return 0;
 }
 
-int Net::put_norm(Ctx &ctx, DevNorm *d, const cpu::NormW &n) {
+int Net::put_norm(Ctx &ctx, DevNorm *d, const NormW &n) {
     TRY(put(ctx, &d->g, std::vector<float>(n.g, n.g + n.n), "layernorm weight"));
     return put(ctx, &d->b, std::vector<float>(n.b, n.b + n.n), "layernorm bias");
 }
 
-int Net::put_stage(Ctx &ctx, DevStage *d, const cpu::StageW &s) {
+int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
     d->C = s.C;
     d->heads = s.heads;
     d->blocks.resize(s.blocks.size());
     for (size_t i = 0; i < s.blocks.size(); ++i) {
-        const cpu::BlockW &b = s.blocks[i];
+        const BlockW &b = s.blocks[i];
         DevBlock &o = d->blocks[i];
         TRY(put_norm(ctx, &o.n1, b.norm1));
         TRY(put_norm(ctx, &o.n2, b.norm2));
-        TRY(put_linear(ctx, &o.qkv, b.qkv, true));
-        TRY(put_linear(ctx, &o.proj, b.proj, true));
-        TRY(put_linear(ctx, &o.fc1, b.fc1, true));
-        TRY(put_linear(ctx, &o.fc2, b.fc2, true));
-        TRY(put(ctx, &o.relb, b.bias, "relative position bias"));
+        TRY(put_linear(ctx, &o.qkv, b.qkv));
+        TRY(put_linear(ctx, &o.proj, b.proj));
+        TRY(put_linear(ctx, &o.fc1, b.fc1));
+        TRY(put_linear(ctx, &o.fc2, b.fc2));
+        TRY(put(ctx, &o.relb, b.rel_bias, "relative position bias"));
         o.shift = b.shift;
     }
     return 0;
 }
 
-int Net::upload(Ctx &ctx, const cpu::UNetWeights &W) {
+size_t Net::weight_bytes_for(const ModelConfig &c) {
+    const size_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio;
+    const size_t N = (size_t)c.window * c.window;
+    auto lin = [](size_t in, size_t out, bool bias) { return in * out * 2 + (bias ? out * 6 : 0); };
+    auto block = [&](size_t C, size_t heads) {
+        return 4 * C * 4 + lin(C, 3 * C, true) + lin(C, C, true) + lin(C, r * C, true) + lin(r * C, C, true) +
+               heads * N * N * 4;
+    };
+    size_t b = (size_t)9 * c.fusion_in_channels() * c0 * 2 + c0 * 4;
+    b += block(c0, c.heads[0]) * (c.depth_enc0 + c.depth_dec0) + block(c1, c.heads[1]) * (c.depth_enc1 + c.depth_dec1) +
+         block(c2, c.heads[2]) * c.depth_mid;
+    b += 4 * c0 * 4 * 2 + lin(4 * c0, c1, false) + 4 * c1 * 4 * 2 + lin(4 * c1, c2, false);
+    b += lin(c2, 2 * c2, true) + lin(2 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(2 * c0, c0, true);
+    b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
+    // dev_alloc rounds nothing up; cudaMalloc's own granularity is not the engine's account
+    return b;
+}
+
+int Net::upload(Ctx &ctx, const Model &m) {
     if (up_) return 0;
-    cfg_ = W.cfg;
+    cfg_ = m.cfg;
     const ModelConfig &c = cfg_;
+    const ModelWeights &W = m.w;
     DN_REQUIRE(c.window == 8 && c.head_dim == 32 && c.s2d == 2 && c.head_radius == 1 && c.channels[0] == 32,
                "the CUDA engine runs window 8, head dim 32, s2d 2, head radius 1 and 32 base channels");
     DN_REQUIRE(c.head_out_channels() <= 16, "head output channels > 16");
     DN_REQUIRE(2 * c.fusion_radius + 1 <= 8, "fusion window > 8 frames");
+    DN_REQUIRE(W.fusion_w && W.fusion_b && W.head_w && W.head_b, "model weights not bound");
     const int c0 = c.channels[0], Cin = c.fusion_in_channels(), hc = c.head_out_channels();
-    TRY(put(ctx, &fusion_w_, to_bf16(W.fusion_wk.data(), (size_t)9 * Cin * c0), "fusion weight"));
+    // fusion: OIHW (c0, Cin, 3, 3) -> (9, Cin, c0), tap ky*3 + kx
+    {
+        std::vector<float> wk((size_t)9 * Cin * c0);
+        for (int o = 0; o < c0; ++o)
+            for (int ci = 0; ci < Cin; ++ci)
+                for (int t = 0; t < 9; ++t) wk[((size_t)t * Cin + ci) * c0 + o] = W.fusion_w[((size_t)o * Cin + ci) * 9 + t];
+        TRY(put(ctx, &fusion_w_, to_bf16(wk.data(), wk.size()), "fusion weight"));
+    }
     TRY(put(ctx, &fusion_b_, std::vector<float>(W.fusion_b, W.fusion_b + c0), "fusion bias"));
     TRY(put_stage(ctx, &enc0_, W.enc0));
     TRY(put_norm(ctx, &merge0_n_, W.merge0_norm));
-    TRY(put_linear(ctx, &merge0_r_, W.merge0_red, false));
+    TRY(put_linear(ctx, &merge0_r_, W.merge0_red));
     TRY(put_stage(ctx, &enc1_, W.enc1));
     TRY(put_norm(ctx, &merge1_n_, W.merge1_norm));
-    TRY(put_linear(ctx, &merge1_r_, W.merge1_red, false));
+    TRY(put_linear(ctx, &merge1_r_, W.merge1_red));
     TRY(put_stage(ctx, &mid_, W.mid));
-    TRY(put_linear(ctx, &expand1_, W.expand1, true));
-    TRY(put_linear(ctx, &skip1_, W.skip1, true));
+    TRY(put_linear(ctx, &expand1_, W.expand1));
+    TRY(put_linear(ctx, &skip1_, W.skip1));
     TRY(put_stage(ctx, &dec1_, W.dec1));
-    TRY(put_linear(ctx, &expand0_, W.expand0, true));
-    TRY(put_linear(ctx, &skip0_, W.skip0, true));
+    TRY(put_linear(ctx, &expand0_, W.expand0));
+    TRY(put_linear(ctx, &skip0_, W.skip0));
     TRY(put_stage(ctx, &dec0_, W.dec0));
-    // Head: cpu::head_pack's 3 x (c0, 9 hc) (K-major) -> per time tap (Gc, c0) row-major (N, K),
-    // N = 9 hc padded to a multiple of 16 with zero rows.
-    head_gc_ = (9 * hc + 15) / 16 * 16;
+    // Head: head.weight (hc, c0, 3 (time), 3, 3) -> per time tap dt a (Gc, c0) row-major matrix,
+    // row (ky*3 + kx)*hc + o, column ci = weight[o, ci, dt, ky, kx]; rows 9 hc..Gc-1 zero.
+    head_gc_ = head_gc(c);
     for (int dt = 0; dt < 3; ++dt) {
-        std::vector<float> m((size_t)head_gc_ * c0, 0.f);
-        for (int ci = 0; ci < c0; ++ci)
-            for (int nn = 0; nn < 9 * hc; ++nn)
-                m[(size_t)nn * c0 + ci] = W.head_wt[((size_t)dt * c0 + ci) * 9 * hc + nn];
-        TRY(put(ctx, &head_w_[dt], to_bf16(m.data(), m.size()), "head weight"));
+        std::vector<float> mt((size_t)head_gc_ * c0, 0.f);
+        for (int o = 0; o < hc; ++o)
+            for (int ci = 0; ci < c0; ++ci)
+                for (int t = 0; t < 9; ++t)
+                    mt[((size_t)t * hc + o) * c0 + ci] = W.head_w[(((size_t)o * c0 + ci) * 3 + dt) * 9 + t];
+        TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
     up_ = true;
     return 0;
 }
 
-int Net::resize(Ctx &ctx, int h, int w) {
-    if (h == h_ && w == w_) return 0;
+size_t Net::workspace_bytes_for(const ModelConfig &c, const NetShape &s) {
+    int64_t ea, eq;
+    chunk_elems(c, s, &ea, &eq);
+    const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
+    return n0 * c.channels[0] * 4 + n1 * c.channels[1] * 4 + n2 * c.channels[2] * 4 + (size_t)(2 * ea + eq) * 2 +
+           (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc(c) * 4;
+}
+
+void Net::release(Ctx &ctx) {
+    for (void *p : wsallocs_) dev_free(ctx, p);
+    wsallocs_.clear();
+    wsbytes_ = 0;
+    shape_ = NetShape();
+    x0_ = x1_ = x2_ = nullptr;
+    a_ = b_ = q_ = nullptr;
+    G_ = nullptr;
+}
+
+int Net::resize(Ctx &ctx, const NetShape &s) {
     const int unit = 4 * cfg_.window;  // the mid stage (h/4) must tile into windows
     DN_REQUIRE(up_, "weights not uploaded");
-    DN_REQUIRE(h >= unit && w >= unit && h % unit == 0 && w % unit == 0,
-               "token grid " + std::to_string(w) + "x" + std::to_string(h) + " not a multiple of " +
+    DN_REQUIRE(s.h >= unit && s.w >= unit && s.h % unit == 0 && s.w % unit == 0,
+               "token grid " + std::to_string(s.w) + "x" + std::to_string(s.h) + " not a multiple of " +
                    std::to_string(unit));
-    free_ws();
-    const size_t n0 = (size_t)h * w, n1 = n0 / 4, n2 = n0 / 16;
-    const size_t c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2], r = cfg_.mlp_ratio;
-    const size_t tokC = std::max({n0 * c0, n1 * c1, n2 * c2});
-    const size_t tb = std::max({tokC, n1 * 4 * c0, n2 * 4 * c1, n0 * 2 * c0, n1 * 2 * c1, n2 * c2, n1 * c1});
-    const size_t hid = std::max({r * tokC, n2 * 2 * c2, n1 * 2 * c1});
+    DN_REQUIRE(s.band >= 1, "head band < 1 row");
+    release(ctx);
+    const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
+    chunk_elems(cfg_, s, &ea_, &eq_);
     auto get = [&](void **p, size_t bytes, const char *what) {
         int rc = dev_alloc(ctx, p, bytes, what);
         if (!rc) {
@@ -157,34 +210,50 @@ int Net::resize(Ctx &ctx, int h, int w) {
         }
         return rc;
     };
-    TRY(get((void **)&x0_, n0 * c0 * 4, "x0"));
-    TRY(get((void **)&x1_, n1 * c1 * 4, "x1"));
-    TRY(get((void **)&x2_, n2 * c2 * 4, "x2"));
-    TRY(get((void **)&y1_, n1 * c1 * 4, "y1"));
-    TRY(get((void **)&y0_, n0 * c0 * 4, "y0"));
-    TRY(get((void **)&tb_, tb * 2, "token buffer"));
-    TRY(get((void **)&qkv_, 3 * tokC * 2, "qkv"));
-    TRY(get((void **)&att_, tokC * 2, "attention output"));
-    TRY(get((void **)&hid_, hid * 2, "MLP hidden"));
-    TRY(get((void **)&G_, n0 * head_gc_ * 4, "head G"));
-    h_ = h;
-    w_ = w;
+    int rc = 0;
+    if (!rc) rc = get((void **)&x0_, n0 * cfg_.channels[0] * 4, "U-Net level-0 map (x0 / y0)");
+    if (!rc) rc = get((void **)&x1_, n1 * cfg_.channels[1] * 4, "U-Net level-1 map (x1 / y1)");
+    if (!rc) rc = get((void **)&x2_, n2 * cfg_.channels[2] * 4, "U-Net level-2 map (x2)");
+    if (!rc) rc = get((void **)&a_, (size_t)ea_ * 2, "U-Net chunk buffer a");
+    if (!rc) rc = get((void **)&b_, (size_t)ea_ * 2, "U-Net chunk buffer b");
+    if (!rc) rc = get((void **)&q_, (size_t)eq_ * 2, "U-Net chunk buffer q (qkv / MLP hidden)");
+    if (!rc) rc = get((void **)&G_, (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc_ * 4, "head band G");
+    if (rc) {
+        const std::string e = ctx.err;
+        release(ctx);
+        ctx.err = e;
+        return rc;
+    }
+    shape_ = s;
+    shape_.band = std::min(s.band, s.h);
     return 0;
 }
 
 int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
     const int64_t n = (int64_t)H * W;
-    const int ws = cfg_.window, Ch = cfg_.mlp_ratio * C;
+    const int ws = cfg_.window, N = ws * ws, Ch = cfg_.mlp_ratio * C;
     const float eps = (float)cfg_.ln_eps;
-    TRY(layernorm_window(ctx, x, H, W, C, ws, B.shift, B.n1.g, B.n1.b, eps, tb_));
-    TRY(linear(ctx, tb_, n, C, C, B.qkv.w, B.qkv.b16, 3 * C, qkv_, false, 3 * C, 0.f));
-    TRY(window_attention(ctx, qkv_, nullptr, H, W, C, heads, ws, B.shift, B.relb, att_));
-    TRY(linear(ctx, att_, n, C, C, B.proj.w, B.proj.b16, C, tb_, false, C, 0.f));
-    TRY(window_scatter_add(ctx, tb_, nullptr, H, W, C, ws, B.shift, x));
-    TRY(layernorm_rows(ctx, x, n, C, B.n2.g, B.n2.b, eps, tb_));
-    TRY(linear(ctx, tb_, n, C, C, B.fc1.w, B.fc1.b16, Ch, hid_, false, Ch, 0.f));
-    TRY(gelu_tanh(ctx, hid_, n, Ch, nullptr));
-    return linear(ctx, hid_, n, Ch, Ch, B.fc2.w, B.fc2.b32, C, x, true, C, 1.f);
+    const int nwin = (H / ws) * (W / ws);
+    const int per = (int)std::max<int64_t>(1, std::min(ea_ / C, eq_ / (3 * C)) / N);  // windows per chunk
+    for (int w0 = 0; w0 < nwin; w0 += per) {
+        const int w1 = std::min(nwin, w0 + per);
+        const int64_t nc = (int64_t)(w1 - w0) * N;
+        TRY(layernorm_window(ctx, x, H, W, C, ws, B.shift, w0, w1, B.n1.g, B.n1.b, eps, a_));
+        TRY(linear(ctx, a_, nc, C, C, B.qkv.w, B.qkv.b16, 3 * C, q_, false, 3 * C, 0.f));
+        TRY(window_attention(ctx, q_, nullptr, H, W, C, heads, ws, B.shift, w0, w1, B.relb, b_));
+        TRY(linear(ctx, b_, nc, C, C, B.proj.w, B.proj.b16, C, a_, false, C, 0.f));
+        TRY(window_scatter_add(ctx, a_, nullptr, H, W, C, ws, B.shift, w0, w1, x));
+    }
+    const int64_t tper = std::max<int64_t>(1, std::min(ea_ / C, eq_ / Ch));
+    for (int64_t t0 = 0; t0 < n; t0 += tper) {
+        const int64_t nc = std::min(n, t0 + tper) - t0;
+        float *xt = x + t0 * C;
+        TRY(layernorm_rows(ctx, xt, nc, C, B.n2.g, B.n2.b, eps, a_));
+        TRY(linear(ctx, a_, nc, C, C, B.fc1.w, B.fc1.b16, Ch, q_, false, Ch, 0.f));
+        TRY(gelu_tanh(ctx, q_, nc, Ch, nullptr));
+        TRY(linear(ctx, q_, nc, Ch, Ch, B.fc2.w, B.fc2.b32, C, xt, true, C, 1.f));
+    }
+    return 0;
 }
 
 int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
@@ -192,45 +261,82 @@ int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
     return 0;
 }
 
-int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, bf16 *F) {
-    DN_REQUIRE(up_ && h_ > 0, "weights or workspace missing (upload + resize first)");
-    DN_REQUIRE(nframes == 2 * cfg_.fusion_radius + 1, "fusion window of " + std::to_string(nframes) + " frames");
-    DN_REQUIRE(F, "null F");
-    const int h = h_, w = w_, h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
-    const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
-    const int64_t n0 = (int64_t)h * w, n1 = n0 / 4, n2 = n0 / 16;
+// Patch merge of x (H, W, C) -> out (H/2, W/2, 2C) in chunks of output rows.
+int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x, int H, int W, int C, float *out) {
+    const int ho = H / 2, wo = W / 2, C4 = 4 * C, Co = red.out;
     const float eps = (float)cfg_.ln_eps;
-    TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
-    TRY(stage(ctx, enc0_, x0_, h, w));
-    TRY(merge_s2d_layernorm(ctx, x0_, h, w, c0, merge0_n_.g, merge0_n_.b, eps, tb_));
-    TRY(linear(ctx, tb_, n1, 4 * c0, 4 * c0, merge0_r_.w, nullptr, c1, x1_, true, c1, 0.f));
-    TRY(stage(ctx, enc1_, x1_, h1, w1));
-    TRY(merge_s2d_layernorm(ctx, x1_, h1, w1, c1, merge1_n_.g, merge1_n_.b, eps, tb_));
-    TRY(linear(ctx, tb_, n2, 4 * c1, 4 * c1, merge1_r_.w, nullptr, c2, x2_, true, c2, 0.f));
-    TRY(stage(ctx, mid_, x2_, h2, w2));
-    // expand1 + skip1
-    TRY(cast_to_bf16(ctx, x2_, n2 * c2, tb_));
-    TRY(linear(ctx, tb_, n2, c2, c2, expand1_.w, expand1_.b16, 2 * c2, hid_, false, 2 * c2, 0.f));
-    TRY(d2s_concat(ctx, hid_, h2, w2, 2 * c2, x1_, c1, tb_));
-    TRY(linear(ctx, tb_, n1, c2 / 2 + c1, c2 / 2 + c1, skip1_.w, skip1_.b32, c1, y1_, true, c1, 0.f));
-    TRY(stage(ctx, dec1_, y1_, h1, w1));
-    // expand0 + skip0
-    TRY(cast_to_bf16(ctx, y1_, n1 * c1, tb_));
-    TRY(linear(ctx, tb_, n1, c1, c1, expand0_.w, expand0_.b16, 2 * c1, hid_, false, 2 * c1, 0.f));
-    TRY(d2s_concat(ctx, hid_, h1, w1, 2 * c1, x0_, c0, tb_));
-    TRY(linear(ctx, tb_, n0, c1 / 2 + c0, c1 / 2 + c0, skip0_.w, skip0_.b32, c0, y0_, true, c0, 0.f));
-    TRY(stage(ctx, dec0_, y0_, h, w));
-    return cast_to_bf16(ctx, y0_, n0 * c0, F);
+    const int rows = (int)std::max<int64_t>(1, ea_ / ((int64_t)wo * C4));
+    for (int r0 = 0; r0 < ho; r0 += rows) {
+        const int r1 = std::min(ho, r0 + rows);
+        const int64_t nt = (int64_t)(r1 - r0) * wo;
+        TRY(merge_s2d_layernorm(ctx, x + (size_t)2 * r0 * W * C, 2 * (r1 - r0), W, C, n.g, n.b, eps, a_));
+        TRY(linear(ctx, a_, nt, C4, C4, red.w, nullptr, Co, out + (size_t)r0 * wo * Co, true, Co, 0.f));
+    }
+    return 0;
 }
 
-int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, float *out) {
-    DN_REQUIRE(up_ && h_ > 0, "weights or workspace missing (upload + resize first)");
+// Patch expand of lo (h, w, C) + skip concat with skipmap (2h, 2w, Cs) + skip linear -> out
+// (2h, 2w, skip.out), in chunks of input rows. out may be skipmap (each chunk's skip rows are
+// copied into the concat before the chunk's output rows are written).
+int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const float *lo, int h, int w, int C,
+                const float *skipmap, int Cs, float *out) {
+    const int C2 = ex.out, Ck = C2 / 4 + Cs, Co = skip.out, W2 = 2 * w;
+    DN_REQUIRE(skip.in == Ck, "skip linear takes " + std::to_string(skip.in) + " channels, the concat has " +
+                                  std::to_string(Ck));
+    const int64_t per_row = std::max<int64_t>({(int64_t)w * C, (int64_t)4 * w * Ck});
+    const int rows = (int)std::max<int64_t>(1, std::min(ea_ / per_row, eq_ / ((int64_t)w * C2)));
+    for (int r0 = 0; r0 < h; r0 += rows) {
+        const int r1 = std::min(h, r0 + rows);
+        const int64_t nt = (int64_t)(r1 - r0) * w;
+        TRY(cast_to_bf16(ctx, lo + (size_t)r0 * w * C, nt * C, a_));
+        TRY(linear(ctx, a_, nt, C, C, ex.w, ex.b16, C2, q_, false, C2, 0.f));
+        TRY(d2s_concat(ctx, q_, r1 - r0, w, C2, skipmap + (size_t)2 * r0 * W2 * Cs, Cs, a_));
+        TRY(linear(ctx, a_, 4 * nt, Ck, Ck, skip.w, skip.b32, Co, out + (size_t)2 * r0 * W2 * Co, true, Co, 0.f));
+    }
+    return 0;
+}
+
+int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F) {
+    DN_REQUIRE(up_ && shape_.h > 0, "weights or workspace missing (upload + resize first)");
+    DN_REQUIRE(nframes == 2 * cfg_.fusion_radius + 1, "fusion window of " + std::to_string(nframes) + " frames");
+    DN_REQUIRE(F, "null F");
+    const int unit = 4 * cfg_.window;
+    DN_REQUIRE(h >= unit && w >= unit && h % unit == 0 && w % unit == 0 && (int64_t)h * w <= (int64_t)shape_.h * shape_.w &&
+                   w <= shape_.w,
+               "domain " + std::to_string(w) + "x" + std::to_string(h) + " tokens outside the workspace's " +
+                   std::to_string(shape_.w) + "x" + std::to_string(shape_.h));
+    const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
+    const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
+    const int64_t n0 = (int64_t)h * w;
+    TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
+    TRY(stage(ctx, enc0_, x0_, h, w));
+    TRY(merge(ctx, merge0_n_, merge0_r_, x0_, h, w, c0, x1_));
+    TRY(stage(ctx, enc1_, x1_, h1, w1));
+    TRY(merge(ctx, merge1_n_, merge1_r_, x1_, h1, w1, c1, x2_));
+    TRY(stage(ctx, mid_, x2_, h2, w2));
+    TRY(expand(ctx, expand1_, skip1_, x2_, h2, w2, c2, x1_, c1, x1_));  // y1 in x1's buffer
+    TRY(stage(ctx, dec1_, x1_, h1, w1));
+    TRY(expand(ctx, expand0_, skip0_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
+    TRY(stage(ctx, dec0_, x0_, h, w));
+    return cast_to_bf16(ctx, x0_, n0 * c0, F);
+}
+
+int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change) {
+    DN_REQUIRE(up_ && shape_.h > 0, "weights or workspace missing (upload + resize first)");
     DN_REQUIRE(F[0] && F[1] && F[2] && centre && out, "null pointer");
-    const int c0 = cfg_.channels[0];
-    const int64_t n0 = (int64_t)h_ * w_;
-    for (int dt = 0; dt < 3; ++dt)
-        TRY(linear(ctx, F[dt], n0, c0, c0, head_w_[dt], nullptr, head_gc_, G_, true, head_gc_, dt ? 1.f : 0.f));
-    return head_stencil(ctx, G_, head_gc_, h_, w_, head_b_, cfg_.head_out_channels(), centre, out);
+    DN_REQUIRE(h >= 1 && w >= 1 && w <= shape_.w, "domain " + std::to_string(w) + "x" + std::to_string(h) +
+                                                      " wider than the workspace's " + std::to_string(shape_.w));
+    const int c0 = cfg_.channels[0], band = shape_.band;
+    for (int r0 = 0; r0 < h; r0 += band) {
+        const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);
+        const int64_t ng = (int64_t)(g1 - g0) * w;
+        for (int dt = 0; dt < 3; ++dt)
+            TRY(linear(ctx, F[dt] + (size_t)g0 * w * c0, ng, c0, c0, head_w_[dt], nullptr, head_gc_, G_, true, head_gc_,
+                       dt ? 1.f : 0.f));
+        TRY(head_stencil(ctx, G_, head_gc_, g0, h, w, r0, r1, head_b_, cfg_.head_out_channels(), centre, out,
+                         as_change));
+    }
+    return 0;
 }
 
 }  // namespace cuda

@@ -1,12 +1,16 @@
 // Model v1 on the GPU, correct-first form: the weights uploaded once (bf16 GEMM operands, fp32
-// norms/biases/bias tables), one U-Net pass F_s and the head, each a sequence of the ops of ops.h
-// on one stream. Host-only header (g++-includable with -I$CUDA_HOME/include).
+// norms/biases/bias tables, packed from the model layer's PyTorch layouts), one U-Net pass F_s
+// and the head on a domain of h x w tokens, each a sequence of the ops of ops.h on one stream.
+// The token-wise phases run in chunks (windows for the attention half, rows of tokens for the
+// MLP half, the merges and the expands, bands of rows for the head) so that the workspace is
+// bounded independently of the domain size except for the three residual-stream maps.
+// Host-only header (g++-includable with -I$CUDA_HOME/include).
 #ifndef DENOISE_CUDA_NETWORK_H
 #define DENOISE_CUDA_NETWORK_H
 
 #include <vector>
 
-#include "../cpu/unet.h"
+#include "../model.h"
 #include "ops.h"
 
 namespace denoise {
@@ -32,52 +36,65 @@ struct DevStage {
     std::vector<DevBlock> blocks;
 };
 
+// What the workspace is sized for: domains up to h x w tokens (multiples of 4 windows), the
+// token-wise phases in chunks of at most `chunk` level-0 tokens (raised to at least two rows of
+// the domain and 4096), the head in bands of `band` rows.
+struct NetShape {
+    int h = 0, w = 0;
+    int64_t chunk = 0;
+    int band = 0;
+};
+
+// Device memory is allocated through (and accounted in) the Ctx passed to upload/resize:
+// destroy(ctx) frees it, and ctx_destroy() frees whatever is left.
 class Net {
 public:
     Net() = default;
     Net(const Net &) = delete;
     Net &operator=(const Net &) = delete;
-    ~Net();
 
-    // Upload W (fp32 on the host, rounded to bf16 for the GEMM operands). Synchronous; once.
-    int upload(Ctx &ctx, const cpu::UNetWeights &W);
+    // Pack and upload m's weights (fp32 on the host, rounded to bf16 for the GEMM operands and the
+    // fusion conv). Synchronous; once. DENOISE_EINVAL for a configuration these kernels do not run.
+    int upload(Ctx &ctx, const Model &m);
     bool uploaded() const { return up_; }
-    // Size the workspace for an h x w token grid (padded frame / 2; multiples of 32).
-    int resize(Ctx &ctx, int h, int w);
+    // Device bytes upload() allocates for cfg (to plan memory before anything is allocated).
+    static size_t weight_bytes_for(const ModelConfig &cfg);
+    // Device bytes of the workspace resize(s) allocates.
+    static size_t workspace_bytes_for(const ModelConfig &cfg, const NetShape &s);
+    // Size the workspace for s (frees the previous one).
+    int resize(Ctx &ctx, const NetShape &s);
+    void release(Ctx &ctx);  // free the workspace
+    void destroy(Ctx &ctx);  // free the workspace and the weights
 
     // F (h, w, c0) bf16 = UNet of the fusion window frames[0..n-1] ((h, w, 12) bf16) and sigma
-    // (8-bit code values).
-    int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, bf16 *F);
-    // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, -1, 1).
-    int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, float *out);
+    // (8-bit code values) on a domain of h x w tokens (within the workspace's shape).
+    int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F);
+    // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, -1, 1), or with
+    // as_change the change 0.5 (that - centre).
+    int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change);
 
-    int h() const { return h_; }
-    int w() const { return w_; }
+    const NetShape &shape() const { return shape_; }
     size_t weight_bytes() const { return wbytes_; }
     size_t workspace_bytes() const { return wsbytes_; }
-
-    // Stage outputs (fp32, for the tests): after features() these hold enc0 (x0), merge..enc1
-    // (x1), mid (x2), dec1 (y1) and dec0 (y0) maps.
-    const float *x0() const { return x0_; }
-    const float *x2() const { return x2_; }
-    const float *y0() const { return y0_; }
 
 private:
     int block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
     int stage(Ctx &ctx, const DevStage &S, float *x, int H, int W);
+    int merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x, int H, int W, int C, float *out);
+    int expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const float *lo, int h, int w, int C,
+               const float *skipmap, int Cs, float *out);
     template <typename T>
     int put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what);
-    int put_linear(Ctx &ctx, DevLinear *d, const cpu::LinearW &l, bool bias);
-    int put_norm(Ctx &ctx, DevNorm *d, const cpu::NormW &n);
-    int put_stage(Ctx &ctx, DevStage *d, const cpu::StageW &s);
-    void free_ws();
+    int put_linear(Ctx &ctx, DevLinear *d, const LinearW &l);
+    int put_norm(Ctx &ctx, DevNorm *d, const NormW &n);
+    int put_stage(Ctx &ctx, DevStage *d, const StageW &s);
 
     ModelConfig cfg_;
     bool up_ = false;
     std::vector<void *> wallocs_, wsallocs_;
     size_t wbytes_ = 0, wsbytes_ = 0;
 
-    bf16 *fusion_w_ = nullptr;
+    bf16 *fusion_w_ = nullptr;  // (9, Cin, c0): tap-major
     float *fusion_b_ = nullptr;
     DevStage enc0_, enc1_, mid_, dec1_, dec0_;
     DevNorm merge0_n_, merge1_n_;
@@ -86,10 +103,12 @@ private:
     float *head_b_ = nullptr;
     int head_gc_ = 0;
 
-    int h_ = 0, w_ = 0;
-    float *x0_ = nullptr, *x1_ = nullptr, *x2_ = nullptr, *y1_ = nullptr, *y0_ = nullptr;
-    bf16 *tb_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *hid_ = nullptr;
-    float *G_ = nullptr;
+    NetShape shape_;
+    int64_t ea_ = 0, eq_ = 0;  // elements of a_/b_ and q_
+    // x0 (y0 reuses it: the skip concat has copied x0 before y0 is written), x1 (y1 likewise), x2
+    float *x0_ = nullptr, *x1_ = nullptr, *x2_ = nullptr;
+    bf16 *a_ = nullptr, *b_ = nullptr, *q_ = nullptr;  // chunk buffers
+    float *G_ = nullptr;                              // head band (band + 2 rows)
 };
 
 }  // namespace cuda

@@ -1,6 +1,6 @@
-// CUDA operators of model v1 (weights/model.py), correct-first version (issue 4 step 1): cuBLASLt
-// for every matrix product, one simple kernel per remaining op. The fused per-layer kernels come
-// later and are checked against these.
+// CUDA operators of model v1 (weights/model.py), correct-first version: cuBLASLt for every
+// matrix product, one simple kernel per remaining op; and the frame conversions between native
+// frames and the network (frame_in, frame_out). Fused per-layer kernels are checked against these.
 //
 // Conventions (same as kernels/cpu/ops.h unless stated):
 //  - maps are NHWC, token-major: element (y, x, c) of an h x w x C map at (y * w + x) * C + c;
@@ -27,45 +27,83 @@
 #include <map>
 #include <string>
 
+#include "../backend.h"
+
 namespace denoise {
 namespace cuda {
 
 using bf16 = __nv_bfloat16;
 
-// One per engine: its stream, the cuBLASLt handle and workspace, the last error.
+// One per engine: its stream, the cuBLASLt handle and workspace, the last error, and the
+// account of every device allocation the engine makes (the cap is StreamSpec.gpu_memory).
 struct Ctx {
     int device = 0;
-    cudaStream_t stream = nullptr;
+    cudaStream_t stream = nullptr;  // the compute stream (non-blocking, owned)
     cublasLtHandle_t lt = nullptr;
     void *lt_ws = nullptr;
     size_t lt_ws_bytes = 0;
     std::string err;
     std::map<std::string, cublasLtMatmulAlgo_t> algos;  // linear.cu's heuristic cache
     bool no_bias_epilogue = false;                      // tests: force the bias-kernel path
+    int64_t cap = INT64_MAX;                            // bytes dev_alloc may hold at once
+    int64_t used = 0, peak = 0;                         // bytes held now / at most so far
+    std::map<void *, size_t> live;                      // dev_alloc'd blocks and their sizes
 };
 
-// context.cu: create (cudaSetDevice, stream, cuBLASLt handle, 32 MiB workspace) / destroy.
-int ctx_create(Ctx &ctx, int device);
+constexpr size_t kLtWorkspaceBytes = (size_t)16 << 20;
+
+// context.cu: create: with set_device, cudaSetDevice(device) first; without, the context current
+// on the calling thread is used as it is (memory CUDA: the caller's context) and ctx.device is
+// its device. Then a non-blocking stream, the cuBLASLt handle and a workspace of lt_ws_bytes
+// (counted against ctx.cap, which must be set before). destroy: synchronises the stream, frees
+// every block still allocated, destroys the handle and the stream.
+int ctx_create(Ctx &ctx, int device, bool set_device, size_t lt_ws_bytes = kLtWorkspaceBytes);
 void ctx_destroy(Ctx &ctx);
 
 // Helpers that set ctx.err. `what` names the call site.
 int fail(Ctx &ctx, int code, const std::string &msg);
-int cuda_check(Ctx &ctx, cudaError_t e, const char *what);       // 0 or EDEVICE/ENOMEM
-int cublas_check(Ctx &ctx, cublasStatus_t s, const char *what);  // 0 or EDEVICE/ENOMEM
+int cuda_check(Ctx &ctx, cudaError_t e, const char *what);       // 0, ENOMEM (allocation) or EDEVICE
+int cublas_check(Ctx &ctx, cublasStatus_t s, const char *what);  // 0, ENOMEM (allocation) or EDEVICE
 int launch_check(Ctx &ctx, const char *kernel);                  // cudaGetLastError after a launch
 
-// Device allocation through ctx (cudaMalloc; ENOMEM with the size and the CUDA message).
+// Device allocation through ctx: DENOISE_ENOMEM when ctx.used + bytes would exceed ctx.cap or when
+// cudaMalloc reports cudaErrorMemoryAllocation, with a message naming `what`, the size, the bytes
+// in use and the cap; DENOISE_EDEVICE for any other CUDA error. dev_free(nullptr) is a no-op.
 int dev_alloc(Ctx &ctx, void **p, size_t bytes, const char *what);
+void dev_free(Ctx &ctx, void *p);
 
-// ---- convert_in.cu: host RGB planes in [0,1] (already on the device as three fp32 planes of
-// H x W, row pitch W) -> x = 2v - 1, reflect-padded to hp x wp (model.py's reflect_index rule),
-// space-to-depth 2x2 -> (hp/2, wp/2, 12) bf16, channel c*4 + dy*2 + dx.
-int convert_in(Ctx &ctx, const float *planes, int H, int W, int hp, int wp, bf16 *out);
+// A native frame in device memory: row y of plane p starts at data[p] + y * pitch[p] (bytes,
+// positive). Which bytes hold what is the DenoisePixelFormat's business (denoise.h).
+struct DevFrame {
+    uint8_t *data[4] = {nullptr, nullptr, nullptr, nullptr};
+    int64_t pitch[4] = {0, 0, 0, 0};
+};
 
-// ---- convert_out.cu: head output o (h2, w2, 12) fp32 and the s2d centre frame (h2, w2, 12) bf16
-// -> delta = (o - centre) / 2 in [0,1] units, depth-to-space and cropped to H x W, written as three
-// fp32 planes of H x W (row pitch W) on the device. H <= 2 h2, W <= 2 w2.
-int convert_out(Ctx &ctx, const float *o, const bf16 *centre, int h2, int w2, int H, int W, float *delta);
+// ---- frame_in.cu: a native frame (fmt, W x H; chroma planes -((-W) >> log2_chroma_w) x ...) ->
+// the network input x = 2 R'G'B' - 1 of the domain rows [oy, oy + hd), columns [ox, ox + wd) of
+// the padded frame (model.py's reflect_index maps padded rows/columns >= H/W into the frame),
+// space-to-depth 2x2: out (hd/2, wd/2, 12) bf16, channel c*4 + dy*2 + dx. The pixel work is
+// denoise.h's "in" rule with col's matrix (frame_color.cpp). oy, ox, hd, wd even.
+int frame_in(Ctx &ctx, const DevFrame &src, const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H,
+             int oy, int ox, int hd, int wd, bf16 *out);
+
+// ---- frame_out.cu: the change (hd/2, wd/2, 12) fp32 in R'G'B' units ([0,1] scale, s2d like the
+// input) of the domain at (oy, ox) -> output samples of the interior: pixels [ix0, ix1) x
+// [iy0, iy1) of the frame (clipped to W x H) and the chroma samples k whose luma position
+// k << log2_chroma falls inside, written into dst (same format and layout as orig, whose samples
+// the change is added to): denoise.h's "out" rule (inverse matrix, chroma adjoint as a gather per
+// chroma sample, amounts, blue-noise dither noise (64 x 64 floats on the device), clip).
+// Only colour component words are written. The domain must hold every pixel the chroma gather
+// reads: 3 << log2_chroma pixels beyond the interior on each side (or the frame edge).
+int frame_out(Ctx &ctx, const float *change, int oy, int ox, int hd, int wd, const DevFrame &orig, const DevFrame &dst,
+              const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H, int iy0, int iy1, int ix0, int ix1,
+              Amount amount, const float *noise);
+// frame_out.cu: copy the colour components of every sample from src to dst (both device frames of
+// the same format and size), components in the planes of plane_mask (bit p = plane p) only:
+// each sample's depth bits at its shift are replaced and every other bit of dst is kept (alpha,
+// padding bytes, the low bits of p010-style words), as the CPU backend's write does.
+int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, const DenoisePixelFormat &fmt, int W,
+                          int H, unsigned plane_mask);
 
 // ---- conv3x3.cu: the input fusion conv, zero padding 1, on the virtual 61-channel map
 // [frames[0] (12) | ... | frames[n-1] (12) | sigma/255 (1)] without building it: frames are
@@ -80,8 +118,9 @@ int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma
 // ((wy ws + i + shift) % H, (wx ws + j + shift) % W)): the roll is index math, no copy.
 // One warp per token; C <= 1024.
 int layernorm_rows(Ctx &ctx, const float *x, int64_t n, int C, const float *g, const float *b, float eps, bf16 *out);
-int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int shift, const float *g, const float *b,
-                     float eps, bf16 *out);
+// layernorm_window covers windows [win0, win1) of the map, written from out's start.
+int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int shift, int win0, int win1,
+                     const float *g, const float *b, float eps, bf16 *out);
 
 // ---- linear.cu (cuBLASLt): out[n, N] = beta * out + in[n, K] (row stride lda) x W^T + bias, W
 // (N, K) row-major bf16 (PyTorch layout, row stride K). in bf16; out bf16 or fp32 (out_f32), row
@@ -98,13 +137,16 @@ int gelu_tanh(Ctx &ctx, bf16 *x, int64_t rows, int C, const float *bias);
 // ---- window_attention.cu: Swin W-MSA core on qkv (n, 3C) bf16 in window order ([q | k | v],
 // head h at channels h*32..h*32+31 of each part); qkv_bias (3C fp32, may be null: already added);
 // rel_bias (heads, N, N) fp32 (gathered table); shift > 0: Swin's region mask in the rolled map.
-// out (n, C) bf16 in window order. Window ws = 8 (N = 64), head dim 32 only.
+// out (n, C) bf16 in window order. Windows [win0, win1) of the map; qkv and out hold them from
+// their start. Window ws = 8 (N = 64), head dim 32 only.
 int window_attention(Ctx &ctx, const bf16 *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws,
-                     int shift, const float *rel_bias, bf16 *out);
+                     int shift, int win0, int win1, const float *rel_bias, bf16 *out);
 
 // ---- residual.cu: x (H, W, C) fp32 += win (window order, bf16) (+ bias fp32, may be null), the
-// inverse of layernorm_window's gather (roll by +shift folded into the index); cast fp32 -> bf16.
-int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, float *x);
+// inverse of layernorm_window's gather (roll by +shift folded into the index), windows [win0,
+// win1) held from win's start; cast fp32 -> bf16.
+int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
+                       int win1, float *x);
 int cast_to_bf16(Ctx &ctx, const float *in, int64_t n, bf16 *out);
 // out[i] = a[i] + b[i] (fp32), n elements (a or b may alias out).
 int add_f32(Ctx &ctx, const float *a, const float *b, int64_t n, float *out);
@@ -116,12 +158,14 @@ int merge_s2d_layernorm(Ctx &ctx, const float *x, int H, int W, int C, const flo
                         bf16 *out);
 int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip, int Cs, bf16 *out);
 
-// ---- head.cu: the stencil pass of the head. G (h, w, Gc) fp32 holds the temporal GEMM's output,
-// channel (ky*3 + kx)*Cout + o = spatial tap (ky, kx) of output o (Gc >= 9 Cout, padded);
-// out (h, w, Cout) fp32 = clamp(bias + residual + sum of the 9 shifted taps (zero outside), -1, 1);
-// residual (h, w, Cout) bf16 (the s2d centre frame). Cout <= 16.
-int head_stencil(Ctx &ctx, const float *G, int Gc, int h, int w, const float *bias, int Cout, const bf16 *residual,
-                 float *out);
+// ---- head.cu: the stencil pass of the head on rows [r0, r1) of an h x w map. G holds the
+// temporal GEMM's output for map rows g0.. (at least max(0, r0-1) .. min(h, r1+1) - 1), (w, Gc)
+// fp32 per row, channel (ky*3 + kx)*Cout + o = spatial tap (ky, kx) of output o (Gc >= 9 Cout);
+// o = clamp(bias + residual + sum of the 9 shifted taps (zero outside the map), -1, 1) with
+// residual (h, w, Cout) bf16 (the s2d centre frame); out (h, w, Cout) fp32 receives o, or with
+// as_change the change 0.5 (o - residual) (R'G'B' units). Cout <= 16.
+int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
+                 const bf16 *residual, float *out, bool as_change);
 
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);

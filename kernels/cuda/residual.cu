@@ -3,7 +3,8 @@
 // window_scatter_add: the attention branch's residual: x[map token] += win[window token] (+ bias),
 // where map token ((wy ws + i + shift) % H, (wx ws + j + shift) % W) is window (wy, wx) token
 // (i, j): Swin's window_reverse + torch.roll(+shift) as index math (the exact inverse of
-// layernorm_window's gather), no rolled copy. x fp32 (H, W, C), win bf16 in window order.
+// layernorm_window's gather), no rolled copy. x fp32 (H, W, C), win bf16 in window order, windows
+// [win0, win1) from its start.
 // One thread per element; traffic per token 2C B read (win) + 4C B read-modify-write (x).
 // (The MLP branch's residual needs no kernel: fc2's GEMM accumulates into x with beta = 1.)
 //
@@ -17,13 +18,13 @@ namespace cuda {
 namespace {
 
 __global__ void scatter_add_kernel(const bf16 *__restrict__ win, const float *__restrict__ bias, int H, int W, int C,
-                                   int ws, int shift, float *__restrict__ x) {
+                                   int ws, int shift, int win0, int64_t nel, float *__restrict__ x) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)H * W * C) return;
+    if (i >= nel) return;
     const int c = (int)(i % C);
     const int64_t t = i / C;
     const int N = ws * ws, nwx = W / ws;
-    const int64_t wi = t / N;
+    const int64_t wi = win0 + t / N;
     const int r = (int)(t % N);
     const int wy = (int)(wi / nwx), wx = (int)(wi % nwx);
     const int y = (wy * ws + r / ws + shift) % H, xx = (wx * ws + r % ws + shift) % W;
@@ -44,16 +45,22 @@ __global__ void add_kernel(const float *a, const float *b, int64_t n, float *out
 
 }  // namespace
 
-int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, float *x) {
+int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
+                       int win1, float *x) {
     DN_REQUIRE(win && x, "null pointer");
     DN_REQUIRE(C >= 1, "C < 1");
     DN_REQUIRE(ws >= 1 && H >= ws && W >= ws && H % ws == 0 && W % ws == 0,
                "map " + std::to_string(W) + "x" + std::to_string(H) + " does not tile into " + std::to_string(ws) +
                    "x" + std::to_string(ws) + " windows");
     DN_REQUIRE(shift >= 0 && shift < ws, "shift " + std::to_string(shift) + " outside [0, ws)");
+    const int64_t nwin = (int64_t)(H / ws) * (W / ws);
+    DN_REQUIRE(win0 >= 0 && win0 < win1 && win1 <= nwin, "windows [" + std::to_string(win0) + ", " +
+                                                             std::to_string(win1) + ") outside [0, " +
+                                                             std::to_string(nwin) + ")");
+    const int64_t nel = (int64_t)(win1 - win0) * ws * ws * C;
     unsigned blocks;
-    DN_REQUIRE(grid_1d((int64_t)H * W * C, 256, &blocks), "grid too large");
-    scatter_add_kernel<<<blocks, 256, 0, ctx.stream>>>(win, bias, H, W, C, ws, shift, x);
+    DN_REQUIRE(grid_1d(nel, 256, &blocks), "grid too large");
+    scatter_add_kernel<<<blocks, 256, 0, ctx.stream>>>(win, bias, H, W, C, ws, shift, win0, nel, x);
     return launch_check(ctx, "scatter_add_kernel");
 }
 

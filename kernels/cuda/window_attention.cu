@@ -9,7 +9,8 @@
 // windows in the last window row/column mix regions. A row always keeps its own key, so the
 // softmax is finite.
 // Layout: qkv (n, 3C) bf16 in window order, [q | k | v], head h at channels h*32..h*32+31 of
-// each; out (n, C) bf16 in window order (the proj GEMM reads it as is).
+// each; out (n, C) bf16 in window order (the proj GEMM reads it as is); both hold windows
+// [win0, win1) of the map from their start (the block's attention half runs in chunks).
 // Shared memory: q, k (64 x 33 fp32, padded: conflict-free column access), v (64 x 32), S (64 x 65)
 // = 41.7 KB; 256 threads: 16 scores, then 8 softmax rows per warp, then 8 outputs per thread.
 // Values: fp32 throughout (expf, fp32 sums); one bf16 rounding on the store.
@@ -30,14 +31,14 @@ __device__ __forceinline__ int region_of(int p, int n, int ws, int s) { return p
 
 __global__ void __launch_bounds__(256) window_attention_kernel(const bf16 *__restrict__ qkv,
                                                                const float *__restrict__ qkv_bias, int H, int W, int C,
-                                                               int shift, const float *__restrict__ rel_bias,
+                                                               int shift, int win0, const float *__restrict__ rel_bias,
                                                                bf16 *__restrict__ out) {
     __shared__ float q[kN][kHd + 1], k[kN][kHd + 1], v[kN][kHd], S[kN][kN + 1];
     __shared__ int rid[kN];
-    const int wi = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+    const int wi = win0 + (int)blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
     const int nwx = W / kWs, wy = wi / nwx, wx = wi % nwx;
     const float scale = rsqrtf((float)kHd);
-    const size_t row0 = (size_t)wi * kN;
+    const size_t row0 = (size_t)blockIdx.x * kN;
     for (int e = tid; e < kN * kHd; e += blockDim.x) {
         const int r = e / kHd, d = e % kHd;
         const bf16 *p = qkv + (row0 + r) * 3 * C + h * kHd + d;
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(256) window_attention_kernel(const bf16 *__res
 }  // namespace
 
 int window_attention(Ctx &ctx, const bf16 *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws,
-                     int shift, const float *rel_bias, bf16 *out) {
+                     int shift, int win0, int win1, const float *rel_bias, bf16 *out) {
     DN_REQUIRE(qkv && rel_bias && out, "null pointer");
     DN_REQUIRE(ws == kWs, "window " + std::to_string(ws) + " (this kernel is built for 8)");
     DN_REQUIRE(heads >= 1 && C == heads * kHd,
@@ -100,8 +101,11 @@ int window_attention(Ctx &ctx, const bf16 *qkv, const float *qkv_bias, int H, in
     DN_REQUIRE(heads <= 65535, "too many heads");
     const int64_t nwin = (int64_t)(H / ws) * (W / ws);
     DN_REQUIRE(nwin <= 0x7fffffffLL, "too many windows");
-    window_attention_kernel<<<dim3((unsigned)nwin, heads), 256, 0, ctx.stream>>>(qkv, qkv_bias, H, W, C, shift,
-                                                                                 rel_bias, out);
+    DN_REQUIRE(win0 >= 0 && win0 < win1 && win1 <= nwin, "windows [" + std::to_string(win0) + ", " +
+                                                             std::to_string(win1) + ") outside [0, " +
+                                                             std::to_string(nwin) + ")");
+    window_attention_kernel<<<dim3((unsigned)(win1 - win0), heads), 256, 0, ctx.stream>>>(qkv, qkv_bias, H, W, C,
+                                                                                          shift, win0, rel_bias, out);
     return launch_check(ctx, "window_attention_kernel");
 }
 

@@ -1,0 +1,116 @@
+// The interface between the engine's API and frame-window logic (engine.cpp) and a backend
+// (CPU: kernels/cpu/backend_cpu.cpp, CUDA: kernels/cuda/backend_cuda.cu).
+//
+// engine.cpp decides which time indices of the segment to compute and which to drop (mirroring
+// at segment ends included) and calls, per output t in order:
+//   push_frame(k) for every input frame as it arrives;
+//   compute_features(s, ...) for s = t-1, t, t+1 not yet computed (F_s of frames s-r..s+r);
+//   queue_output(t, {t-1, t, t+1}, amount) once those exist;
+//   write_output(t, out) when the caller pulls t;
+//   evict(frame_lo, feat_lo) as the window moves on.
+// A backend may run push_frame / compute_features / queue_output asynchronously (CUDA queues
+// them on its stream and returns); write_output is where it waits. compute_features may also
+// only record what F_s is made of and compute it inside queue_output (tiled frames).
+//
+// Every call returns 0 or a DENOISE_E* code with the message in error().
+#ifndef DENOISE_BACKEND_H
+#define DENOISE_BACKEND_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "denoise.h"
+#include "model.h"
+
+namespace denoise {
+
+// What a backend is opened for; fixed for the life of an engine.
+struct StreamSpec {
+    int width = 0, height = 0;  // frame size in pixels
+    int hp = 0, wp = 0;         // padded to cfg.pad_multiple (the network runs on hp/2 x wp/2 tokens)
+    int cw = 0, ch = 0;         // chroma plane size: -((-width) >> log2_chroma_w), ... (= width, height without subsampling)
+    DenoisePixelFormat format;
+    DenoiseMemory memory = DENOISE_MEMORY_HOST;
+    void *cuda_stream = nullptr;
+    int device = 0;
+    int threads = 0;
+    int64_t gpu_memory = 0;     // bytes, resolved (never 0)
+    int tile = 0;               // largest tile side in pixels, 0 = automatic
+    const float *blue_noise = nullptr;  // kBlueNoiseSize^2 values in [0, 1) (pl_generate_blue_noise), row-major
+};
+
+constexpr int kBlueNoiseLog2 = 6;
+constexpr int kBlueNoiseSize = 1 << kBlueNoiseLog2;
+// Dither of component c (0..2) at sample (x, y): blue_noise[((y + 41 c) & 63) * 64 + ((x + 23 c) & 63)]
+// (the tile is shifted per component so that their dithers are decorrelated).
+
+// One frame's colour transform, derived once from its DenoiseColor (frame_color.cpp) so that every
+// backend applies the same numbers.
+struct FrameColor {
+    float dec[3][3] = {};    // R'G'B' = dec v + dec_off, v = normalised (Y', Cb, Cr); identity for R'G'B'
+    float dec_off[3] = {};
+    float enc[3][3] = {};    // normalised code change = enc (R'G'B' change): dec's matrix inverted
+    float neutral = 0.5f;    // gray: normalised value of the absent chroma ((1 << (depth-1)) / (2^depth - 1))
+    bool rgb = false;        // R'G'B' system (also float gray: R' = G' = B' = Y, luma of the change by BT.709)
+    int xpos = 0, ypos = 0;  // chroma (0,0) location, 1/256 luma pixels
+};
+FrameColor frame_color(const DenoisePixelFormat &fmt, const DenoiseColor &color);
+
+struct Amount {
+    float luma = 1.f, chroma = 1.f;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    // Take input frame `idx` of the segment: keep a copy of its native samples (the output adds the
+    // change to them) and its network input (x = 2 R'G'B' - 1, reflect-padded to hp x wp,
+    // space-to-depth to (hp/2, wp/2, 12)), converted once. `in` is free for reuse on return (host)
+    // or after the work queued on the caller's stream before this call (CUDA memory).
+    virtual int push_frame(int64_t idx, const DenoiseImage &in, const FrameColor &color) = 0;
+
+    // F_s from kept frames frames[0..n-1] (already mirrored: frames s-r..s+r), with the sigma map
+    // sigma/255 (8-bit code values).
+    virtual int compute_features(int64_t s, const int64_t *frames, int n, float sigma) = 0;
+
+    // Output t = clamp(head(F_{feats[0]}, F_{feats[1]}, F_{feats[2]}) + s2d(x_t), -1, 1), turned into
+    // the change, taken to frame t's own representation, scaled by `amount`, added to frame t's
+    // native samples with dither. Kept until write_output(t).
+    virtual int queue_output(int64_t t, const int64_t feats[3], Amount amount) = 0;
+
+    // Write output t (queued) into `out`; waits for it. For CUDA memory, the consumer's stream is made
+    // to wait for the writes instead of the host.
+    virtual int write_output(int64_t t, const DenoiseImage &out) = 0;
+
+    // Outputs the backend wants queued ahead of the one being written, to overlap copies and
+    // compute: 0 for a synchronous backend.
+    virtual int pipeline_depth() const = 0;
+
+    // Drop frames with index < frame_lo (both their network input and native copy) and features with
+    // index < feat_lo; their buffers are reused.
+    virtual void evict(int64_t frame_lo, int64_t feat_lo) = 0;
+    // Drop everything kept (new segment).
+    virtual void reset() = 0;
+
+    virtual int64_t gpu_memory_peak() const { return 0; }
+    virtual const std::string &error() const = 0;
+};
+
+// Both return nullptr with *err set (and *code the DENOISE_E* code) on failure. `m` must outlive
+// the backend.
+std::unique_ptr<Backend> cpu_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code);
+
+#ifdef DENOISE_HAVE_CUDA
+// 0 when CUDA device `device` exists and has compute capability >= 8.0, with a description of the
+// device in *why ("CUDA device 0: NVIDIA H200, compute capability 9.0"); else DENOISE_ENOSYS with
+// the reason (no driver, no device, index out of range, too old) in *why. Creates no context.
+int cuda_probe(int device, std::string *why);
+std::unique_ptr<Backend> cuda_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code);
+#endif
+
+}  // namespace denoise
+
+#endif

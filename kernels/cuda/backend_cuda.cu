@@ -1,0 +1,772 @@
+// The CUDA backend (backend.h): native frames in, native frames out, the pixel work and the
+// network on the GPU, every device byte counted against StreamSpec.gpu_memory.
+//
+// Streams and copies. One compute stream (ctx.stream) runs every kernel in call order, so buffers
+// that go back to a pool are reused safely by later work on it.
+//  - memory HOST: push copies the frame's colour rows into one of two pinned staging buffers (the
+//    host waits only for the upload from two pushes ago), uploads them on an upload stream into
+//    the frame's native ring slot (after the compute stream's last read of that slot, an event),
+//    and the compute stream waits for the upload. An output is converted into a device staging
+//    slot, downloaded on a download stream into its pinned buffer; write_output waits (sleeping,
+//    not spinning) for that download only, then copies the colour samples into the caller's frame. pipeline_depth() = 1, so the
+//    engine queues output t+1 before it writes t: uploads, compute and downloads of two frames
+//    overlap. Only native bytes cross the bus (1.5 B per pixel each way for yuv420p).
+//  - memory CUDA: the caller's context is used as it is (no cudaSetDevice); push orders a
+//    device-to-device copy of the frame's rows after the work queued on the caller's stream
+//    (an event) and makes the caller's stream wait for the copy; write_output copies the output
+//    (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for planes
+//    that also hold alpha / padding / p010's low bits) and makes the caller's stream wait for it.
+//    No host synchronisation at all; pipeline_depth() = 0.
+// Memory plans (chosen at creation, allocated on the first push; docs/cuda.md has the figures):
+//  - whole frames: a native ring slot per kept frame with its network input converted once
+//    (frame_in at push), a feature ring (F_s computed once, reused by three outputs), the change
+//    of one output, the U-Net workspace with the token-wise phases in chunks of 2^18 (or 2^16)
+//    level-0 tokens and the head in bands of rows;
+//  - tiles: only native slots are kept; compute_features records which frames and sigma make F_s,
+//    and queue_output runs, per tile of T x T pixels (origins on multiples of 64 px, so every
+//    window grid and shifted window of the three U-Net levels aligns with the whole frame's), on
+//    the tile grown by a halo of kHalo px: frame_in of the (up to 2R+1) frames, the three U-Nets,
+//    the head, and frame_out of the tile's interior. T is the largest that fits the cap.
+// The first plan that fits the cap is allocated; cudaErrorMemoryAllocation (or the cap) at any
+// allocation, then or later, moves to the next smaller plan (whole -> tiles -> smaller tiles),
+// keeping the frames already pushed; when none is left the call fails with DENOISE_ENOMEM and the
+// allocator's message (buffer, size, bytes held, cap). Every other CUDA or cuBLASLt error is
+// DENOISE_EDEVICE with the runtime's error name and string.
+#include "../denoise.h"
+#include "backend_cuda.h"
+#include "common.cuh"
+#include "frame_layout.h"
+#include "network.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace denoise {
+
+int cuda_probe(int device, std::string *why) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *why = std::string(e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ? "no CUDA driver or device: "
+                                                                                         : "CUDA unavailable: ") +
+               "cudaGetDeviceCount: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+        return DENOISE_ENOSYS;
+    }
+    if (n <= 0) {
+        *why = "no CUDA device";
+        return DENOISE_ENOSYS;
+    }
+    if (device < 0 || device >= n) {
+        *why = "device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " CUDA devices)";
+        return DENOISE_ENOSYS;
+    }
+    cudaDeviceProp prop{};
+    e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *why = std::string("cudaGetDeviceProperties: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+        return DENOISE_ENOSYS;
+    }
+    const std::string cc = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    if (prop.major < 8) {
+        *why = "device " + std::to_string(device) + " (" + prop.name + ") has compute capability " + cc +
+               "; the CUDA engine needs 8.0 or newer (bf16 tensor cores)";
+        return DENOISE_ENOSYS;
+    }
+    *why = "CUDA device " + std::to_string(device) + ": " + prop.name + ", compute capability " + cc;
+    return 0;
+}
+
+namespace {
+
+using cuda::bf16;
+using cuda::DevFrame;
+using cuda::FrameLayout;
+
+#define TRY(x)                  \
+    do {                        \
+        int rc_ = (x);          \
+        if (rc_) return rc_;    \
+    } while (0)
+
+constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
+constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
+constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
+// Events the host waits on: it sleeps instead of spinning a core while a frame computes.
+constexpr unsigned kHostWaitEvent = cudaEventBlockingSync | cudaEventDisableTiming;
+
+std::string gib(int64_t b) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%.2f GiB", b / 1073741824.0);
+    return t;
+}
+
+struct Plan {
+    bool tiled = false;
+    int tile = 0;         // interior side (px)
+    int dh = 0, dw = 0;   // largest domain (px)
+    int tiles = 1;
+    cuda::NetShape net;
+    int64_t bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(const Model &m, const StreamSpec &spec)
+        : m_(m), cfg_(m.cfg), spec_(spec), host_(spec.memory == DENOISE_MEMORY_HOST), depth_(host_ ? 1 : 0) {
+        L_ = cuda::frame_layout(spec.format, spec.width, spec.height);
+        h2_ = spec.hp / 2;
+        w2_ = spec.wp / 2;
+        R_ = cfg_.temporal_radius();
+    }
+
+    ~CudaBackend() override {
+        if (!ctx_created_) return;
+        if (host_) cudaSetDevice(spec_.device);
+        if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+        if (up_) cudaStreamSynchronize(up_);
+        if (down_) cudaStreamSynchronize(down_);
+        for (auto &s : slots_) {
+            if (s->ready) cudaEventDestroy(s->ready);
+            if (s->released) cudaEventDestroy(s->released);
+        }
+        for (auto &o : outs_) {
+            if (o->pinned) cudaFreeHost(o->pinned);
+            if (o->ready) cudaEventDestroy(o->ready);
+            if (o->downloaded) cudaEventDestroy(o->downloaded);
+        }
+        for (auto &p : pins_) {
+            if (p.host) cudaFreeHost(p.host);
+            if (p.done) cudaEventDestroy(p.done);
+        }
+        if (caller_ev_) cudaEventDestroy(caller_ev_);
+        if (ours_ev_) cudaEventDestroy(ours_ev_);
+        if (up_) cudaStreamDestroy(up_);
+        if (down_) cudaStreamDestroy(down_);
+        cuda::ctx_destroy(ctx_);  // frees every device block still held
+    }
+
+    // Plans that fit the cap, largest first; "" or why none does.
+    std::string make_plans() {
+        const int64_t cap = spec_.gpu_memory;
+        const int64_t Sn = L_.bytes, nslots = 2 * R_ + 2 + depth_;
+        const int64_t fixed = (int64_t)cuda::Net::weight_bytes_for(cfg_) + (int64_t)cuda::kLtWorkspaceBytes +
+                              kNoiseBytes + nslots * Sn + (depth_ + 1) * Sn;
+        const int c0 = cfg_.channels[0];
+        auto band = [&](int w) { return (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2); };
+        int64_t need_min = INT64_MAX;
+        if (!spec_.tile) {
+            for (int64_t K : {(int64_t)1 << 18, (int64_t)1 << 16}) {
+                Plan p;
+                p.net = {h2_, w2_, K, band(w2_)};
+                const int64_t tok = (int64_t)h2_ * w2_;
+                p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
+                          (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
+                need_min = std::min(need_min, p.bytes);
+                if (p.bytes <= cap) plans_.push_back(p);
+            }
+        }
+        // Tiles: square interiors, a multiple of 64 px. First the largest side that fits the cap,
+        // shrunk to the smallest side with as few tiles (less work beyond the frame edges), then
+        // halving sides as the fallbacks, down to 64 px.
+        const int top = (std::max(spec_.hp, spec_.wp) + 63) / 64 * 64;
+        auto tiled = [&](int T) {
+            Plan p;
+            p.tiled = true;
+            p.tile = T;
+            p.dh = std::min(spec_.hp, T + 2 * kHalo);
+            p.dw = std::min(spec_.wp, T + 2 * kHalo);
+            p.tiles = ((spec_.height + T - 1) / T) * ((spec_.width + T - 1) / T);
+            p.net = {p.dh / 2, p.dw / 2, (int64_t)1 << 16, band(p.dw / 2)};
+            const int64_t tok = (int64_t)p.net.h * p.net.w;
+            p.bytes = fixed + (2 * R_ + 1) * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
+                      (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
+            return p;
+        };
+        int T = spec_.tile ? std::min(top, std::max(64, spec_.tile / 64 * 64)) : top;
+        for (; T > 64 && tiled(T).bytes > cap; T -= 64) {
+        }
+        Plan best = tiled(T);
+        need_min = std::min(need_min, tiled(64).bytes);
+        if (best.bytes <= cap) {
+            while (best.tile > 64 && tiled(best.tile - 64).tiles == best.tiles) best = tiled(best.tile - 64);
+            plans_.push_back(best);
+            for (int t = best.tile / 2 / 64 * 64; t >= 64; t = t / 2 / 64 * 64) {
+                plans_.push_back(tiled(t));
+                if (t == 64) break;
+            }
+            if (plans_.back().tile != 64) plans_.push_back(tiled(64));
+        }
+        if (plans_.empty())
+            return "the GPU memory cap of " + gib(cap) + " is too small for " + std::to_string(spec_.width) + "x" +
+                   std::to_string(spec_.height) + ": the smallest plan (tiles of 64 px) needs " + gib(need_min) +
+                   " (weights, " + std::to_string(nslots) + " native frames of " + std::to_string(Sn) +
+                   " bytes, the U-Net workspace of one tile)";
+        return "";
+    }
+
+    const std::string &error() const override { return ctx_.err; }
+    int pipeline_depth() const override { return depth_; }
+    int64_t gpu_memory_peak() const override { return ctx_.peak; }
+
+    bool plan_info(CudaPlanInfo *i) const {
+        if (plan_i_ >= plans_.size()) return false;
+        const Plan &p = plans_[plan_i_];
+        i->tiled = p.tiled;
+        i->tile = p.tile;
+        i->halo = p.tiled ? kHalo : 0;
+        i->tiles = p.tiles;
+        i->planned_bytes = p.bytes;
+        i->chunk = p.net.chunk;
+        i->text = (p.tiled ? "tiles of " + std::to_string(p.tile) + " px + " + std::to_string(kHalo) + " px halo (" +
+                                 std::to_string(p.tiles) + " per frame)"
+                           : std::string("whole frames")) +
+                  ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
+                  std::to_string(p.net.chunk) + " tokens";
+        return true;
+    }
+
+    int push_frame(int64_t idx, const DenoiseImage &in, const FrameColor &color) override {
+        try {
+            TRY(enter());
+            const std::string bad = cuda::check_image(L_, in, host_);
+            if (!bad.empty()) return fail(DENOISE_EINVAL, "push_frame: " + bad);
+            if (frames_.count(idx)) return fail(DENOISE_EINVAL, "push_frame: frame " + std::to_string(idx) + " already kept");
+            Slot *s = nullptr;
+            TRY(take_slot(&s));
+            s->color = color;
+            s->has_x = false;
+            int rc = host_ ? upload(in, s) : copy_in(in, s);
+            if (!rc && !plan().tiled) rc = convert_whole(s);
+            if (rc) {
+                free_slots_.push_back(s);
+                return rc;
+            }
+            frames_[idx] = s;
+            return 0;
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "push_frame: out of host memory");
+        }
+    }
+
+    int compute_features(int64_t s, const int64_t *frames, int n, float sigma) override {
+        try {
+            TRY(enter());
+            if (n != 2 * cfg_.fusion_radius + 1)
+                return fail(DENOISE_EINVAL, "compute_features: " + std::to_string(n) + " frames, the model fuses " +
+                                                std::to_string(2 * cfg_.fusion_radius + 1));
+            for (int k = 0; k < n; ++k)
+                if (!frames_.count(frames[k]))
+                    return fail(DENOISE_EINVAL, "compute_features: frame " + std::to_string(frames[k]) + " is not kept");
+            recipes_[s] = Recipe{std::vector<int64_t>(frames, frames + n), sigma};
+            if (plan().tiled) return 0;
+            return features_whole(s);
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "compute_features: out of host memory");
+        }
+    }
+
+    int queue_output(int64_t t, const int64_t feats[3], Amount amount) override {
+        try {
+            TRY(enter());
+            auto fr = frames_.find(t);
+            if (fr == frames_.end()) return fail(DENOISE_EINVAL, "queue_output: frame " + std::to_string(t) + " is not kept");
+            for (int k = 0; k < 3; ++k)
+                if (!recipes_.count(feats[k]))
+                    return fail(DENOISE_EINVAL, "queue_output: feature map " + std::to_string(feats[k]) +
+                                                    " is not computed");
+            if (pending_.count(t)) return fail(DENOISE_EINVAL, "queue_output: output " + std::to_string(t) + " already queued");
+            Out *o = nullptr;
+            TRY(take_out(&o));
+            if (host_) TRY(ck(cudaStreamWaitEvent(ctx_.stream, o->downloaded, 0), "cudaStreamWaitEvent (output staging)"));
+            int rc = plan().tiled ? output_tiled(t, feats, amount, o) : output_whole(t, feats, amount, o);
+            if (!rc && host_) {
+                rc = ck(cudaEventRecord(o->ready, ctx_.stream), "cudaEventRecord (output ready)");
+                if (!rc) rc = ck(cudaStreamWaitEvent(down_, o->ready, 0), "cudaStreamWaitEvent (download)");
+                if (!rc)
+                    rc = ck(cudaMemcpyAsync(o->pinned, o->dev, (size_t)L_.bytes, cudaMemcpyDeviceToHost, down_),
+                            "cudaMemcpyAsync (output download)");
+                if (!rc) rc = ck(cudaEventRecord(o->downloaded, down_), "cudaEventRecord (output downloaded)");
+            }
+            if (rc) {
+                free_outs_.push_back(o);
+                return rc;
+            }
+            pending_[t] = o;
+            return 0;
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "queue_output: out of host memory");
+        }
+    }
+
+    int write_output(int64_t t, const DenoiseImage &out) override {
+        TRY(enter());
+        auto it = pending_.find(t);
+        if (it == pending_.end()) return fail(DENOISE_EINVAL, "write_output: output " + std::to_string(t) + " is not queued");
+        const std::string bad = cuda::check_image(L_, out, host_);
+        if (!bad.empty()) return fail(DENOISE_EINVAL, "write_output: " + bad);
+        Out *o = it->second;
+        int rc;
+        if (host_) {
+            rc = ck(cudaEventSynchronize(o->downloaded), "cudaEventSynchronize (output download)");
+            if (!rc) cuda::copy_from_compact(L_, o->pinned, out);
+        } else {
+            rc = copy_out(o, out);
+        }
+        if (rc) return rc;
+        pending_.erase(it);
+        free_outs_.push_back(o);
+        return 0;
+    }
+
+    void evict(int64_t frame_lo, int64_t feat_lo) override {
+        if (!started_) return;
+        if (host_) cudaSetDevice(spec_.device);
+        while (!frames_.empty() && frames_.begin()->first < frame_lo) {
+            release_slot(frames_.begin()->second);
+            frames_.erase(frames_.begin());
+        }
+        while (!feats_.empty() && feats_.begin()->first < feat_lo) {
+            free_feats_.push_back(feats_.begin()->second);
+            feats_.erase(feats_.begin());
+        }
+        recipes_.erase(recipes_.begin(), recipes_.lower_bound(feat_lo));
+    }
+
+    void reset() override {
+        evict(INT64_MAX, INT64_MAX);
+        for (auto &kv : pending_) free_outs_.push_back(kv.second);
+        pending_.clear();
+    }
+
+private:
+    struct Slot {
+        uint8_t *nat = nullptr;  // compact native copy (L_)
+        bf16 *x = nullptr;       // network input of the padded frame (whole-frame plans)
+        bool has_x = false;
+        FrameColor color;
+        cudaEvent_t ready = nullptr;     // upload done (copy stream)
+        cudaEvent_t released = nullptr;  // the compute stream's last read done
+    };
+    struct Out {
+        uint8_t *dev = nullptr;     // compact output frame
+        uint8_t *pinned = nullptr;  // memory HOST: its download
+        cudaEvent_t ready = nullptr, downloaded = nullptr;
+    };
+    struct Pin {
+        uint8_t *host = nullptr;
+        cudaEvent_t done = nullptr;  // the upload from it finished
+    };
+    struct Recipe {
+        std::vector<int64_t> frames;
+        float sigma;
+    };
+
+    const Plan &plan() const { return plans_[plan_i_]; }
+
+    int fail(int code, const std::string &msg) { return cuda::fail(ctx_, code, "CUDA backend: " + msg); }
+    int ck(cudaError_t e, const char *what) { return cuda::cuda_check(ctx_, e, what); }
+
+    // Every call: the device (memory HOST; memory CUDA keeps the caller's context), then the lazy
+    // start on the first call.
+    int enter() {
+        if (dead_rc_) {
+            ctx_.err = dead_msg_;
+            return dead_rc_;
+        }
+        if (host_ && ctx_created_) TRY(ck(cudaSetDevice(spec_.device), "cudaSetDevice"));
+        if (started_) return 0;
+        int rc = start();
+        if (rc) return die(rc, "CUDA backend start: " + ctx_.err);
+        started_ = true;
+        return 0;
+    }
+
+    // A state no call can continue from (start failed, no plan fits): every later call returns
+    // the same error.
+    int die(int rc, const std::string &msg) {
+        dead_rc_ = rc;
+        dead_msg_ = msg;
+        ctx_.err = msg;
+        return rc;
+    }
+
+    int start() {
+        ctx_.cap = spec_.gpu_memory;
+        ctx_created_ = true;
+        TRY(cuda::ctx_create(ctx_, spec_.device, host_));
+        TRY(net_.upload(ctx_, m_));
+        TRY(cuda::dev_alloc(ctx_, (void **)&noise_, (size_t)kNoiseBytes, "blue-noise tile"));
+        TRY(ck(cudaMemcpy(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice), "cudaMemcpy (blue noise)"));
+        if (host_) {
+            TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (upload stream)"));
+            TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));
+            for (Pin &p : pins_) {
+                TRY(ck(cudaHostAlloc((void **)&p.host, (size_t)L_.bytes, cudaHostAllocDefault),
+                       "cudaHostAlloc (input staging)"));
+                TRY(ck(cudaEventCreateWithFlags(&p.done, kHostWaitEvent), "cudaEventCreate"));
+            }
+        } else {
+            TRY(ck(cudaEventCreateWithFlags(&caller_ev_, cudaEventDisableTiming), "cudaEventCreate"));
+            TRY(ck(cudaEventCreateWithFlags(&ours_ev_, cudaEventDisableTiming), "cudaEventCreate"));
+        }
+        for (int k = 0; k <= depth_; ++k) {
+            Out *o = nullptr;
+            TRY(new_out(&o));
+            free_outs_.push_back(o);
+        }
+        return configure(0);
+    }
+
+    // Allocate plan i's buffers, or the next plan's when i's do not fit.
+    int configure(size_t i) {
+        std::string last;
+        for (; i < plans_.size(); ++i) {
+            release_plan();
+            plan_i_ = i;
+            int rc = alloc_plan(plans_[i]);
+            if (!rc) return 0;
+            if (rc != DENOISE_ENOMEM) return rc;
+            last = ctx_.err;
+        }
+        release_plan();
+        plan_i_ = plans_.size() - 1;
+        return die(DENOISE_ENOMEM, "CUDA backend: out of GPU memory in every plan down to " +
+                                       (plans_.back().tiled ? "tiles of " + std::to_string(plans_.back().tile) + " px"
+                                                            : std::string("whole frames")) +
+                                       ": " + last);
+    }
+
+    // After an allocation failed with ENOMEM: the next smaller plan, or the failure.
+    int fall_back(int rc) {
+        if (rc != DENOISE_ENOMEM) return rc;
+        if (plan_i_ + 1 >= plans_.size()) return rc;
+        return configure(plan_i_ + 1);
+    }
+
+    void release_plan() {
+        net_.release(ctx_);
+        for (auto &kv : feats_) cuda::dev_free(ctx_, kv.second);
+        feats_.clear();
+        for (bf16 *p : free_feats_) cuda::dev_free(ctx_, p);
+        free_feats_.clear();
+        for (auto &s : slots_) {
+            cuda::dev_free(ctx_, s->x);
+            s->x = nullptr;
+            s->has_x = false;
+        }
+        for (bf16 *p : tile_x_) cuda::dev_free(ctx_, p);
+        tile_x_.clear();
+        for (bf16 *&p : tile_F_) {
+            cuda::dev_free(ctx_, p);
+            p = nullptr;
+        }
+        cuda::dev_free(ctx_, change_);
+        change_ = nullptr;
+    }
+
+    int alloc_plan(const Plan &p) {
+        TRY(net_.resize(ctx_, p.net));
+        const int64_t tok = (int64_t)p.net.h * p.net.w;
+        TRY(cuda::dev_alloc(ctx_, (void **)&change_, (size_t)tok * 12 * 4, "the change of one output"));
+        if (p.tiled) {
+            for (int k = 0; k < 2 * R_ + 1; ++k) {
+                bf16 *b = nullptr;
+                TRY(cuda::dev_alloc(ctx_, (void **)&b, (size_t)tok * 12 * 2, "a tile's network input"));
+                tile_x_.push_back(b);
+            }
+            for (bf16 *&f : tile_F_)
+                TRY(cuda::dev_alloc(ctx_, (void **)&f, (size_t)tok * cfg_.channels[0] * 2, "a tile's feature map"));
+            return 0;
+        }
+        for (int k = 0; k < 3; ++k) {
+            bf16 *f = nullptr;
+            TRY(cuda::dev_alloc(ctx_, (void **)&f, (size_t)tok * cfg_.channels[0] * 2, "the feature ring"));
+            free_feats_.push_back(f);
+        }
+        // frames already kept (a fallback never returns to whole frames, so only at start)
+        for (auto &kv : frames_) TRY(convert_whole(kv.second));
+        return 0;
+    }
+
+    int new_out(Out **po) {
+        std::unique_ptr<Out> o(new Out());
+        int rc = cuda::dev_alloc(ctx_, (void **)&o->dev, (size_t)L_.bytes, "an output staging frame");
+        if (rc) return rc;
+        outs_.push_back(std::move(o));  // owned from here: the destructor frees what follows
+        Out *q = outs_.back().get();
+        if (host_) {
+            TRY(ck(cudaHostAlloc((void **)&q->pinned, (size_t)L_.bytes, cudaHostAllocDefault), "cudaHostAlloc (output staging)"));
+            TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
+            TRY(ck(cudaEventCreateWithFlags(&q->downloaded, kHostWaitEvent), "cudaEventCreate"));
+            TRY(ck(cudaEventRecord(q->downloaded, down_), "cudaEventRecord"));
+        }
+        *po = q;
+        return 0;
+    }
+
+    int take_out(Out **po) {
+        if (!free_outs_.empty()) {
+            *po = free_outs_.back();
+            free_outs_.pop_back();
+            return 0;
+        }
+        for (;;) {
+            int rc = new_out(po);
+            if (rc != DENOISE_ENOMEM) return rc;
+            const size_t before = plan_i_;
+            if ((rc = fall_back(rc))) return rc;
+            if (plan_i_ == before) return DENOISE_ENOMEM;
+        }
+    }
+
+    int take_slot(Slot **ps) {
+        if (!free_slots_.empty()) {
+            *ps = free_slots_.back();
+            free_slots_.pop_back();
+            return 0;
+        }
+        std::unique_ptr<Slot> s(new Slot());
+        for (;;) {
+            int rc = cuda::dev_alloc(ctx_, (void **)&s->nat, (size_t)L_.bytes, "a native frame of the input ring");
+            if (!rc) break;
+            if (rc != DENOISE_ENOMEM) return rc;
+            const size_t before = plan_i_;
+            if ((rc = fall_back(rc))) return rc;
+            if (plan_i_ == before) return DENOISE_ENOMEM;
+        }
+        slots_.push_back(std::move(s));  // owned from here: the destructor frees what follows
+        Slot *q = slots_.back().get();
+        TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
+        TRY(ck(cudaEventCreateWithFlags(&q->released, cudaEventDisableTiming), "cudaEventCreate"));
+        TRY(ck(cudaEventRecord(q->released, ctx_.stream), "cudaEventRecord"));
+        *ps = q;
+        return 0;
+    }
+
+    void release_slot(Slot *s) {
+        // later uploads into this slot wait for the compute stream's reads queued so far
+        cudaEventRecord(s->released, ctx_.stream);
+        free_slots_.push_back(s);
+    }
+
+    int upload(const DenoiseImage &in, Slot *s) {
+        Pin &p = pins_[pin_next_];
+        pin_next_ ^= 1;
+        TRY(ck(cudaEventSynchronize(p.done), "cudaEventSynchronize (input staging)"));
+        cuda::copy_to_compact(L_, in, p.host);
+        TRY(ck(cudaStreamWaitEvent(up_, s->released, 0), "cudaStreamWaitEvent (input ring)"));
+        TRY(ck(cudaMemcpyAsync(s->nat, p.host, (size_t)L_.bytes, cudaMemcpyHostToDevice, up_), "cudaMemcpyAsync (frame upload)"));
+        TRY(ck(cudaEventRecord(p.done, up_), "cudaEventRecord"));
+        TRY(ck(cudaEventRecord(s->ready, up_), "cudaEventRecord"));
+        return ck(cudaStreamWaitEvent(ctx_.stream, s->ready, 0), "cudaStreamWaitEvent (frame upload)");
+    }
+
+    int copy_in(const DenoiseImage &in, Slot *s) {
+        cudaStream_t caller = (cudaStream_t)spec_.cuda_stream;
+        TRY(ck(cudaEventRecord(caller_ev_, caller), "cudaEventRecord (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(ctx_.stream, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        for (int i = 0; i < 4; ++i) {
+            const cuda::PlaneLayout &pl = L_.plane[i];
+            if (!pl.used) continue;
+            TRY(ck(cudaMemcpy2DAsync(s->nat + pl.offset, (size_t)pl.pitch, in.data[i], (size_t)in.linesize[i],
+                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, ctx_.stream),
+                   "cudaMemcpy2DAsync (input frame)"));
+        }
+        // the caller may reuse the frame once what it queues after this call runs
+        TRY(ck(cudaEventRecord(ours_ev_, ctx_.stream), "cudaEventRecord"));
+        return ck(cudaStreamWaitEvent(caller, ours_ev_, 0), "cudaStreamWaitEvent (caller's stream)");
+    }
+
+    int copy_out(Out *o, const DenoiseImage &out) {
+        cudaStream_t caller = (cudaStream_t)spec_.cuda_stream;
+        TRY(ck(cudaEventRecord(caller_ev_, caller), "cudaEventRecord (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(ctx_.stream, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        for (int i = 0; i < 4; ++i) {
+            const cuda::PlaneLayout &pl = L_.plane[i];
+            if (!pl.used || !pl.covered) continue;
+            TRY(ck(cudaMemcpy2DAsync(out.data[i], (size_t)out.linesize[i], o->dev + pl.offset, (size_t)pl.pitch,
+                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, ctx_.stream),
+                   "cudaMemcpy2DAsync (output frame)"));
+        }
+        if (L_.partial_planes)
+            TRY(cuda::frame_copy_components(ctx_, cuda::compact_frame(L_, o->dev), cuda::image_frame(out), spec_.format,
+                                            spec_.width, spec_.height, L_.partial_planes));
+        TRY(ck(cudaEventRecord(ours_ev_, ctx_.stream), "cudaEventRecord"));
+        return ck(cudaStreamWaitEvent(caller, ours_ev_, 0), "cudaStreamWaitEvent (caller's stream)");
+    }
+
+    int convert_whole(Slot *s) {
+        if (!s->x) {
+            for (;;) {
+                int rc = cuda::dev_alloc(ctx_, (void **)&s->x, (size_t)h2_ * w2_ * 12 * 2, "a network input of the input ring");
+                if (!rc) break;
+                if (rc != DENOISE_ENOMEM) return rc;
+                const size_t before = plan_i_;
+                if ((rc = fall_back(rc))) return rc;
+                if (plan_i_ == before) return DENOISE_ENOMEM;
+                if (plan().tiled) return 0;  // fell back to tiles: no network input is kept
+            }
+        }
+        TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height, 0, 0,
+                           spec_.hp, spec_.wp, s->x));
+        s->has_x = true;
+        return 0;
+    }
+
+    int features_whole(int64_t s) {
+        const Recipe &r = recipes_.at(s);
+        std::vector<const bf16 *> win;
+        for (int64_t f : r.frames) win.push_back(frames_.at(f)->x);
+        bf16 *F = nullptr;
+        if (!free_feats_.empty()) {
+            F = free_feats_.back();
+            free_feats_.pop_back();
+        } else {
+            for (;;) {
+                int rc = cuda::dev_alloc(ctx_, (void **)&F, (size_t)h2_ * w2_ * cfg_.channels[0] * 2, "the feature ring");
+                if (!rc) break;
+                if (rc != DENOISE_ENOMEM) return rc;
+                const size_t before = plan_i_;
+                if ((rc = fall_back(rc))) return rc;
+                if (plan_i_ == before) return DENOISE_ENOMEM;
+                if (plan().tiled) return 0;  // tiles recompute F_s from its recipe
+            }
+        }
+        int rc = net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F);
+        if (rc) {
+            free_feats_.push_back(F);
+            return rc;
+        }
+        auto old = feats_.find(s);
+        if (old != feats_.end()) free_feats_.push_back(old->second);
+        feats_[s] = F;
+        return 0;
+    }
+
+    int output_whole(int64_t t, const int64_t feats[3], Amount amount, Out *o) {
+        const bf16 *F[3];
+        for (int k = 0; k < 3; ++k) {
+            auto it = feats_.find(feats[k]);
+            if (it == feats_.end())
+                return fail(DENOISE_EINVAL, "queue_output: feature map " + std::to_string(feats[k]) + " is not on the GPU");
+            F[k] = it->second;
+        }
+        Slot *s = frames_.at(t);
+        TRY(net_.head(ctx_, F, s->x, h2_, w2_, change_, true));
+        return cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
+                               cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height, 0,
+                               spec_.height, 0, spec_.width, amount, noise_);
+    }
+
+    int output_tiled(int64_t t, const int64_t feats[3], Amount amount, Out *o) {
+        const Plan &p = plan();
+        // the distinct frames the three feature maps and the residual read
+        std::vector<int64_t> fids;
+        auto add = [&](int64_t f) {
+            if (std::find(fids.begin(), fids.end(), f) == fids.end()) fids.push_back(f);
+        };
+        for (int k = 0; k < 3; ++k)
+            for (int64_t f : recipes_.at(feats[k]).frames) add(f);
+        add(t);
+        if (fids.size() > tile_x_.size())
+            return fail(DENOISE_EINVAL, "queue_output: output " + std::to_string(t) + " reads " +
+                                            std::to_string(fids.size()) + " frames, tiles hold " +
+                                            std::to_string(tile_x_.size()));
+        for (int64_t f : fids)
+            if (!frames_.count(f)) return fail(DENOISE_EINVAL, "queue_output: frame " + std::to_string(f) + " is not kept");
+        auto xof = [&](int64_t f) { return tile_x_[std::find(fids.begin(), fids.end(), f) - fids.begin()]; };
+        Slot *st = frames_.at(t);
+        const int T = p.tile;
+        for (int ty = 0; ty < spec_.height; ty += T)
+            for (int tx = 0; tx < spec_.width; tx += T) {
+                const int oy = std::max(0, ty - kHalo), ox = std::max(0, tx - kHalo);
+                const int hd = std::min(spec_.hp, ty + T + kHalo) - oy, wd = std::min(spec_.wp, tx + T + kHalo) - ox;
+                for (int64_t f : fids) {
+                    Slot *s = frames_.at(f);
+                    TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width,
+                                       spec_.height, oy, ox, hd, wd, xof(f)));
+                }
+                for (int k = 0; k < 3; ++k) {
+                    const Recipe &r = recipes_.at(feats[k]);
+                    std::vector<const bf16 *> win;
+                    for (int64_t f : r.frames) win.push_back(xof(f));
+                    TRY(net_.features(ctx_, win.data(), (int)win.size(), r.sigma, hd / 2, wd / 2, tile_F_[k]));
+                }
+                const bf16 *F[3] = {tile_F_[0], tile_F_[1], tile_F_[2]};
+                TRY(net_.head(ctx_, F, xof(t), hd / 2, wd / 2, change_, true));
+                TRY(cuda::frame_out(ctx_, change_, oy, ox, hd, wd, cuda::compact_frame(L_, st->nat),
+                                    cuda::compact_frame(L_, o->dev), spec_.format, st->color, spec_.width, spec_.height,
+                                    ty, ty + T, tx, tx + T, amount, noise_));
+            }
+        return 0;
+    }
+
+    const Model &m_;
+    const ModelConfig cfg_;
+    const StreamSpec spec_;
+    const bool host_;
+    const int depth_;
+    FrameLayout L_;
+    int h2_ = 0, w2_ = 0, R_ = 0;
+
+    cuda::Ctx ctx_;
+    cuda::Net net_;
+    bool ctx_created_ = false, started_ = false;
+    int dead_rc_ = 0;
+    std::string dead_msg_;
+    std::vector<Plan> plans_;
+    size_t plan_i_ = 0;
+
+    cudaStream_t up_ = nullptr, down_ = nullptr;  // copy streams (memory HOST)
+    Pin pins_[2];
+    int pin_next_ = 0;
+    cudaEvent_t caller_ev_ = nullptr, ours_ev_ = nullptr;  // memory CUDA
+    float *noise_ = nullptr;
+
+    std::vector<std::unique_ptr<Slot>> slots_;
+    std::map<int64_t, Slot *> frames_;
+    std::vector<Slot *> free_slots_;
+    std::map<int64_t, bf16 *> feats_;
+    std::vector<bf16 *> free_feats_;
+    std::map<int64_t, Recipe> recipes_;
+    std::vector<std::unique_ptr<Out>> outs_;
+    std::vector<Out *> free_outs_;
+    std::map<int64_t, Out *> pending_;
+
+    float *change_ = nullptr;
+    std::vector<bf16 *> tile_x_;
+    bf16 *tile_F_[3] = {nullptr, nullptr, nullptr};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> cuda_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
+    try {
+        std::unique_ptr<CudaBackend> b(new CudaBackend(m, spec));
+        const std::string why = b->make_plans();
+        if (!why.empty()) {
+            *err = "CUDA backend: " + why;
+            *code = DENOISE_ENOMEM;
+            return nullptr;
+        }
+        return std::unique_ptr<Backend>(b.release());
+    } catch (const std::bad_alloc &) {
+        *err = "CUDA backend: out of host memory";
+        *code = DENOISE_ENOMEM;
+        return nullptr;
+    }
+}
+
+bool cuda_backend_plan(const Backend &b, CudaPlanInfo *info) {
+    const CudaBackend *c = dynamic_cast<const CudaBackend *>(&b);
+    return c && c->plan_info(info);
+}
+
+}  // namespace denoise

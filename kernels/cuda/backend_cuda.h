@@ -1,0 +1,30 @@
+// What the CUDA backend decided for a stream, for tests and benchmarks (tests/gpu_check.cpp,
+// tools/cuda_bench.cpp): whole frames or tiles, the tile size, the planned device bytes.
+// Host-only (g++-includable).
+#ifndef DENOISE_CUDA_BACKEND_CUDA_H
+#define DENOISE_CUDA_BACKEND_CUDA_H
+
+#include <cstdint>
+#include <string>
+
+#include "../backend.h"
+
+namespace denoise {
+
+struct CudaPlanInfo {
+    bool tiled = false;
+    int tile = 0;             // tile interior side, px (tiled)
+    int halo = 0;             // px on each side of a tile (tiled)
+    int tiles = 0;            // tiles per frame that hold frame pixels (1 for whole frames)
+    int64_t planned_bytes = 0;
+    int64_t chunk = 0;        // level-0 tokens per chunk of the token-wise phases
+    std::string text;         // one line: "whole frames, 2.01 GiB planned, chunks of 262144 tokens"
+};
+
+// The plan of a backend made by cuda_backend_new (false for any other backend). Valid after
+// the first push_frame (the plan can change after an out-of-memory fallback).
+bool cuda_backend_plan(const Backend &b, CudaPlanInfo *info);
+
+}  // namespace denoise
+
+#endif

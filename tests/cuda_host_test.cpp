@@ -1,0 +1,211 @@
+// The host side of the CUDA backend, which needs no GPU: where a native frame's colour bits are
+// (kernels/cuda/frame_layout.*: row spans, bit masks, the compact copy and the masked copy back)
+// and the memory plans (kernels/cuda/backend_cuda.cu: whole frames when they fit the cap, else
+// tiles on a 64 px grid within the cap, a clean DENOISE_ENOMEM with the sizes when nothing fits).
+// Skipped in a build without the CUDA engine.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../kernels/backend.h"
+#include "../kernels/denoise.h"
+#include "../kernels/model.h"
+#include "engine_test_util.h"
+#ifdef DENOISE_HAVE_CUDA
+#include "../kernels/cuda/backend_cuda.h"
+#include "../kernels/cuda/frame_layout.h"
+#endif
+
+using namespace denoise;
+
+namespace {
+
+#ifdef DENOISE_HAVE_CUDA
+
+DenoisePixelFormat fmt(int nb, std::initializer_list<DenoiseComponent> comps, int lw, int lh, int bytes, int is_float = 0) {
+    DenoisePixelFormat f{};
+    f.nb_components = nb;
+    int i = 0;
+    for (const DenoiseComponent &c : comps) f.comp[i++] = c;
+    f.log2_chroma_w = lw;
+    f.log2_chroma_h = lh;
+    f.bytes = bytes;
+    f.is_float = is_float;
+    return f;
+}
+
+const DenoisePixelFormat kNv12 = fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 2, 0, 8}, {1, 1, 2, 0, 8}}, 1, 1, 1);
+const DenoisePixelFormat kP010 = fmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 1, 2);
+const DenoisePixelFormat kBgra = fmt(3, {{0, 2, 4, 0, 8}, {0, 1, 4, 0, 8}, {0, 0, 4, 0, 8}}, 0, 0, 1);
+const DenoisePixelFormat kYuyv = fmt(3, {{0, 0, 2, 0, 8}, {0, 1, 4, 0, 8}, {0, 3, 4, 0, 8}}, 1, 0, 1);
+const DenoisePixelFormat kYuv420p = fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1);
+
+TEST(CudaFrameLayout, RowSpansBitsAndPitches) {
+    cuda::FrameLayout L = cuda::frame_layout(kNv12, 7, 5);  // chroma 4 x 3
+    ASSERT_TRUE(L.plane[0].used && L.plane[1].used && !L.plane[2].used && !L.plane[3].used);
+    EXPECT_EQ(L.plane[0].row_bytes, 7);
+    EXPECT_EQ(L.plane[0].rows, 5);
+    EXPECT_EQ(L.plane[1].row_bytes, 8);  // 4 interleaved U V pairs
+    EXPECT_EQ(L.plane[1].rows, 3);
+    EXPECT_TRUE(L.plane[0].covered && L.plane[1].covered);
+    EXPECT_EQ(L.partial_planes, 0u);
+    EXPECT_EQ(L.plane[0].pitch % 256, 0);
+    EXPECT_EQ(L.plane[1].offset, L.plane[0].pitch * 5);
+    EXPECT_EQ(L.bytes, L.plane[0].pitch * 5 + L.plane[1].pitch * 3);
+
+    L = cuda::frame_layout(kP010, 4, 2);  // 10 bits in the high bits of 16-bit words
+    EXPECT_EQ(L.plane[0].row_bytes, 8);
+    EXPECT_FALSE(L.plane[0].covered);
+    EXPECT_EQ(L.plane[0].bits[0], 0xc0);
+    EXPECT_EQ(L.plane[0].bits[1], 0xff);
+    EXPECT_EQ(L.partial_planes, 3u);
+
+    L = cuda::frame_layout(kBgra, 3, 1);  // alpha bytes at 3, 7, 11 are not colour
+    EXPECT_EQ(L.plane[0].row_bytes, 11);  // the last colour byte is R of pixel 2 at 10
+    EXPECT_FALSE(L.plane[0].covered);
+    EXPECT_EQ(L.plane[0].bits[3], 0);
+    EXPECT_EQ(L.plane[0].bits[2], 0xff);
+
+    L = cuda::frame_layout(kYuyv, 3, 2);  // odd width: the last pair's second Y is not a sample
+    EXPECT_EQ(L.plane[0].row_bytes, 8);
+    EXPECT_FALSE(L.plane[0].covered);
+    EXPECT_EQ(L.plane[0].bits[6], 0);
+    EXPECT_EQ(L.plane[0].bits[7], 0xff);
+}
+
+// compact copy of frame A, then back into frame B: B's colour bits become A's, every other bit of
+// B (alpha, p010's low bits, padding beyond the row) is kept.
+void roundtrip(const DenoisePixelFormat &f, int W, int H, int nb_planes) {
+    const cuda::FrameLayout L = cuda::frame_layout(f, W, H);
+    std::mt19937 rng(7);
+    std::vector<uint8_t> a[4], b[4];
+    DenoiseImage ia{}, ib{};
+    for (int i = 0; i < nb_planes; ++i) {
+        const int64_t rb = L.plane[i].used ? L.plane[i].row_bytes : W;
+        const int rows = L.plane[i].used ? L.plane[i].rows : H;
+        const ptrdiff_t ls = rb + 13;
+        a[i].resize((size_t)ls * rows);
+        b[i].resize((size_t)ls * rows);
+        for (auto &x : a[i]) x = (uint8_t)rng();
+        for (auto &x : b[i]) x = (uint8_t)rng();
+        ia.data[i] = a[i].data();
+        ib.data[i] = b[i].data();
+        ia.linesize[i] = ib.linesize[i] = ls;
+    }
+    const std::vector<uint8_t> b0[4] = {b[0], b[1], b[2], b[3]};
+    std::vector<uint8_t> compact((size_t)L.bytes);
+    cuda::copy_to_compact(L, ia, compact.data());
+    cuda::copy_from_compact(L, compact.data(), ib);
+    for (int i = 0; i < nb_planes; ++i) {
+        const cuda::PlaneLayout &p = L.plane[i];
+        for (size_t k = 0; k < b[i].size(); ++k) {
+            const int64_t col = (int64_t)(k % (size_t)ia.linesize[i]);
+            const uint8_t m = p.used && col < p.row_bytes ? p.bits[col] : 0;
+            ASSERT_EQ(b[i][k], (uint8_t)((b0[i][k] & ~m) | (a[i][k] & m))) << "plane " << i << " byte " << k;
+        }
+    }
+}
+
+TEST(CudaFrameLayout, CompactRoundTripKeepsOtherBits) {
+    roundtrip(kNv12, 33, 17, 2);
+    roundtrip(kP010, 33, 17, 2);
+    roundtrip(kBgra, 21, 9, 1);
+    roundtrip(kYuyv, 21, 9, 1);
+    roundtrip(kYuv420p, 9, 9, 4);  // with an alpha plane that is never touched
+}
+
+TEST(CudaFrameLayout, CheckImage) {
+    const cuda::FrameLayout L = cuda::frame_layout(kNv12, 64, 32);
+    std::vector<uint8_t> y(64 * 32), uv(64 * 16);
+    DenoiseImage im{};
+    im.data[0] = y.data();
+    im.data[1] = uv.data();
+    im.linesize[0] = im.linesize[1] = 64;
+    EXPECT_EQ(cuda::check_image(L, im, false), "");
+    im.linesize[1] = -64;
+    EXPECT_NE(cuda::check_image(L, im, false), "");
+    EXPECT_EQ(cuda::check_image(L, im, true), "");
+    im.linesize[0] = 63;
+    EXPECT_NE(cuda::check_image(L, im, true).find("shorter"), std::string::npos);
+    im.linesize[0] = 64;
+    im.data[1] = nullptr;
+    EXPECT_NE(cuda::check_image(L, im, true).find("NULL"), std::string::npos);
+}
+
+const Model &model() {
+    static Model m;
+    static bool loaded = [] {
+        std::string err;
+        return load_model(denoise_test::data_dir() + "/golden_weights.safetensors", &m, &err);
+    }();
+    EXPECT_TRUE(loaded);
+    return m;
+}
+
+StreamSpec spec_for(int W, int H, const DenoisePixelFormat &f, int64_t cap, int tile = 0) {
+    StreamSpec s;
+    s.width = W;
+    s.height = H;
+    s.hp = (H + 63) / 64 * 64;
+    s.wp = (W + 63) / 64 * 64;
+    s.cw = -((-W) >> f.log2_chroma_w);
+    s.ch = -((-H) >> f.log2_chroma_h);
+    s.format = f;
+    s.gpu_memory = cap;
+    s.tile = tile;
+    return s;
+}
+
+TEST(CudaPlans, WholeFramesWhenTheyFitTilesOtherwise) {
+    const Model &m = model();
+    std::string err;
+    int code = 0;
+    CudaPlanInfo i;
+    auto b = cuda_backend_new(m, spec_for(3840, 2160, kYuv420p, DENOISE_GPU_MEMORY_DEFAULT), &err, &code);
+    ASSERT_TRUE(b && cuda_backend_plan(*b, &i)) << err;
+    EXPECT_FALSE(i.tiled) << i.text;
+    EXPECT_LE(i.planned_bytes, DENOISE_GPU_MEMORY_DEFAULT);
+    EXPECT_EQ(b->pipeline_depth(), 1);  // memory HOST: two frames in flight
+
+    const int64_t two = (int64_t)2 << 30;
+    b = cuda_backend_new(m, spec_for(7680, 4320, kYuv420p, two), &err, &code);
+    ASSERT_TRUE(b && cuda_backend_plan(*b, &i)) << err;
+    EXPECT_TRUE(i.tiled) << i.text;
+    EXPECT_EQ(i.tile % 64, 0);
+    EXPECT_EQ(i.halo, 64);
+    EXPECT_LE(i.planned_bytes, two);
+    EXPECT_EQ(i.tiles, ((4320 + i.tile - 1) / i.tile) * ((7680 + i.tile - 1) / i.tile));
+
+    b = cuda_backend_new(m, spec_for(1920, 1080, kNv12, DENOISE_GPU_MEMORY_DEFAULT, 300), &err, &code);
+    ASSERT_TRUE(b && cuda_backend_plan(*b, &i)) << err;  // spec.tile forces tiles
+    EXPECT_TRUE(i.tiled);
+    EXPECT_LE(i.tile, 300);
+    EXPECT_EQ(i.tile % 64, 0);
+
+    StreamSpec s = spec_for(1920, 1080, kNv12, DENOISE_GPU_MEMORY_DEFAULT);
+    s.memory = DENOISE_MEMORY_CUDA;
+    b = cuda_backend_new(m, s, &err, &code);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->pipeline_depth(), 0);  // memory CUDA: nothing waits on the host
+}
+
+TEST(CudaPlans, CapTooSmallFailsWithTheSizes) {
+    std::string err;
+    int code = 0;
+    auto b = cuda_backend_new(model(), spec_for(1920, 1080, kYuv420p, (int64_t)1 << 20), &err, &code);
+    EXPECT_FALSE(b);
+    EXPECT_EQ(code, DENOISE_ENOMEM);
+    EXPECT_NE(err.find("cap"), std::string::npos) << err;
+    EXPECT_NE(err.find("GiB"), std::string::npos) << err;
+}
+
+#else
+
+TEST(CudaHost, NotBuilt) { GTEST_SKIP() << "built without the CUDA engine"; }
+
+#endif
+
+}  // namespace
