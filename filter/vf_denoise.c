@@ -105,6 +105,8 @@ typedef struct DenoiseContext {
     int   backend;
     int   device;
     int   threads;
+    int64_t gpu_mem;            /* MiB, 0 = the engine's default */
+    int   tile;
 
     char *model_path;           /* resolved weight file */
 
@@ -161,6 +163,12 @@ static const AVOption denoise_options[] = {
         OFFSET(device),  AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 16, FLAGS },
     { "threads", "CPU engine worker threads (0 = all cores)",
         OFFSET(threads), AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 1024, FLAGS },
+    { "gpu_mem", "cap on the CUDA engine's GPU memory in MiB (0 = the default, 2560); frames whose "
+                 "working set does not fit run in overlapping tiles",
+        OFFSET(gpu_mem), AV_OPT_TYPE_INT64,  { .i64 = 0 }, 0, 1 << 20, FLAGS },
+    { "tile",    "largest tile side in pixels for the CUDA engine (0 = whole frames when they fit "
+                 "gpu_mem)",
+        OFFSET(tile),    AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 32768, FLAGS },
     { "scene",   "built-in scene-cut threshold (score in percent, as scdet's; 0 = off): a cut ends "
                  "the temporal window (frames are never fused across it)",
         OFFSET(scene),   AV_OPT_TYPE_FLOAT,  { .dbl = SCENE_DEFAULT }, 0, 100, TFLAGS },
@@ -283,6 +291,9 @@ static void engine_free(AVFilterContext *ctx)
 
     if (!s->engine)
         return;
+    if (denoise_backend(s->engine) == DENOISE_BACKEND_CUDA)
+        av_log(ctx, AV_LOG_VERBOSE, "GPU memory peak: %.1f MiB\n",
+               denoise_gpu_memory_peak(s->engine) / 1048576.0);
     if (cuda_push(ctx) < 0) {
         /* the engine's device memory cannot be freed without its context; the host side still is */
         av_log(ctx, AV_LOG_WARNING, "freeing the engine without its CUDA context\n");
@@ -323,6 +334,8 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     p.height     = h;
     p.format     = s->pixfmt;
     p.threads    = s->threads;
+    p.gpu_memory = s->gpu_mem << 20;
+    p.tile       = s->tile;
 
     s->engine = denoise_alloc();
     if (!s->engine)
