@@ -134,6 +134,8 @@ def load_videos(roots, split: str, device, T: int = T, cache: str | None = None,
         frames[off:off + len(v)] = torch.from_numpy(v).to(device)
         starts.extend(range(off, off + len(v) - T + 1))
         off += len(v)
+    if not starts:
+        raise RuntimeError(f"no sequence of split {split!r} has {T} frames")
     return frames, torch.tensor(starts, device=device, dtype=torch.long)
 
 
