@@ -240,6 +240,16 @@ class WindowAttention(nn.Module):
 _MASKS: dict = {}
 
 
+def layer_norm_lowp(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """norm(x), but under autocast with a bf16/fp16 x the output stays in x's dtype (autocast
+    would return fp32, which the next linear casts back): same function, half the bytes moved
+    by the roll, window partition and cast that follow. Statistics are still taken in fp32."""
+    if x.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return F.layer_norm(x, norm.normalized_shape, norm.weight.to(x.dtype), norm.bias.to(x.dtype), norm.eps)
+    return norm(x)
+
+
 class SwinBlock(nn.Module):
     def __init__(self, dim: int, heads: int, cfg: Config, shifted: bool):
         super().__init__()
@@ -274,7 +284,7 @@ class SwinBlock(nn.Module):
         sdpa True: attention through WindowAttention.forward_sdpa with `mask`, the stage's
         (nW, N, N) shift mask (used by shifted blocks only)."""
         B, H, W, C = x.shape
-        h = self.norm1(x)
+        h = layer_norm_lowp(self.norm1, x) if sdpa else self.norm1(x)
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
         if sdpa:
@@ -285,7 +295,8 @@ class SwinBlock(nn.Module):
         if self.shift:
             h = torch.roll(h, shifts=(self.shift, self.shift), dims=(1, 2))
         x = x + h
-        return x + self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh"))
+        h = layer_norm_lowp(self.norm2, x) if sdpa else self.norm2(x)
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
 
 def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

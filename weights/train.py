@@ -16,8 +16,9 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     the checkpoint: with --plan-minutes N, "wsd" over N planned training minutes (warm-up, lr_max
     until 80 %, cosine decay over the last 20 %); with --clips K, a cosine over K clips. A later
     --plan-minutes replaces N (continuous while the run is still before its decay).
-  - Checkpoints every --ckpt-minutes (2) of wall time, at the end and on SIGTERM/SIGINT, written
-    atomically (tmp + rename); AdamW moments are stored in bf16 to halve the file.
+  - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
+    rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
+    early the same way (checkpoint, validation with the probe, event "stopped").
   - Log events: data, start, engine (+ engine_fallback), train (loss, lr, clips/s, trained
     minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777, AWGN unclipped,
     and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read back from the
@@ -184,6 +185,7 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
     ap.add_argument("--val-minutes", type=float, default=4.0, help="trained minutes between validations")
     ap.add_argument("--log-steps", type=int, default=200)
+    ap.add_argument("--val-at", type=int, nargs="*", default=[], help="also validate (no probe) at these clip counts")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
     ap.add_argument("--data-limit", type=int, default=0, help="smoke tests: photos and frames per sequence kept")
@@ -308,10 +310,10 @@ def run(args, log, dev):
     def checkpoint():
         save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
 
-    def val_event():
+    def val_event(probe_too=True):
         model.set_engine(sdpa=True)      # eager kernels: no recompiles for the validation shapes
         r = validate(model, val)
-        if not args.no_probe:
+        if probe_too and not args.no_probe:
             p = probe(model, dev)
             r["probe"] = {k: v for k, v in p.items() if not k.startswith(("flat_", "identity_max_"))}
             r["probe_summary"] = summary(p)
@@ -325,6 +327,7 @@ def run(args, log, dev):
         return state["train_seconds"] < piece_end
 
     piece_end = state["train_seconds"] + (args.minutes or 0) * 60
+    val_at = sorted(c for c in args.val_at if c > state["clips"])
     step_run, logged = 0, False
     last_ck = time.monotonic()
     next_val = state["train_seconds"] + args.val_minutes * 60
@@ -367,8 +370,10 @@ def run(args, log, dev):
                 lr=lr, clips_per_s=round(acc["clips"] / max(acc["seconds"], 1e-9), 1),
                 train_minutes=round(state["train_seconds"] / 60, 3), pauses=clock.pauses)
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
-        if state["train_seconds"] >= next_val:
-            val_event()
+        if state["train_seconds"] >= next_val or (val_at and state["clips"] >= val_at[0]):
+            val_event(probe_too=not (val_at and state["clips"] >= val_at[0]))
+            while val_at and state["clips"] >= val_at[0]:
+                val_at.pop(0)
             next_val = state["train_seconds"] + args.val_minutes * 60
         if time.monotonic() - last_ck > args.ckpt_minutes * 60:
             checkpoint()
@@ -377,11 +382,11 @@ def run(args, log, dev):
         if args.max_steps and step_run >= args.max_steps:
             break
     checkpoint()
+    val_event()
+    checkpoint()
     if stop["sig"] is not None:
         log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})
         return 0
-    val_event()
-    checkpoint()
     log(event="done", lr=lr_at(step_run), **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
     return 0
 

@@ -101,8 +101,14 @@ class StepEngine:
         self.compile_seconds = 0.0
         if engine in ("graph", "compile-graph") and not self.cuda:
             engine = self._fall(engine, "CUDA graphs need a CUDA device")
+        if engine in ("graph", "compile-graph"):
+            try:
+                self.opt = make_optimizer(model, lr, capturable=True)
+            except Exception as e:  # noqa: BLE001 (an optimiser that cannot be captured: no graph)
+                engine = self._fall(engine, f"capturable AdamW: {type(e).__name__}: {e}")
+        if engine not in ("graph", "compile-graph"):
+            self.opt = make_optimizer(model, lr, capturable=False)
         self.engine = engine
-        self.opt = make_optimizer(model, lr, capturable=engine in ("graph", "compile-graph"))
         self.set_kernels()
 
     # -- set-up and fallbacks -------------------------------------------------------------------
