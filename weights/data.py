@@ -55,11 +55,15 @@ def _name(p: str) -> str:
     return os.path.splitext(os.path.basename(p))[0]
 
 
+def _cache_file(cache: str, path: str) -> str:
+    return os.path.join(cache, f"{os.path.basename(path)}.{os.path.getsize(path)}.npy")
+
+
 def _cached(cache: str | None, path: str, decode):
     """decode(path) -> uint8 array, through CACHE/<name>.<size>.npy when cache is set."""
     if not cache:
         return decode(path)
-    f = os.path.join(cache, f"{os.path.basename(path)}.{os.path.getsize(path)}.npy")
+    f = _cache_file(cache, path)
     if os.path.exists(f):
         return np.load(f)
     a = decode(path)
@@ -301,13 +305,13 @@ def main():
     ap.add_argument("--videos", nargs="*", default=[])
     a = ap.parse_args()
     t0 = time.time()
-    jobs = ([(p, decode_photo) for p in _photo_paths(a.photos)] if a.photos else [])
-    jobs += [(p, decode_video) for p in _video_paths(a.videos)]
+    jobs = ([(p, decode_photo) for p in _photo_paths(a.photos)] if a.photos and os.path.isdir(a.photos) else [])
+    jobs += [(p, decode_video) for p in _video_paths([v for v in a.videos if os.path.isdir(v)])]
+    todo = [j for j in jobs if not os.path.exists(_cache_file(a.cache, j[0]))]
     with ThreadPoolExecutor(WORKERS) as ex:
-        arrays = list(ex.map(lambda j: _cached(a.cache, j[0], j[1]), jobs))
-    nbytes = sum(x.nbytes for x in arrays)
-    print(f"cache {a.cache}: {len(jobs)} files, {nbytes / 2**30:.2f} GiB decoded, {time.time() - t0:.1f} s "
-          f"({WORKERS} threads)", flush=True)
+        nbytes = sum(ex.map(lambda j: _cached(a.cache, j[0], j[1]).nbytes, todo))
+    print(f"cache {a.cache}: {len(jobs)} files, {len(todo)} decoded now ({nbytes / 2**30:.2f} GiB) in "
+          f"{time.time() - t0:.1f} s with {WORKERS} threads", flush=True)
 
 
 if __name__ == "__main__":

@@ -315,7 +315,7 @@ def run(args, log, dev):
         r = validate(model, val)
         if probe_too and not args.no_probe:
             p = probe(model, dev)
-            r["probe"] = {k: v for k, v in p.items() if not k.startswith(("flat_", "identity_max_"))}
+            r["probe"] = {k: v for k, v in p.items() if k != "cases"}
             r["probe_summary"] = summary(p)
         eng.set_kernels()
         log(event="val", step=state["step"], clips=state["clips"],
@@ -359,12 +359,12 @@ def run(args, log, dev):
                 setup_seconds_total=round(time.time() - t0, 1), data_and_setup_seconds=round(time.time() - t_setup, 1))
             logged = True
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
-            continue
-        dt = clock.count(time.monotonic() - ts)
-        state["train_seconds"] += dt
-        acc["n"] += 1
-        acc["clips"] += args.batch
-        acc["seconds"] += dt
+        else:
+            dt = clock.count(time.monotonic() - ts)
+            state["train_seconds"] += dt
+            acc["n"] += 1
+            acc["clips"] += args.batch
+            acc["seconds"] += dt
         if acc["n"] >= args.log_steps:
             log(event="train", step=state["step"], clips=state["clips"], loss=round(acc["loss"].item() / acc["n"], 5),
                 lr=lr, clips_per_s=round(acc["clips"] / max(acc["seconds"], 1e-9), 1),
@@ -387,7 +387,8 @@ def run(args, log, dev):
     if stop["sig"] is not None:
         log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})
         return 0
-    log(event="done", lr=lr_at(step_run), **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
+    log(event="done", lr=lr_at(step_run), pauses=clock.pauses,
+        **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
     return 0
 
 
