@@ -19,6 +19,9 @@
 #   pause | resume      (device) SIGSTOP / SIGCONT the study and main process groups (for a GPU
 #                       benchmark; stopped time does not count as training time)
 #   collect             (device) copy results to $OUT now
+#   finish              (device) export the main run to $RUN/denoise-v2.safetensors (bf16), run the
+#                       faithfulness probe on it and, when eval-davis4 was packed (DT_PACK_EVAL=1
+#                       at pack time), weights/eval.py; results in the weight file and in $OUT
 #
 # Environment (for CPU tests here): DT_DATA (/root/data), DT_RUN (/root/run), DT_SRC
 # (../shared/data), DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total),
@@ -58,7 +61,9 @@ cmd_pack() {
     # first-fit decreasing over the files, resume files (.data/resume/*) among them
     {
         for f in .data/resume/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") resume $f"; done
-        for d in train-photos:photos train-video:videos train-video2:videos2; do
+        dirs="train-photos:photos train-video:videos train-video2:videos2"
+        [ "${DT_PACK_EVAL:-0}" = 1 ] && dirs="$dirs eval-davis4:eval"
+        for d in $dirs; do
             for f in "$SRC/${d%%:*}"/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") ${d#*:} $f"; done
         done
     } | sort -k1,1nr | awk -v cap="$cap" '
@@ -84,7 +89,7 @@ cmd_unpack() {
     p=.data/pack$n
     [ -d "$p" ] || die "$p not found (was it carried?)"
     mkdir -p "$DATA/photos" "$DATA/videos" "$DATA/videos2" "$RUN/resume"
-    for sub in photos videos videos2; do
+    for sub in photos videos videos2 eval; do
         [ -d "$p/$sub" ] && cp -r "$p/$sub/." "$DATA/$sub/"
     done
     [ -d "$p/resume" ] && cp -r "$p/resume/." "$RUN/resume/"
@@ -159,17 +164,15 @@ collect() {
         [ -f "$RUN/main/train.log" ] && { echo "main, last events:"; grep -E '"event": "(val|train|done|error|stopped)"' "$RUN/main/train.log" | tail -n 3 | cut -c1-400; }
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
     } >"$OUT/status.txt" 2>&1
-    cp "$RUN/bench.json" "$RUN/bench.txt" "$OUT/" 2>/dev/null
-    if [ -d "$RUN/study" ]; then
-        (cd "$RUN" && tar -czf "$OUT/study.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' study) && mv "$OUT/study.tgz.tmp" "$OUT/study.tgz"
-        w=$(cat "$RUN/study/winner" 2>/dev/null)
-        [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ] && cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"
-    fi
-    if [ -d "$RUN/main" ]; then
-        cp "$RUN/main/train.log" "$OUT/main_train.log" 2>/dev/null
-        [ -f "$RUN/main/last.pt" ] && cp "$RUN/main/last.pt" "$OUT/main_last.pt"
-        tail -n 40 "$RUN/main/stdout" >"$OUT/main_stdout.txt" 2>/dev/null
-    fi
+    # at most 8 files come back: status.txt, logs.tgz (bench, study without checkpoints, main
+    # logs), study_winner.pt, main_last.pt, main_train.log (+ finish: the weight file, finish.tgz)
+    logs=$(cd "$RUN" && ls -d bench.json bench.txt study main 2>/dev/null)
+    [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
+        --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
+    w=$(cat "$RUN/study/winner" 2>/dev/null)
+    [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ] && cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"
+    [ -f "$RUN/main/last.pt" ] && cp "$RUN/main/last.pt" "$OUT/main_last.pt"
+    [ -f "$RUN/main/train.log" ] && cp "$RUN/main/train.log" "$OUT/main_train.log"
     for f in "$OUT"/*.pt; do
         [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((16 * 1024 * 1024)) ] && echo "warning: $f is over 16 MiB and will not come back" >&2
     done
@@ -211,6 +214,25 @@ cmd_status() {
     return 0
 }
 
+cmd_finish() {
+    ck=$RUN/main/last.pt
+    [ -f "$ck" ] || die "no $ck"
+    alive "$RUN/main.pid" && die "the main run is still running"
+    w=$RUN/denoise-v2.safetensors
+    $PY weights/export.py "$ck" "$w" || die "export failed"
+    $PY weights/faithful.py "$w" --device "$DEVICE" --json "$RUN/faithful.json" | tee "$RUN/faithful.txt"
+    ev=()
+    if ls "$DATA/eval"/*.mkv >/dev/null 2>&1; then
+        $PY weights/eval.py "$w" --data "$DATA/eval" --json "$RUN/eval.json" 2>&1 | tee "$RUN/eval.txt"
+        ev=(--eval "$RUN/eval.json")
+    fi
+    $PY weights/export.py "$ck" "$w" --faithful "$RUN/faithful.json" "${ev[@]}" || die "export failed"
+    mkdir -p "$OUT"
+    cp "$w" "$OUT/"
+    (cd "$RUN" && tar -czf "$OUT/finish.tgz" $(ls faithful.json faithful.txt eval.json eval.txt 2>/dev/null))
+    return 0
+}
+
 signal_all() {
     for j in study main; do
         alive "$RUN/$j.pid" && kill "-$1" -- "-$(cat "$RUN/$j.pid")" && echo "$j: SIG$1 to process group $(cat "$RUN/$j.pid")"
@@ -229,8 +251,9 @@ status) cmd_status ;;
 pause) signal_all STOP ;;
 resume) signal_all CONT ;;
 collect) collect ;;
+finish) cmd_finish ;;
 *)
-    sed -n '2,30p' "$0" >&2
+    sed -n '2,29p' "$0" >&2
     exit 2
     ;;
 esac
