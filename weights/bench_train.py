@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Training throughput, side by side in one process: model v1's recipe against the new engines.
 
-  python3 weights/bench_train.py [--seconds 15] [--variants v1,sdpa-b64,...] [--json OUT]
-                                 [--budget 170]
+  python3 weights/bench_train.py [--seconds 10] [--variants v1,sdpa-b64,...] [--json OUT]
+                                 [--budget 150]
   python3 weights/bench_train.py --device cpu --patch 32 --batch-div 16 --seconds 1
                                  --compile-backend aot_eager     (a smoke test of this script)
 
@@ -157,10 +157,10 @@ def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_d
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=15.0, help="steady-state seconds per variant")
-    ap.add_argument("--variants", default="v1,sdpa-b64,sdpa,graph,compile,compile-graph,graph-b256")
+    ap.add_argument("--seconds", type=float, default=10.0, help="steady-state seconds per variant")
+    ap.add_argument("--variants", default="v1,sdpa-b64,sdpa,graph,graph-b256,compile,compile-graph")
     ap.add_argument("--patch", type=int, default=128)
-    ap.add_argument("--budget", type=float, default=170.0, help="start no variant after this many seconds")
+    ap.add_argument("--budget", type=float, default=150.0, help="start no variant after this many seconds")
     ap.add_argument("--json")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--device", default="cuda")

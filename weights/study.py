@@ -8,9 +8,10 @@
 Each candidate (weights/candidates.py) is one weights/train.py process in OUT/<name>/ (all in the
 study's process group, so `kill -- -PGID` ends them together), with the same budget of K
 training clips: a fixed number of clips, not of minutes, so that sharing the GPU is fair.
-K = seconds * rate / sum(cost), rounded down to whole batches, where rate is the single-run
-clips/s of the chosen engine at batch 128 (bench JSON; 2500 without one) times 0.8, and cost a
-candidate's GFLOP per 1080p frame over v1's. Every run validates at K/2 (PSNR) and at K (PSNR and
+K = seconds * 0.8 * rate / sum(cost), rounded down to whole batches, where rate is the single-run
+clips/s at batch 128 of the faster uncompiled engine in the bench JSON (sdpa or graph; that engine
+is used unless --engine says otherwise; without a bench JSON: --rate 2500 and train.py's default
+engine), and cost a candidate's GFLOP per 1080p frame over v1's. Every run validates at K/2 (PSNR) and at K (PSNR and
 the faithfulness probe) on the held-out split, noise seed 777. A run still going at --deadline
 seconds after the start gets SIGTERM (it checkpoints and validates, and is marked incomplete).
 
@@ -131,16 +132,23 @@ def main():
         candidates.get(n)
     v1g = gflop_per_frame(Config(), 1080, 1920)
     cost = {n: gflop_per_frame(candidates.get(n)[0], 1080, 1920) / v1g for n in names}
-    rate = a.rate
+    rate, engine = a.rate, a.engine
     if a.bench_json and os.path.exists(a.bench_json):
         with open(a.bench_json) as f:
             b = json.load(f)
-        rec = [r for r in b.get("results", []) if r.get("engine") == b.get("recommended") and r.get("batch") == 128]
-        if rec:
-            rate = rec[0]["clips_per_s"]
+        # uncompiled engines only: six processes compiling at once on the machine's cores would
+        # spend minutes of the study's budget
+        ok = [r for r in b.get("results", []) if "error" not in r and r.get("batch") == 128
+              and r.get("engine") in ("sdpa", "graph") and r.get("engine") == r.get("requested_engine")]
+        if ok:
+            best = max(ok, key=lambda r: r["clips_per_s"])
+            rate = best["clips_per_s"]
+            if engine == "auto":
+                engine = best["engine"]
     K = a.clips or max(20, int(a.seconds * 0.8 * rate / sum(cost.values()) / a.batch)) * a.batch
     half = (K // a.batch // 2) * a.batch
-    log(event="study_start", candidates=names, budget_clips=K, rate=rate, cost={n: round(c, 2) for n, c in cost.items()},
+    log(event="study_start", candidates=names, budget_clips=K, rate=rate, engine=engine,
+        cost={n: round(c, 2) for n, c in cost.items()},
         seconds=a.seconds, deadline=a.deadline)
     extra = [x for x in a.extra if x != "--"]
     env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
@@ -151,12 +159,10 @@ def main():
         os.makedirs(d, exist_ok=True)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--photos", a.photos, "--videos", *a.videos,
                "--out", d, "--candidate", n, "--clips", str(K), "--batch", str(a.batch), "--lr", str(a.lr),
-               "--warmup", str(a.warmup), "--engine", a.engine, "--val-minutes", "1e9", "--val-at", str(half),
+               "--warmup", str(a.warmup), "--engine", engine, "--val-minutes", "1e9", "--val-at", str(half),
                "--ckpt-minutes", "1.5"]
         if a.cache:
             cmd += ["--cache", a.cache]
-        if a.bench_json:
-            cmd += ["--bench-json", a.bench_json]
         if a.device:
             cmd += ["--device", a.device]
         cmd += extra
