@@ -149,9 +149,6 @@ def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_d
          "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1),
          "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else 0.0,
          "mean_loss": round(acc.item() / len(ev), 4), "fallbacks": eng.fallbacks}
-    del eng, model
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
     return r
 
 
@@ -200,8 +197,8 @@ def main():
             r = bench_variant(n, frames, starts, tiles, dev, a.seconds, a.patch, log, a.batch_div, a.compile_backend)
         except Exception as e:  # noqa: BLE001 (report, go on with the next variant)
             r = {"variant": n, "error": f"{type(e).__name__}: {str(e)[:500]}"}
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+        if dev.type == "cuda":   # the variant's model, optimiser and graph pool are gone: free them
+            torch.cuda.empty_cache()
         print(json.dumps(r), flush=True)
         out["results"].append(r)
     ok = [r for r in out["results"] if "error" not in r]

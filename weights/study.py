@@ -59,7 +59,7 @@ def summarise(name: str, folder: str, K: int, half: int) -> dict:
     vals = [e for e in ev if e.get("event") == "val"]
     eng = next((e for e in ev if e.get("event") == "engine"), {})
     r["engine"] = eng.get("engine")
-    r["setup_seconds"] = eng.get("data_and_setup_seconds")
+    r["setup_seconds"] = eng.get("setup_seconds_total")
     r["clips"] = max([e.get("clips", 0) for e in trains + vals] or [0])
     r["complete"] = any(e.get("event") == "done" for e in ev) and r["clips"] >= K
     r["clips_per_s"] = round(sum(e["clips_per_s"] for e in trains) / len(trains), 1) if trains else None

@@ -332,7 +332,6 @@ def run(args, log, dev):
     last_ck = time.monotonic()
     next_val = state["train_seconds"] + args.val_minutes * 60
     acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
-    t_setup = time.time()
     while budget_left() and stop["sig"] is None:
         ts = time.monotonic()
         lr = lr_at(step_run)
@@ -356,7 +355,7 @@ def run(args, log, dev):
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             log(event="engine", **eng.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
-                setup_seconds_total=round(time.time() - t0, 1), data_and_setup_seconds=round(time.time() - t_setup, 1))
+                setup_seconds_total=round(time.time() - t0, 1))
             logged = True
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
         else:
