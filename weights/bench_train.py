@@ -178,8 +178,9 @@ def main():
     if not a.skip_check:
         from check_attention import check
         t0 = time.time()
-        fails = check(dev)
-        out["attention_check"] = {"pass": not fails, "failures": fails, "seconds": round(time.time() - t0, 1)}
+        fails, notes = check(dev)
+        out["attention_check"] = {"pass": not fails, "failures": fails, "notes": notes,
+                                  "seconds": round(time.time() - t0, 1)}
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
@@ -212,8 +213,10 @@ def main():
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     print()
+    ac = out["attention_check"]
     print(f"{out['device']}, torch {out['torch']}, clips 7x{a.patch}x{a.patch}, {a.seconds:g} s per variant "
-          f"after warm-up; attention check: {out['attention_check']}")
+          f"after warm-up; attention check: " + ("skipped" if ac is None else
+          ("PASS" if ac["pass"] else "FAIL " + "; ".join(ac["failures"])) + "; " + "; ".join(ac["notes"])))
     print(f"{'variant':14s} {'engine':14s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
           f"{'step ms':>8s} {'setup s':>7s} {'GiB':>6s}")
     for r in out["results"]:

@@ -13,7 +13,8 @@ regions) and random sigmas:
     relative position bias tables included, which SDPA gets through its float mask).
 Pass: relative L2 < 1e-5 and max abs < 1e-4 for the outputs; relative L2 < 1e-4 for every
 parameter gradient. On CUDA also under bf16 autocast, the kernels training runs: relative L2 < 2e-2
-for the output and < 1e-1 for every relative position bias gradient.
+for the output and < 1e-1 for every relative position bias gradient, and whether SDPA runs it on a
+fused kernel (it says so when it would fall back to its math backend: correct, only slower).
 Exit status 1 when anything fails, with the tensor that failed.
 """
 from __future__ import annotations
@@ -75,10 +76,11 @@ def run(model, clip, sigma, proj, sdpa, autocast=False):
     return y.detach().float(), grads
 
 
-def check(device: torch.device) -> list[str]:
+def check(device: torch.device) -> tuple[list[str], list[str]]:
+    """-> (failures, notes); prints one line per measurement."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    failures = []
+    failures, notes = [], []
     for name, cfg in CONFIGS.items():
         gen = torch.Generator().manual_seed(11)
         torch.manual_seed(5)
@@ -114,15 +116,30 @@ def check(device: torch.device) -> list[str]:
                   f"{'ok' if ok else 'FAIL'}")
             if not ok:
                 failures.append(f"{name} bf16")
+            notes.append(f"{name}: {fused_kernel_note(model, clip, sigma, proj)}")
+            print(f"{name:12s} {notes[-1].split(': ', 1)[1]}")
         model.set_engine(sdpa=False)
-    return failures
+    return failures, notes
+
+
+def fused_kernel_note(model, clip, sigma, proj) -> str:
+    """Whether SDPA runs this model's attention (bf16, float mask with gradient) on a fused
+    kernel: the math backend is excluded, so SDPA raises (with its reasons) if it would fall
+    back to it. A fallback is still correct, only slower."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    try:
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):
+            run(model, clip, sigma, proj, sdpa=True, autocast=True)
+        return "fused SDPA kernel: yes (forward and backward, no math fallback)"
+    except RuntimeError as e:
+        return f"fused SDPA kernel: NO, SDPA would use its math backend ({str(e)[:300]})"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
-    failures = check(torch.device(a.device))
+    failures, _ = check(torch.device(a.device))
     print("attention check:", "PASS" if not failures else "FAIL: " + "; ".join(failures))
     sys.exit(1 if failures else 0)
 

@@ -50,7 +50,7 @@ Attention kernels (same function, chosen by Denoiser.set_engine; the default is 
   "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as written in WindowAttention.
   "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in shifted blocks,
     the region mask) as one additive float mask: (1, h, N, N) broadcast over the windows of an
-    unshifted block; (1, nW*h, N, N) with q/k/v laid out (B, nW*h, N, d) in a shifted one.
+    unshifted block; (nWB, h, N, N), the per-window sum repeated over the batch, in a shifted one.
 """
 from __future__ import annotations
 
@@ -213,28 +213,28 @@ class WindowAttention(nn.Module):
         out = (attn @ v).transpose(1, 2).reshape(nWB, N, C)
         return self.proj(out)
 
-    def forward_sdpa(self, x: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+    def forward_sdpa(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """forward() through F.scaled_dot_product_attention, same function.
 
-        x: (nWB, N, C) windows of B images (window index b * nW + w); mask: (nW, N, N) additive
-        shift mask or None. The bias (and mask) is one additive float mask, so SDPA's fused
-        kernels (memory-efficient attention on CUDA) apply it and return its gradient.
+        x: (nWB, N, C) windows, window index b * nW + w; mask: (nW, N, N) additive shift mask or
+        None. The bias (plus the mask) is one additive float mask, so SDPA's fused kernels
+        (memory-efficient attention on CUDA) apply it and return its gradient: (1, h, N, N)
+        broadcast over the windows of an unshifted block; in a shifted one (nWB, h, N, N), the
+        (nW, h, N, N) sum repeated over the batch (h*N values per token: fewer bytes than
+        regrouping q, k and v by window).
         """
         nWB, N, C = x.shape
         h, d = self.heads, self.head_dim
-        qkv = self.qkv(x)
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
         bias = self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1)
         if mask is None:
-            q, k, v = qkv.view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype)[None], scale=self.scale)
-            return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
-        nW = mask.shape[0]
-        # (B, nW*h, N, d): the mask differs per window, so windows join the head dimension.
-        qkv = qkv.view(B, nW, N, 3, h, d).permute(3, 0, 1, 4, 2, 5).reshape(3, B, nW * h, N, d)
-        q, k, v = qkv.unbind(0)
-        m = (mask[:, None] + bias[None]).to(q.dtype).reshape(1, nW * h, N, N)
+            m = bias.to(q.dtype)[None]
+        else:
+            nW = mask.shape[0]
+            m = (mask[:, None] + bias[None]).to(q.dtype)
+            m = m.expand(nWB // nW, nW, h, N, N).reshape(nWB, h, N, N)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=self.scale)
-        return self.proj(out.view(nWB, h, N, d).transpose(1, 2).reshape(nWB, N, C))
+        return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
 
 
 _MASKS: dict = {}
@@ -288,7 +288,7 @@ class SwinBlock(nn.Module):
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
         if sdpa:
-            w = self.attn.forward_sdpa(window_partition(h, self.ws), mask if self.shift else None, B)
+            w = self.attn.forward_sdpa(window_partition(h, self.ws), mask if self.shift else None)
         else:
             w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
         h = window_reverse(w, self.ws, B, H, W)
