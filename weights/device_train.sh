@@ -187,7 +187,7 @@ cmd_poll() {
         for f in "$RUN/study/study.log" "$RUN/main/train.log" "$RUN"/study/*/train.log; do
             [ -f "$f" ] || continue
             n=$(wc -l <"$f")
-            s=${seen[$f]:-0}
+            s=${seen[$f]:-$((n > 3 ? n - 3 : 0))}   # first look: the last 3 events only
             if [ "$n" -gt "$s" ]; then   # new events; of the train events only the last
                 sed -n "$((s + 1)),${n}p" "$f" | awk '/"event": "train"/ { t = $0; next } { print } END { if (t != "") print t }' |
                     cut -c1-300 | sed "s|^|${f#"$RUN"/}: |"

@@ -243,7 +243,7 @@ def run(args, log, dev):
     if src is not None:
         model.load_state_dict(src["model"])
     if resumed:
-        state = src["state"]
+        state = dict({"recipe": recipe_name, "candidate": args.candidate, "init": None}, **src["state"])
     else:
         state = {"step": 0, "clips": 0, "train_seconds": 0.0, "runs": 0, "recipe": recipe_name,
                  "candidate": args.candidate, "init": None}
@@ -252,6 +252,7 @@ def run(args, log, dev):
             state.update(step=st.get("step", 0), clips=st.get("clips", 0), train_seconds=st.get("train_seconds", 0.0),
                          candidate=st.get("candidate", args.candidate),
                          init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)})
+    if "plan" not in state:   # a new run, or model v1's checkpoint (no plan recorded)
         if args.clips:
             state["plan"] = {"unit": "clips", "start": state["clips"], "total": args.clips,
                              "schedule": Schedule("cosine", args.lr, args.lr_min, warmup=args.warmup).as_dict()}
@@ -259,7 +260,7 @@ def run(args, log, dev):
             total = (args.plan_minutes or args.minutes) * 60
             state["plan"] = {"unit": "seconds", "start": state["train_seconds"], "total": total,
                              "schedule": Schedule("wsd", args.lr, args.lr_min, args.decay, args.warmup).as_dict()}
-    if resumed and args.plan_minutes and state["plan"]["unit"] == "seconds":
+    elif resumed and args.plan_minutes and state["plan"]["unit"] == "seconds":
         old = state["plan"]["total"]
         state["plan"]["total"] = args.plan_minutes * 60
         log(event="plan_changed", old_minutes=old / 60, new_minutes=args.plan_minutes)
@@ -307,10 +308,13 @@ def run(args, log, dev):
                 noisy, smap, _ = noise(clean, gen)
         return noisy, smap, clean[:, T // 2]
 
+    last_val = {"step": None}
+
     def checkpoint():
         save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
 
     def val_event(probe_too=True):
+        last_val["step"] = state["step"]
         model.set_engine(sdpa=True)      # eager kernels: no recompiles for the validation shapes
         r = validate(model, val)
         if probe_too and not args.no_probe:
@@ -381,8 +385,9 @@ def run(args, log, dev):
         if args.max_steps and step_run >= args.max_steps:
             break
     checkpoint()
-    val_event()
-    checkpoint()
+    if last_val["step"] != state["step"]:
+        val_event()
+        checkpoint()
     if stop["sig"] is not None:
         log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})
         return 0
