@@ -151,8 +151,7 @@ def main():
         cost={n: round(c, 2) for n, c in cost.items()},
         seconds=a.seconds, deadline=a.deadline)
     extra = [x for x in a.extra if x != "--"]
-    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
-               TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // len(names))))
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // len(names))))
     procs = {}
     for n in names:
         d = os.path.join(a.out, n)
