@@ -1,4 +1,4 @@
-"""Model v1 of denoise: a temporal Swin U-Net with a 3x3x3 stencil head.
+"""Model v1 of denoise (and the v2 options below): a temporal Swin U-Net with a 3x3x3 stencil head.
 
 This module is the source of truth for the network; the CPU engine (kernels/cpu/) and the CUDA
 engine (kernels/cuda/) reproduce it. /work/shared/design/ARCHITECTURE.md ("Model v1") describes
