@@ -4,6 +4,7 @@
 #   make check        all, then tests/run_tests.sh
 #   make demo         all, then tools/demo.sh
 #   make check-gpu | bench | eval      tools/check_gpu.sh | bench.sh | eval.sh
+#   make check-faithful  all, then tests/pending/cli_faithful.sh (not yet in make check)
 #   make install PREFIX=DIR
 #   make clean        engine/tests/tools objects (keeps FFmpeg's build)
 #   make distclean    everything under build/ and config.mk
@@ -319,9 +320,12 @@ all: libdenoise ffmpeg tools tests
 
 RUN_ENV := DENOISE_SOURCE_DIR=$(TOP) DENOISE_BUILD_DIR=$(B) PATH=$(B)/bin:$$PATH
 
-.PHONY: check demo check-gpu bench eval
+.PHONY: check demo check-gpu bench eval check-faithful
 check: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tests/run_tests.sh
+
+check-faithful: all
+	$(RUN_ENV) sh $(TOP)/tests/pending/cli_faithful.sh
 
 demo: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tools/demo.sh

@@ -1,63 +1,91 @@
-"""Training data on the GPU: decode once, build every batch with tensor ops.
+"""Training data on the GPU: decode once (in parallel, cached), build every batch with tensor ops.
 
-Sources (/work/shared/data/README.md): train-photos (JPEG) and train-video (DAVIS-2016 mp4,
-854x480). A few sequences and photos are held out as the validation split (VAL_VIDEOS,
-every VAL_PHOTO_EVERY-th photo); eval-davis4 is never read here.
+Sources (/work/shared/data/README.md): train-photos (JPEG), train-video (DAVIS-2016 mp4, 854x480)
+and train-video2 (SA-V gallery clips and SAM 2's bedroom clip, 854x480). The validation split
+holds out the sequences in VAL_VIDEOS and every VAL_PHOTO_EVERY-th photo; eval-davis4 is never
+read here.
 
-Clips are (B, 7, 3, P, P) float in [0,1]:
-  - video clips: 7 consecutive frames at a random crop of a training sequence;
+Clips are (B, T, 3, P, P) float in [0,1], T = 2R+1 frames (7 for model v1):
+  - video clips: T consecutive frames at a random crop of a training sequence (every valid first
+    frame equally likely, so a sequence weighs by its length);
   - photo pseudo-video: a 256x256 tile of a photo, seen through a P x P window moving along a
     smooth random trajectory (translation with constant velocity plus acceleration, small zoom
     and rotation), resampled with bicubic grid_sample;
-  - both: random flips, transposition (with flips: all 8 rotations/reflections) and time reversal.
+  - synthetic clips (model v2's faithfulness share): flat or slowly varying backgrounds, flat
+    rectangles with sharp edges, saturated 1-3 px lines and outlines, neutral 1-px checkerboards
+    and stripes, static or moving by whole pixels;
+  - all: random flips, transposition (with flips: all 8 rotations/reflections) and time reversal.
+
+Decoding: Pillow (JPEG) and OpenCV (mp4) in a thread pool (both release the GIL); with a cache
+folder each decoded file is kept as an .npy (written atomically), so later runs load in seconds.
+
+  python3 weights/data.py --cache DIR --photos DIR --videos DIR [DIR ...]   fill the cache
 """
 from __future__ import annotations
 
+import argparse
 import glob
 import math
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-VAL_VIDEOS = ("cows", "dog")
+VAL_VIDEOS = ("cows", "dog", "sam2-coffee")
 VAL_PHOTO_EVERY = 20
 TILE = 256
-T = 7
+T = 7          # model v1's clip length
+VAL_T = 9      # validation clips are cut this long; a model of radius R uses the middle 2R+1
+WORKERS = min(16, os.cpu_count() or 1)
 
 
 def _photo_paths(root):
     return sorted(glob.glob(os.path.join(root, "*.jpg")) + glob.glob(os.path.join(root, "*.png")))
 
 
-def load_photo_tiles(root: str, split: str, device) -> torch.Tensor:
-    """Cut every photo of the split into overlapping TILE x TILE tiles: (N, TILE, TILE, 3) uint8."""
+def _video_paths(roots):
+    roots = [roots] if isinstance(roots, str) else list(roots)
+    return sorted((p for r in roots for p in glob.glob(os.path.join(r, "*.mp4"))), key=os.path.basename)
+
+
+def _name(p: str) -> str:
+    return os.path.splitext(os.path.basename(p))[0]
+
+
+def _cache_file(cache: str, path: str) -> str:
+    return os.path.join(cache, f"{os.path.basename(path)}.{os.path.getsize(path)}.npy")
+
+
+def _cached(cache: str | None, path: str, decode):
+    """decode(path) -> uint8 array, through CACHE/<name>.<size>.npy when cache is set."""
+    if not cache:
+        return decode(path)
+    f = _cache_file(cache, path)
+    if os.path.exists(f):
+        return np.load(f)
+    a = decode(path)
+    os.makedirs(cache, exist_ok=True)
+    tmp = f"{f}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.save(fh, a)
+    os.replace(tmp, f)
+    return a
+
+
+def decode_photo(path: str) -> np.ndarray:
     from PIL import Image
-    tiles = []
-    for k, p in enumerate(_photo_paths(root)):
-        held = k % VAL_PHOTO_EVERY == 0
-        if (split == "val") != held:
-            continue
-        im = np.asarray(Image.open(p).convert("RGB"))
-        H, W, _ = im.shape
-        if H < TILE or W < TILE:
-            continue
-        step = TILE * 3 // 4
-        ys = list(range(0, H - TILE + 1, step)) or [0]
-        xs = list(range(0, W - TILE + 1, step)) or [0]
-        for y in ys:
-            for x in xs:
-                tiles.append(im[y:y + TILE, x:x + TILE])
-    return torch.from_numpy(np.stack(tiles)).to(device)
+    return np.asarray(Image.open(path).convert("RGB"))
 
 
-def decode_video(path: str) -> np.ndarray:
-    """All frames of a video as (n, H, W, 3) uint8 RGB."""
+def decode_video(path: str, max_frames: int = 0) -> np.ndarray:
+    """All frames (or the first max_frames) of a video as (n, H, W, 3) uint8 RGB."""
     import cv2
     cap = cv2.VideoCapture(path)
     frames = []
-    while True:
+    while not max_frames or len(frames) < max_frames:
         ok, f = cap.read()
         if not ok:
             break
@@ -65,33 +93,63 @@ def decode_video(path: str) -> np.ndarray:
     cap.release()
     if not frames:
         raise RuntimeError(f"{path}: no frames decoded")
-    return np.stack(frames)
+    return np.ascontiguousarray(np.stack(frames))
 
 
-def load_videos(root: str, split: str, device):
-    """-> frames (F, H, W, 3) uint8 on device, starts (S,) long: valid first-frame indices."""
-    vids, starts, off = [], [], 0
-    for p in sorted(glob.glob(os.path.join(root, "*.mp4"))):
-        name = os.path.splitext(os.path.basename(p))[0]
-        if (split == "val") != (name in VAL_VIDEOS):
+def load_photo_tiles(root: str, split: str, device, cache: str | None = None, limit: int = 0) -> torch.Tensor:
+    """Cut every photo of the split into overlapping TILE x TILE tiles: (N, TILE, TILE, 3) uint8.
+    limit > 0 keeps only the first `limit` photos of the split (smoke tests)."""
+    paths = [p for k, p in enumerate(_photo_paths(root)) if (split == "val") == (k % VAL_PHOTO_EVERY == 0)]
+    if limit:
+        paths = paths[:limit]
+    with ThreadPoolExecutor(WORKERS) as ex:
+        ims = list(ex.map(lambda p: _cached(cache, p, decode_photo), paths))
+    tiles = []
+    for im in ims:
+        H, W, _ = im.shape
+        if H < TILE or W < TILE:
             continue
-        v = decode_video(p)
-        vids.append(torch.from_numpy(v))
+        step = TILE * 3 // 4
+        for y in range(0, H - TILE + 1, step):
+            for x in range(0, W - TILE + 1, step):
+                tiles.append(im[y:y + TILE, x:x + TILE])
+    if not tiles:
+        raise RuntimeError(f"{root}: no photo of at least {TILE}x{TILE} in split {split!r}")
+    return torch.from_numpy(np.stack(tiles)).to(device)
+
+
+def load_videos(roots, split: str, device, T: int = T, cache: str | None = None, limit: int = 0):
+    """-> frames (F, H, W, 3) uint8 on device, starts (S,) long: first frames of T-frame clips.
+    roots: one folder or several; limit > 0 keeps the first `limit` frames of each sequence."""
+    paths = [p for p in _video_paths(roots) if (split == "val") == (_name(p) in VAL_VIDEOS)]
+    if not paths:
+        return None, None
+    with ThreadPoolExecutor(WORKERS) as ex:
+        vids = list(ex.map(lambda p: _cached(cache, p, decode_video), paths))
+    if limit:
+        vids = [v[:limit] for v in vids]
+    shapes = {v.shape[1:] for v in vids}
+    if len(shapes) != 1:
+        raise RuntimeError(f"videos of different frame sizes {sorted(shapes)}: convert them to one size first")
+    n = sum(len(v) for v in vids)
+    frames = torch.empty((n, *vids[0].shape[1:]), dtype=torch.uint8, device=device)
+    starts, off = [], 0
+    for v in vids:
+        frames[off:off + len(v)] = torch.from_numpy(v).to(device)
         starts.extend(range(off, off + len(v) - T + 1))
         off += len(v)
-    if not vids:
-        return None, None
-    frames = torch.cat(vids).to(device)
-    return frames, torch.tensor(starts, device=device)
+    if not starts:
+        raise RuntimeError(f"no sequence of split {split!r} has {T} frames")
+    return frames, torch.tensor(starts, device=device, dtype=torch.long)
 
 
 class Batcher:
-    """Builds batches of clean clips on the GPU."""
+    """Builds batches of clean clips (B, T, 3, P, P) in [0,1] on the data's device."""
 
     def __init__(self, photos: torch.Tensor | None, frames: torch.Tensor | None,
-                 starts: torch.Tensor | None, device, seed: int = 0):
+                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T):
         self.photos, self.frames, self.starts = photos, frames, starts
-        self.device = device
+        self.device, self.T = device, T
         self.g = torch.Generator(device=device)
         self.g.manual_seed(seed)
 
@@ -107,16 +165,17 @@ class Batcher:
         y = self._randint(H - P + 1, (B,))
         x = self._randint(W - P + 1, (B,))
         ar = torch.arange(P, device=self.device)
-        ti = (s[:, None] + torch.arange(T, device=self.device))[:, :, None, None]
+        ti = (s[:, None] + torch.arange(self.T, device=self.device))[:, :, None, None]
         yi = (y[:, None] + ar)[:, None, :, None]
         xi = (x[:, None] + ar)[:, None, None, :]
         c = self.frames[ti, yi, xi]                                   # (B, T, P, P, 3)
         return c.permute(0, 1, 4, 2, 3).float() / 255.0
 
     def photo_clips(self, B: int, P: int) -> torch.Tensor:
+        T = self.T
         tiles = self.photos[self._randint(len(self.photos), (B,))]     # (B, TILE, TILE, 3)
         img = tiles.permute(0, 3, 1, 2).float() / 255.0
-        k = torch.arange(T, device=self.device, dtype=torch.float32) - T // 2      # -3..3
+        k = torch.arange(T, device=self.device, dtype=torch.float32) - T // 2
         # Per clip: velocity up to 4 px/frame, acceleration up to 0.4 px/frame^2, zoom up to
         # 1.5 %/frame, rotation up to 1 degree/frame; a fifth of the clips are static.
         moving = (self._rand(B) > 0.2).float()[:, None]
@@ -137,6 +196,66 @@ class Batcher:
         out = F.grid_sample(src, grid, mode="bicubic", padding_mode="reflection", align_corners=False)
         return out.view(B, T, 3, P, P).clamp(0, 1)
 
+    def synthetic_clips(self, B: int, P: int) -> torch.Tensor:
+        """Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
+        outlines, and neutral 1-px patterns; static or moving up to 2 px/frame (whole pixels)."""
+        T, dev = self.T, self.device
+        m = 2 * (T // 2)                      # margin: the canvas moves by up to 2 px/frame
+        S = P + 2 * m
+        yy = torch.arange(S, device=dev).view(1, S, 1).float()
+        xx = torch.arange(S, device=dev).view(1, 1, S).float()
+        col = lambda b: b.view(B, 3, 1, 1)    # noqa: E731
+
+        def colour(saturated_share):
+            c = self._rand(B, 3)
+            grey = (self._rand(B, 1) < 0.3).float()
+            c = grey * c[:, :1].expand(B, 3) + (1 - grey) * c
+            sat = (self._rand(B, 1) < saturated_share).float()
+            prim = (self._rand(B, 3) < 0.5).float()
+            prim[:, 0] = torch.where(prim.sum(1) == 0, torch.ones_like(prim[:, 0]), prim[:, 0])
+            return sat * prim + (1 - sat) * c
+
+        def rect(y0, x0, h, w):
+            return ((yy >= y0.view(B, 1, 1)) & (yy < (y0 + h).view(B, 1, 1)) &
+                    (xx >= x0.view(B, 1, 1)) & (xx < (x0 + w).view(B, 1, 1)))[:, None]
+
+        def box():
+            y0, x0 = self._rand(B) * S, self._rand(B) * S
+            return y0.floor(), x0.floor(), (4 + self._rand(B) * S / 2).floor(), (4 + self._rand(B) * S / 2).floor()
+
+        ramp = (self._rand(B, 3, 2) * 2 - 1) * 0.35 * (self._rand(B, 1, 1) < 0.5).float()
+        img = col(colour(0.2)) + ramp[..., 0, None, None] * (yy / S - 0.5) + ramp[..., 1, None, None] * (xx / S - 0.5)
+        for _ in range(3):   # flat rectangles
+            on = (self._rand(B) < 0.6).view(B, 1, 1, 1)
+            img = torch.where(rect(*box()) & on, col(colour(0.4)), img)
+        pat = torch.stack([(yy + xx) % 2, yy % 2 + 0 * xx, xx % 2 + 0 * yy], 0).expand(3, 1, S, S)[:, 0]
+        which = self._randint(3, (B,))
+        g1, g2 = self._rand(B), self._rand(B)
+        patt = g1.view(B, 1, 1) + (g2 - g1).view(B, 1, 1) * pat[which]          # (B, S, S) grey
+        on = (self._rand(B) < 0.5).view(B, 1, 1, 1)
+        img = torch.where(rect(*box()) & on, patt[:, None].expand(B, 3, S, S), img)
+        for _ in range(3):   # saturated thin lines and outlines
+            y0, x0, h, w = box()
+            t = (1 + self._randint(3, (B,))).float()
+            horiz = self._rand(B) < 0.5
+            line = torch.where(horiz.view(B, 1, 1, 1), rect(y0, x0, t, w * 2), rect(y0, x0, h * 2, t))
+            outline = rect(y0, x0, h, w) & ~rect(y0 + t, x0 + t, h - 2 * t, w - 2 * t)
+            shape = torch.where((self._rand(B) < 0.5).view(B, 1, 1, 1), line, outline)
+            on = (self._rand(B) < 0.7).view(B, 1, 1, 1)
+            img = torch.where(shape & on, col(colour(0.9)), img)
+        img = img.clamp(0, 1)
+        v = self._randint(5, (B, 2)) - 2
+        v = v * (self._rand(B, 1) < 0.5).long()                               # half static
+        k = torch.arange(T, device=dev) - T // 2
+        oy = m + k[None, :] * v[:, :1]                                        # (B, T)
+        ox = m + k[None, :] * v[:, 1:]
+        ar = torch.arange(P, device=dev)
+        yi = (oy[..., None] + ar)[:, :, None, :, None]                        # (B, T, 1, P, 1)
+        xi = (ox[..., None] + ar)[:, :, None, None, :]
+        bi = torch.arange(B, device=dev).view(B, 1, 1, 1, 1)
+        ci = torch.arange(3, device=dev).view(1, 1, 3, 1, 1)
+        return img[bi, ci, yi, xi]
+
     def augment(self, c: torch.Tensor) -> torch.Tensor:
         B = c.shape[0]
 
@@ -147,22 +266,29 @@ class Batcher:
         c = torch.where(m(), c.transpose(-1, -2), c)
         return torch.where(m(), c.flip(1), c)
 
-    def clean(self, B: int, P: int, video_share: float = 0.5) -> torch.Tensor:
+    def clean(self, B: int, P: int, video_share: float = 0.5, synth_share: float = 0.0) -> torch.Tensor:
+        """(B, T, 3, P, P): round(B * synth_share) synthetic clips, then video_share of the rest
+        from the videos and the remainder from the photos (all video when there are no photos)."""
         parts = []
-        bv = int(round(B * video_share)) if self.frames is not None else 0
+        bs = int(round(B * synth_share))
+        rest = B - bs
+        bv = int(round(rest * video_share)) if self.frames is not None else 0
         if self.photos is None:
-            bv = B
+            bv = rest
         if bv:
             parts.append(self.video_clips(bv, P))
-        if B - bv:
-            parts.append(self.photo_clips(B - bv, P))
+        if rest - bv:
+            parts.append(self.photo_clips(rest - bv, P))
+        if bs:
+            parts.append(self.synthetic_clips(bs, P))
         return self.augment(torch.cat(parts))
 
 
 def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.0,
                clip8_share: float = 0.25):
-    """AWGN with sigma ~ U(0, sigma_max) (8-bit code values) per clip, unclipped, except a share
-    of clips clipped to [0,1] and quantised to 8 bit. -> (noisy, sigma (B,))."""
+    """Model v1's noise: AWGN with sigma ~ U(0, sigma_max) (8-bit code values) per clip,
+    unclipped, except a share of clips clipped to [0,1] and quantised to 8 bit.
+    -> (noisy, sigma (B,)). weights/noise_models.py holds model v2's noise."""
     B = clean.shape[0]
     dev = clean.device
     sigma = torch.rand(B, device=dev, generator=gen) * sigma_max
@@ -170,3 +296,23 @@ def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.
     q = (torch.rand(B, device=dev, generator=gen) < clip8_share).view(B, 1, 1, 1, 1)
     noisy = torch.where(q, torch.round(noisy.clamp(0, 1) * 255.0) / 255.0, noisy)
     return noisy, sigma
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Decode the training data into an .npy cache (parallel).")
+    ap.add_argument("--cache", required=True)
+    ap.add_argument("--photos")
+    ap.add_argument("--videos", nargs="*", default=[])
+    a = ap.parse_args()
+    t0 = time.time()
+    jobs = ([(p, decode_photo) for p in _photo_paths(a.photos)] if a.photos and os.path.isdir(a.photos) else [])
+    jobs += [(p, decode_video) for p in _video_paths([v for v in a.videos if os.path.isdir(v)])]
+    todo = [j for j in jobs if not os.path.exists(_cache_file(a.cache, j[0]))]
+    with ThreadPoolExecutor(WORKERS) as ex:
+        nbytes = sum(ex.map(lambda j: _cached(a.cache, j[0], j[1]).nbytes, todo))
+    print(f"cache {a.cache}: {len(jobs)} files, {len(todo)} decoded now ({nbytes / 2**30:.2f} GiB) in "
+          f"{time.time() - t0:.1f} s with {WORKERS} threads", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,8 +6,10 @@
 
 Tensors keep the PyTorch module names (model.Denoiser.state_dict()). __metadata__ (all values
 strings, as safetensors requires) holds:
-  format "denoise-swin", version "1", config (model.Config JSON), data, noise_model,
-  steps, clips, train_minutes, gpu ("NVIDIA H200"), eval (JSON of weights/eval.py, if given).
+  format "denoise-swin", version ("1" for a model v1 config, "2" when it uses a v2 option: the
+  v1 engines refuse those, naming the field), config (model.Config JSON), data, noise_model
+  (from the checkpoint's recipe), steps, clips, train_minutes, gpu ("NVIDIA H200"), eval (JSON of
+  weights/eval.py, if given), faithfulness (JSON of weights/faithful.py, if given).
 Loading it back: weights/export.py's load_weights(), or the C engine (kernels/safetensors.cpp).
 """
 from __future__ import annotations
@@ -21,13 +23,27 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import FORMAT, VERSION, Config, Denoiser  # noqa: E402
+from model import FORMAT, VERSIONS, Config, Denoiser  # noqa: E402
+from noise_models import AWGNRecipe, NoiseRecipe  # noqa: E402
 
 DATA = ("train-photos (234 JPEG photographs: Debian wallpaper packages, Urban100, Sun-Hays80) and "
         "train-video (16 DAVIS-2016 sequences, CC BY 4.0), minus the held-out validation split "
         "(weights/data.py); never eval-davis4")
+DATA_V2 = ("train-photos (234 JPEG photographs: Debian wallpaper packages, Urban100, Sun-Hays80), "
+           "train-video (16 DAVIS-2016 sequences, CC BY 4.0) and train-video2 (SA-V gallery clips, CC BY 4.0, "
+           "and SAM 2's bedroom clip, Apache-2.0), minus the held-out validation split (weights/data.py); "
+           "never eval-davis4")
 NOISE = ("AWGN, sigma ~ U(0,55) in 8-bit code values per 7-frame clip, RGB, unclipped; 25% of clips "
          "clipped to [0,1] and quantised to 8 bit")
+
+
+def provenance(state: dict) -> tuple[str, str]:
+    """(data, noise_model) metadata strings for a checkpoint's state (recipe v1 or v2)."""
+    if state.get("recipe") == "v2":
+        return DATA_V2, NoiseRecipe().describe() + "; synthetic clips and a low-pass loss term (weights/candidates.py)"
+    if state.get("recipe") == "v1":
+        return DATA_V2, AWGNRecipe().describe()
+    return DATA, NOISE   # model v1's own checkpoint (before recipes were recorded)
 
 
 def load_weights(path: str, device="cpu") -> Denoiser:
@@ -40,9 +56,9 @@ def load_weights(path: str, device="cpu") -> Denoiser:
     from safetensors import safe_open
     with safe_open(path, "pt") as f:
         meta = f.metadata() or {}
-    if meta.get("format") != FORMAT or meta.get("version") != str(VERSION):
-        raise ValueError(f"{path}: not a {FORMAT} v{VERSION} weight file (metadata {meta.get('format')!r} "
-                         f"v{meta.get('version')!r})")
+    if meta.get("format") != FORMAT or meta.get("version") not in [str(v) for v in VERSIONS]:
+        raise ValueError(f"{path}: not a {FORMAT} weight file of version {' or '.join(map(str, VERSIONS))} "
+                         f"(metadata {meta.get('format')!r} v{meta.get('version')!r})")
     m = Denoiser(Config.from_json(meta["config"]))
     sd = {k: v.float() for k, v in load_file(path).items()}
     m.load_state_dict(sd, strict=True)
@@ -55,6 +71,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     ap.add_argument("--eval", help="JSON written by weights/eval.py")
+    ap.add_argument("--faithful", help="JSON written by weights/faithful.py --json")
     ap.add_argument("--gpu", default="NVIDIA H200")
     args = ap.parse_args()
     d = torch.load(args.ckpt, map_location="cpu")
@@ -64,9 +81,10 @@ def main():
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     tensors = {k: v.detach().to(dt).contiguous() for k, v in m.state_dict().items()}
     st = d.get("state", {})
+    data, noise = provenance(st)
     meta = {
-        "format": FORMAT, "version": str(VERSION), "config": cfg.to_json(),
-        "data": DATA, "noise_model": NOISE,
+        "format": FORMAT, "version": str(cfg.version), "config": cfg.to_json(),
+        "data": data, "noise_model": noise,
         "steps": str(st.get("step", 0)), "clips": str(st.get("clips", 0)),
         "train_minutes": f"{st.get('train_seconds', 0) / 60:.1f}", "gpu": args.gpu,
         "dtype": args.dtype,
@@ -74,6 +92,9 @@ def main():
     if args.eval:
         with open(args.eval) as f:
             meta["eval"] = json.dumps(json.load(f), sort_keys=True)
+    if args.faithful:
+        with open(args.faithful) as f:
+            meta["faithfulness"] = json.dumps(json.load(f), sort_keys=True)
     save_file(tensors, args.out, metadata=meta)
     print(f"wrote {args.out}: {len(tensors)} tensors, {os.path.getsize(args.out)} bytes, {args.dtype}")
 

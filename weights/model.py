@@ -1,4 +1,4 @@
-"""Model v1 of denoise: a temporal Swin U-Net with a 3x3x3 stencil head.
+"""Model v1 of denoise (and the v2 options below): a temporal Swin U-Net with a 3x3x3 stencil head.
 
 This module is the source of truth for the network; the CPU engine (kernels/cpu/) and the CUDA
 engine (kernels/cuda/) reproduce it. /work/shared/design/ARCHITECTURE.md ("Model v1") describes
@@ -37,6 +37,20 @@ Swin block (Liu et al., "Swin Transformer", ICCV 2021; pre-norm):
 
 Temporal edges: frames outside [0, N-1] are mirrored by reflect_index(), features outside
 too (F_{-1} is the U-Net of the mirrored window, not a copy of F_1).
+
+Model v2 options (Config fields with v1 defaults; a config that leaves them at their defaults is
+model v1 and writes exactly v1's config JSON, version 1; any other value makes it version 2):
+  fusion "window" (v1): the fusion conv reads the 5 raw space-to-depth frames, as above.
+  fusion "frame": a per-frame encoder E_j = conv3x3(GELU_tanh(conv3x3(concat(s2d(x_j), sigma/255))))
+    (13 -> E -> E channels, zero padding, E = frame_channels) is computed once per input frame and
+    reused by every window that contains it (an engine keeps E_j in its ring buffer); the fusion
+    conv 3x3 reads concat(E_{s-r}, ..., E_{s+r}, sigma/255): (2r+1)*E + 1 -> C0 channels.
+
+Attention kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code):
+  "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as written in WindowAttention.
+  "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in shifted blocks,
+    the region mask) as one additive float mask: (1, h, N, N) broadcast over the windows of an
+    unshifted block; (nWB, h, N, N), the per-window sum repeated over the batch, in a shifted one.
 """
 from __future__ import annotations
 
@@ -49,7 +63,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 FORMAT = "denoise-swin"
-VERSION = 1
+VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
+VERSIONS = (1, 2)    # what load_weights() accepts
+V2_DEFAULTS = {"fusion": "window", "frame_channels": 0}
 
 
 @dataclass
@@ -66,19 +82,38 @@ class Config:
     s2d: int = 2
     pad_multiple: int = 64
     ln_eps: float = 1e-5
+    fusion: str = "window"               # "window" (v1) or "frame" (per-frame encoder, v2)
+    frame_channels: int = 0              # E, the per-frame encoder's width (fusion "frame")
+
+    def __post_init__(self):
+        if self.fusion not in ("window", "frame"):
+            raise ValueError(f"fusion must be 'window' or 'frame', got {self.fusion!r}")
+        if (self.fusion == "frame") != (self.frame_channels > 0):
+            raise ValueError("frame_channels > 0 exactly when fusion is 'frame'")
+        for c, h in zip(self.channels, self.heads):
+            if c != h * self.head_dim:
+                raise ValueError(f"channels {tuple(self.channels)} != heads {tuple(self.heads)} * head_dim {self.head_dim}")
 
     @property
     def temporal_radius(self) -> int:
         """Frames t-R..t+R are needed for output t."""
         return self.fusion_radius + self.head_radius
 
+    @property
+    def version(self) -> int:
+        """1 when every v2 field has its v1 default (the v1 engines run it), else 2."""
+        return 1 if all(getattr(self, k) == v for k, v in V2_DEFAULTS.items()) else 2
+
     def to_json(self) -> str:
         d = asdict(self)
+        for k, v in V2_DEFAULTS.items():
+            if d[k] == v:
+                del d[k]
         d["channels"] = list(self.channels)
         d["heads"] = list(self.heads)
         d["temporal_radius"] = self.temporal_radius
         d["format"] = FORMAT
-        d["version"] = VERSION
+        d["version"] = self.version
         return json.dumps(d, sort_keys=True)
 
     @staticmethod
@@ -178,8 +213,41 @@ class WindowAttention(nn.Module):
         out = (attn @ v).transpose(1, 2).reshape(nWB, N, C)
         return self.proj(out)
 
+    def forward_sdpa(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward() through F.scaled_dot_product_attention, same function.
+
+        x: (nWB, N, C) windows, window index b * nW + w; mask: (nW, N, N) additive shift mask or
+        None. The bias (plus the mask) is one additive float mask, so SDPA's fused kernels
+        (memory-efficient attention on CUDA) apply it and return its gradient: (1, h, N, N)
+        broadcast over the windows of an unshifted block; in a shifted one (nWB, h, N, N), the
+        (nW, h, N, N) sum repeated over the batch (h*N values per token: fewer bytes than
+        regrouping q, k and v by window).
+        """
+        nWB, N, C = x.shape
+        h, d = self.heads, self.head_dim
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
+        bias = self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1)
+        if mask is None:
+            m = bias.to(q.dtype)[None]
+        else:
+            nW = mask.shape[0]
+            m = (mask[:, None] + bias[None]).to(q.dtype)
+            m = m.expand(nWB // nW, nW, h, N, N).reshape(nWB, h, N, N)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=self.scale)
+        return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
+
 
 _MASKS: dict = {}
+
+
+def layer_norm_lowp(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """norm(x), but under autocast with a bf16/fp16 x the output stays in x's dtype (autocast
+    would return fp32, which the next linear casts back): same function, half the bytes moved
+    by the roll, window partition and cast that follow. Statistics are still taken in fp32."""
+    if x.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return F.layer_norm(x, norm.normalized_shape, norm.weight.to(x.dtype), norm.bias.to(x.dtype), norm.eps)
+    return norm(x)
 
 
 class SwinBlock(nn.Module):
@@ -211,27 +279,47 @@ class SwinBlock(nn.Module):
             _MASKS[key] = m
         return m
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, sdpa: bool = False) -> torch.Tensor:
+        """x (B, H, W, C) NHWC -> same. sdpa False: the v1 code (builds its own shift mask).
+        sdpa True: attention through WindowAttention.forward_sdpa with `mask`, the stage's
+        (nW, N, N) shift mask (used by shifted blocks only)."""
         B, H, W, C = x.shape
-        h = self.norm1(x)
+        h = layer_norm_lowp(self.norm1, x) if sdpa else self.norm1(x)
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
-        w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
+        if sdpa:
+            w = self.attn.forward_sdpa(window_partition(h, self.ws), mask if self.shift else None)
+        else:
+            w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
         h = window_reverse(w, self.ws, B, H, W)
         if self.shift:
             h = torch.roll(h, shifts=(self.shift, self.shift), dims=(1, 2))
         x = x + h
-        return x + self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh"))
+        h = layer_norm_lowp(self.norm2, x) if sdpa else self.norm2(x)
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """One Swin block with SDPA attention (the unit a training engine may torch.compile)."""
+    return block(x, mask, sdpa=True)
 
 
 class Stage(nn.Module):
     def __init__(self, dim: int, heads: int, depth: int, cfg: Config):
         super().__init__()
         self.blocks = nn.ModuleList(SwinBlock(dim, heads, cfg, shifted=i % 2 == 1) for i in range(depth))
+        self.block_fn = None   # set by Denoiser.set_engine: (block, x, shift mask) -> x
 
     def forward(self, x):
+        if self.block_fn is None:
+            for b in self.blocks:
+                x = b(x)
+            return x
+        mask = None
         for b in self.blocks:
-            x = b(x)
+            if b.shift and mask is None:   # built outside block_fn, once per stage call
+                mask = b.attn_mask(x.shape[1], x.shape[2], x.device)
+            x = self.block_fn(b, x, mask)
         return x
 
 
@@ -274,14 +362,18 @@ class PatchExpand(nn.Module):
 
 
 class UNet(nn.Module):
-    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, 32) NHWC."""
+    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, 32) NHWC.
+
+    With fusion "frame" the input is (B, 5*E+1, h, w): the per-frame features and the sigma map.
+    """
 
     def __init__(self, cfg: Config):
         super().__init__()
         c0, c1, c2 = cfg.channels
         h0, h1, h2 = cfg.heads
         d = cfg.depths
-        nin = (2 * cfg.fusion_radius + 1) * 3 * cfg.s2d ** 2 + 1
+        per_frame = cfg.frame_channels if cfg.fusion == "frame" else 3 * cfg.s2d ** 2
+        nin = (2 * cfg.fusion_radius + 1) * per_frame + 1
         self.fusion = nn.Conv2d(nin, c0, 3, padding=1)
         self.enc0 = Stage(c0, h0, d["enc0"], cfg)
         self.merge0 = PatchMerge(c0, cfg)
@@ -303,22 +395,72 @@ class UNet(nn.Module):
         return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)))
 
 
+class FrameEncoder(nn.Module):
+    """Per-frame features (fusion "frame"): (B, 13, h, w) NCHW, the s2d frame and the sigma map
+    -> (B, E, h, w): conv 3x3 (13 -> E) -> GELU (tanh) -> conv 3x3 (E -> E), zero padding."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        nin = 3 * cfg.s2d ** 2 + 1
+        self.conv1 = nn.Conv2d(nin, cfg.frame_channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(cfg.frame_channels, cfg.frame_channels, 3, padding=1)
+
+    def forward(self, z):
+        return self.conv2(F.gelu(self.conv1(z), approximate="tanh"))
+
+
 class Denoiser(nn.Module):
-    """Model v1. forward(clip (B, 7, 3, H, W) in [-1,1], sigma (B,) 8-bit code values)."""
+    """Model v1/v2. forward(clip (B, 2R+1, 3, H, W) in [-1,1], sigma (B,) 8-bit code values)."""
 
     def __init__(self, cfg: Config | None = None):
         super().__init__()
         self.cfg = cfg or Config()
         self.unet = UNet(self.cfg)
         self.head = nn.Conv3d(self.cfg.channels[0], 3 * self.cfg.s2d ** 2, 3, padding=(0, 1, 1))
+        if self.cfg.fusion == "frame":
+            self.frame_enc = FrameEncoder(self.cfg)
+
+    def set_engine(self, sdpa: bool = False, block_fn=None) -> "Denoiser":
+        """Choose the kernels, not the function: sdpa=True runs every Swin block through
+        sdpa_block (or block_fn, e.g. torch.compile(sdpa_block)); False restores the v1 code."""
+        fn = (block_fn or sdpa_block) if sdpa else None
+        for m in self.modules():
+            if isinstance(m, Stage):
+                m.block_fn = fn
+        return self
 
     # -- pieces the engines mirror -------------------------------------------------------------
+    @staticmethod
+    def sigma_map(sigma: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """(B,) code values -> (B, 1, h, w) map sigma/255 shaped like `like` (B, *, h, w)."""
+        B, _, h, w = like.shape
+        return (sigma.to(like.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, h, w)
+
     def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2)."""
+        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2).
+
+        fusion "frame": the same frames -> (B, 5E+1, H/2, W/2) through frame_features()."""
+        if self.cfg.fusion == "frame":
+            return self.fusion_input_frames(self.frame_features(frames, sigma), sigma)
         B, T, C, H, W = frames.shape
         s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2).reshape(B, T * 12, H // 2, W // 2)
         smap = (sigma.to(frames.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, H // 2, W // 2)
         return torch.cat([s, smap], dim=1)
+
+    def frame_features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """fusion "frame": frames (B, T, 3, H, W) in [-1,1] -> E (B, T, E, H/2, W/2), one
+        encoder pass per frame."""
+        B, T, C, H, W = frames.shape
+        s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2)
+        z = torch.cat([s, self.sigma_map(sigma.repeat_interleave(T), s)], dim=1)
+        e = self.frame_enc(z)
+        return e.view(B, T, *e.shape[1:])
+
+    def fusion_input_frames(self, e: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """fusion "frame": E (B, 2r+1, E, h, w) -> (B, (2r+1)E + 1, h, w)."""
+        B, T, E, h, w = e.shape
+        z = e.reshape(B, T * E, h, w)
+        return torch.cat([z, self.sigma_map(sigma, z)], dim=1)
 
     def features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         """frames (B, 5, 3, H, W) -> F (B, H/2, W/2, 32) NHWC."""
@@ -338,9 +480,16 @@ class Denoiser(nn.Module):
         ph, pw = (-H) % m, (-W) % m
         if ph or pw:
             clip = reflect_pad(clip, ph, pw)
-        # All three fusion windows in one batch: (3B, 5, 3, H, W).
-        wins = torch.cat([clip[:, c - r:c + r + 1] for c in range(R - 1, R + 2)], dim=0)
-        f = self.features(wins, sigma.repeat(3))
+        centres = range(R - 1, R + 2)
+        if self.cfg.fusion == "frame":
+            # One encoder pass per frame of the clip, shared by the three windows.
+            e = self.frame_features(clip, sigma)
+            z = torch.cat([self.fusion_input_frames(e[:, c - r:c + r + 1], sigma) for c in centres], dim=0)
+            f = self.unet(z)
+        else:
+            # All three fusion windows in one batch: (3B, 5, 3, H, W).
+            wins = torch.cat([clip[:, c - r:c + r + 1] for c in centres], dim=0)
+            f = self.features(wins, sigma.repeat(3))
         feats = list(f.chunk(3, dim=0))
         out = self.head_out(feats, clip[:, R])
         return out[..., :H, :W]
@@ -350,7 +499,8 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
     """Denoise a whole sequence as the engines do: frames (N, 3, H, W) in [-1,1] -> (N, 3, H, W).
 
     Each output t uses frames reflect_index(t-3..t+3); features are computed once per time index
-    s in [-1, N] and reused by the three outputs that need them.
+    s in [-1, N] and reused by the three outputs that need them (fusion "frame": the per-frame
+    encoder runs once per input frame and its output is reused by every window).
     """
     N, C, H, W = frames.shape
     cfg = model.cfg
@@ -359,12 +509,18 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
     ph, pw = (-H) % m, (-W) % m
     x = reflect_pad(frames, ph, pw) if (ph or pw) else frames
     sig = torch.full((1,), float(sigma), device=frames.device)
+    enc = None
+    if cfg.fusion == "frame":   # per-frame features, once per input frame
+        enc = torch.cat([model.frame_features(x[i:i + chunk][None], sig)[0] for i in range(0, N, chunk)])
     feats = {}
     idx = list(range(-1, N + 1))
     for i in range(0, len(idx), chunk):
         ss = idx[i:i + chunk]
-        wins = torch.stack([x[[reflect_index(s + k, N) for k in range(-r, r + 1)]] for s in ss])
-        f = model.features(wins, sig.expand(len(ss)))
+        taps = [[reflect_index(s + k, N) for k in range(-r, r + 1)] for s in ss]
+        if enc is not None:
+            f = model.unet(model.fusion_input_frames(torch.stack([enc[t] for t in taps]), sig.expand(len(ss))))
+        else:
+            f = model.features(torch.stack([x[t] for t in taps]), sig.expand(len(ss)))
         for j, s in enumerate(ss):
             feats[s] = f[j:j + 1]
     out = torch.empty_like(frames)
@@ -379,7 +535,8 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
-    """Multiply-adds x 2 of one output frame (one U-Net pass + head), padded size, in GFLOP."""
+    """Multiply-adds x 2 of one output frame in steady state (one U-Net pass + head, and with
+    fusion "frame" one per-frame encoder pass), padded size, in GFLOP."""
     m = cfg.pad_multiple
     H, W = H + (-H) % m, W + (-W) % m
     c0, c1, c2 = cfg.channels
@@ -392,7 +549,12 @@ def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
         return n * (3 * C * C + C * C + 2 * r * C * C + 2 * N * C)
 
     d = cfg.depths
-    macs = n0 * ((2 * cfg.fusion_radius + 1) * 12 + 1) * c0 * 9
+    nf = 2 * cfg.fusion_radius + 1
+    if cfg.fusion == "frame":   # encoder once per frame (reused by every window), then fusion
+        E = cfg.frame_channels
+        macs = n0 * (13 * E * 9 + E * E * 9) + n0 * (nf * E + 1) * c0 * 9
+    else:
+        macs = n0 * (nf * 12 + 1) * c0 * 9
     macs += block(c0, n0) * (d["enc0"] + d["dec0"]) + block(c1, n1) * (d["enc1"] + d["dec1"])
     macs += block(c2, n2) * d["mid"]
     macs += n1 * 4 * c0 * c1 + n2 * 4 * c1 * c2            # merges

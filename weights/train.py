@@ -1,207 +1,400 @@
 #!/usr/bin/env python3
-"""Train model v1 on the device GPU (PyTorch, bf16 autocast, torch.compile).
+"""Train the denoiser in resumable pieces (PyTorch; bf16 autocast on CUDA; CPU for smoke tests).
 
-  python3 weights/train.py --photos DIR --videos DIR --out DIR --minutes 18
+  python3 weights/train.py --photos DIR --videos DIR [DIR ...] --out RUN
+         [--candidate NAME] [--minutes M | --clips K] [--plan-minutes N] [--init CKPT]
 
-Runs for a wall-clock budget of training time (compile and validation excluded), with a cosine
-learning-rate schedule over that budget, so a run fits a device lease; resumes from
-OUT/last.pt (model, optimiser, step, clips and minutes so far) and then starts a new cosine cycle
-at --lr-resume. Logs one JSON object per line to OUT/train.log: training loss, learning rate,
-clips/s, and validation PSNR (dB, peak 1, centre frame) on the held-out split (weights/data.py)
-at sigma 10/30/50. Checkpoints every --ckpt-minutes to OUT/last.pt (atomic rename).
-
-Loss: L1 between the network output and the clean centre frame, both in [-1,1].
-Noise: AWGN, sigma ~ U(0, 55) in 8-bit code values per clip, unclipped, plus a share of clips
-clipped and quantised to 8 bit (weights/data.py make_noisy).
+A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines), stdout.
+  - Resume: when RUN/last.pt exists the run continues from it (model, AdamW, counters, plan);
+    otherwise it starts from --init CKPT (weights and AdamW moments of another run, e.g. a study
+    candidate; counters and plan start anew) or from scratch.
+  - Budget of this invocation: --minutes M trains M more minutes; --clips K trains until the run
+    has seen K clips in all (the study's fixed budget). Only time spent in training steps counts:
+    validation, checkpoints and any interval in which the process was stopped (SIGSTOP ...
+    SIGCONT, e.g. around a GPU benchmark) do not.
+  - Learning-rate plan (weights/train_step.Schedule), fixed at the run's first start and kept in
+    the checkpoint: with --plan-minutes N, "wsd" over N planned training minutes (warm-up, lr_max
+    until 80 %, cosine decay over the last 20 %); with --clips K, a cosine over K clips. A later
+    --plan-minutes replaces N (continuous while the run is still before its decay).
+  - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
+    rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
+    early the same way (checkpoint, validation with the probe, event "stopped").
+  - Log events: data, start, engine (+ engine_fallback), train (loss, lr, clips/s, trained
+    minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777, AWGN unclipped,
+    and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read back from the
+    GPU between logs.
+Never interactive; exit status 0 when the budget was trained, 1 on an error (logged).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import signal
 import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data import Batcher, load_photo_tiles, load_videos, make_noisy  # noqa: E402
-from model import Config, Denoiser, count_parameters  # noqa: E402
+import candidates  # noqa: E402
+from data import VAL_T, Batcher, load_photo_tiles, load_videos, make_noisy  # noqa: E402
+from faithful import probe, summary  # noqa: E402
+from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
+from noise_models import NoiseRecipe  # noqa: E402
+from train_step import ENGINES, Schedule, StepEngine  # noqa: E402
 
 
-def log(fh, **kv):
-    kv["time"] = round(time.time(), 1)
-    line = json.dumps(kv)
-    print(line, flush=True)
-    fh.write(line + "\n")
-    fh.flush()
+class Log:
+    def __init__(self, path: str):
+        self.fh = open(path, "a")
+
+    def __call__(self, d: dict | None = None, **kv):
+        d = dict(d or {}, **kv)
+        d["time"] = round(time.time(), 1)
+        line = json.dumps(d)
+        print(line, flush=True)
+        self.fh.write(line + "\n")
+        self.fh.flush()
 
 
 def psnr(a, b):
     mse = ((a - b) ** 2).flatten(1).mean(1)
-    return (-10 * torch.log10(mse.clamp_min(1e-12)))
+    return -10 * torch.log10(mse.clamp_min(1e-12))
 
 
 def make_val_set(photos, frames, starts, device, n=24, P=256):
-    """Fixed validation clips from the held-out split, clean, (n, 7, 3, P, P) in [0,1]."""
-    b = Batcher(photos, frames, starts, device, seed=12345)
-    clips = []
-    for _ in range(n // 8):
-        clips.append(b.clean(8, P))
-    return torch.cat(clips)
+    """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1]."""
+    b = Batcher(photos, frames, starts, device, seed=12345, T=VAL_T)
+    return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))])
 
 
 @torch.no_grad()
 def validate(model, val, sigmas=(10, 30, 50)):
+    """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777."""
     model.eval()
+    T = 2 * model.cfg.temporal_radius + 1
+    c = val.shape[1] // 2
+    clips = val[:, c - T // 2:c + T // 2 + 1]
     g = torch.Generator(device=val.device)
     g.manual_seed(777)
     res = {}
     for s in sigmas:
-        noise = torch.randn(val.shape, device=val.device, generator=g)
-        noisy = val + s / 255.0 * noise
+        noise = torch.randn(val.shape, device=val.device, generator=g)[:, c - T // 2:c + T // 2 + 1]
+        noisy = clips + s / 255.0 * noise
         outs = []
-        for i in range(0, len(val), 8):
+        for i in range(0, len(clips), 8):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=val.is_cuda):
                 y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(s), device=val.device))
             outs.append((y.float() + 1) / 2)
         out = torch.cat(outs)
-        res[f"val_psnr_s{s}"] = round(psnr(out, val[:, 3]).mean().item(), 3)
-        res[f"val_noisy_s{s}"] = round(psnr(noisy[:, 3], val[:, 3]).mean().item(), 3)
+        res[f"val_psnr_s{s}"] = round(psnr(out, clips[:, T // 2]).mean().item(), 3)
+    res["val_psnr_mean"] = round(sum(res[f"val_psnr_s{s}"] for s in sigmas) / len(sigmas), 3)
     model.train()
     return res
 
 
 def save_ckpt(path, model, opt, state):
+    """Atomic: model fp32, AdamW state with its moment tensors in bf16."""
+    sd = opt.state_dict()
+    for st in sd["state"].values():
+        for k in ("exp_avg", "exp_avg_sq"):
+            if k in st:
+                st[k] = st[k].to(torch.bfloat16)
+    for g in sd["param_groups"]:
+        if isinstance(g.get("lr"), torch.Tensor):
+            g["lr"] = float(g["lr"])
     tmp = path + ".tmp"
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state,
-                "config": model.cfg.to_json()}, tmp)
+    torch.save({"model": model.state_dict(), "opt": sd, "state": state, "config": model.cfg.to_json()}, tmp)
     os.replace(tmp, path)
+
+
+def load_opt_state(opt, sd):
+    """Load an AdamW state saved by save_ckpt (bf16 moments back to fp32)."""
+    for st in sd["state"].values():
+        for k in ("exp_avg", "exp_avg_sq"):
+            if k in st:
+                st[k] = st[k].float()
+    lr0 = opt.param_groups[0]["lr"]
+    for g in sd["param_groups"]:
+        g["lr"] = lr0
+    opt.load_state_dict(sd)
+
+
+def pick_engine(arg: str, bench_json: str | None, dev) -> str:
+    """--engine auto: the bench's recommendation if a bench result is given, else 'graph' on
+    CUDA ('sdpa' elsewhere)."""
+    if arg != "auto":
+        return arg
+    if bench_json and os.path.exists(bench_json):
+        with open(bench_json) as f:
+            rec = json.load(f).get("recommended")
+        if rec in ENGINES:
+            return rec
+    return "graph" if dev.type == "cuda" else "sdpa"
+
+
+class PauseClock:
+    """Trained seconds that skip stopped intervals: a step during which SIGCONT arrived (the
+    process had been stopped) or that took over 20x the running step time counts as one
+    typical step."""
+
+    def __init__(self):
+        self.resumed = False
+        self.typical = None
+        self.pauses = 0
+        signal.signal(signal.SIGCONT, self._cont)
+
+    def _cont(self, *_):
+        self.resumed = True
+
+    def count(self, dt: float) -> float:
+        paused = self.resumed or (self.typical is not None and dt > 20 * self.typical + 1.0)
+        self.resumed = False
+        if paused:
+            self.pauses += 1
+            return self.typical or 0.0
+        self.typical = dt if self.typical is None else 0.98 * self.typical + 0.02 * dt
+        return dt
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--photos", required=True)
-    ap.add_argument("--videos", required=True)
+    ap.add_argument("--videos", nargs="+", required=True)
+    ap.add_argument("--cache", help="decode cache folder (weights/data.py)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--minutes", type=float, default=18.0, help="training-time budget of this run")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--candidate", default="v1", help=f"one of {', '.join(candidates.CANDIDATES)}")
+    ap.add_argument("--recipe", choices=sorted(candidates.RECIPES), help="override the candidate's recipe")
+    ap.add_argument("--minutes", type=float, help="training minutes to add in this invocation")
+    ap.add_argument("--clips", type=int, help="total clip budget of the run (cosine plan over it)")
+    ap.add_argument("--plan-minutes", type=float, help="planned training minutes of the whole run (wsd plan)")
+    ap.add_argument("--init", help="start a new run from this checkpoint's weights and AdamW state")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--accum", type=int, default=1, help="micro-batches per step (doubled on OOM)")
     ap.add_argument("--patch", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=4e-4)
-    ap.add_argument("--lr-resume", type=float, default=2e-4)
+    ap.add_argument("--lr", type=float, default=5.6e-4, help="peak lr (v1: 4e-4 at batch 64; sqrt batch scaling)")
     ap.add_argument("--lr-min", type=float, default=1e-6)
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--decay", type=float, default=0.2, help="wsd: share of the plan spent decaying")
     ap.add_argument("--video-share", type=float, default=0.5)
-    ap.add_argument("--clip8-share", type=float, default=0.25)
+    ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
+    ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine auto")
+    ap.add_argument("--compile-backend", default="inductor")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
-    ap.add_argument("--val-minutes", type=float, default=3.0)
-    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--val-minutes", type=float, default=4.0, help="trained minutes between validations")
+    ap.add_argument("--log-steps", type=int, default=200)
+    ap.add_argument("--val-at", type=int, nargs="*", default=[], help="also validate (no probe) at these clip counts")
+    ap.add_argument("--val-clips", type=int, default=24)
+    ap.add_argument("--val-patch", type=int, default=256)
+    ap.add_argument("--data-limit", type=int, default=0, help="smoke tests: photos and frames per sequence kept")
+    ap.add_argument("--no-probe", action="store_true")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if (args.minutes is None) == (args.clips is None):
+        ap.error("give exactly one of --minutes and --clips")
 
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    os.makedirs(args.out, exist_ok=True)
+    log = Log(os.path.join(args.out, "train.log"))
+    dev = torch.device(args.device)
+    try:
+        return run(args, log, dev)
+    except Exception as e:  # logged for the device script's poll, then re-raised
+        import traceback
+        log(event="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-3000:])
+        raise
+
+
+def run(args, log, dev):
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    os.makedirs(args.out, exist_ok=True)
-    fh = open(os.path.join(args.out, "train.log"), "a")
+    clock = PauseClock()
+    stop = {"sig": None}
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda n, _f: stop.__setitem__("sig", n))
+    ck = os.path.join(args.out, "last.pt")
+
+    # -- model, recipe, state --------------------------------------------------------------------
+    resumed = os.path.exists(ck)
+    src = torch.load(ck if resumed else args.init, map_location="cpu") if (resumed or args.init) else None
+    if src is not None:
+        cfg = Config.from_json(src["config"])
+        recipe_name = args.recipe or src["state"].get("recipe") or candidates.get(args.candidate)[1]
+    else:
+        cfg, recipe_name = candidates.get(args.candidate)
+        recipe_name = args.recipe or recipe_name
+    recipe = candidates.RECIPES[recipe_name]
+    T = 2 * cfg.temporal_radius + 1
 
     t0 = time.time()
-    photos = load_photo_tiles(args.photos, "train", dev)
-    frames, starts = load_videos(args.videos, "train", dev)
-    vphotos = load_photo_tiles(args.photos, "val", dev)
-    vframes, vstarts = load_videos(args.videos, "val", dev)
-    val = make_val_set(vphotos, vframes, vstarts, dev)
-    log(fh, event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
-        clip_starts=len(starts) if starts is not None else 0,
-        val_clips=len(val), seconds=round(time.time() - t0, 1))
+    lim = args.data_limit
+    photos = load_photo_tiles(args.photos, "train", dev, args.cache, lim)
+    frames, starts = load_videos(args.videos, "train", dev, T, args.cache, lim)
+    vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
+    vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
+    val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
+        clip_starts=len(starts) if starts is not None else 0, val_clips=len(val),
+        seconds=round(time.time() - t0, 1))
 
-    model = Denoiser(Config()).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.99),
-                            fused=dev.type == "cuda")
-    ck = os.path.join(args.out, "last.pt")
-    state = {"step": 0, "clips": 0, "train_seconds": 0.0, "runs": 0}
-    resumed = os.path.exists(ck)
+    model = Denoiser(cfg).to(dev)
+    if src is not None:
+        model.load_state_dict(src["model"])
     if resumed:
-        d = torch.load(ck, map_location=dev)
-        model.load_state_dict(d["model"])
-        opt.load_state_dict(d["opt"])
-        state = d["state"]
+        state = dict({"recipe": recipe_name, "candidate": args.candidate, "init": None}, **src["state"])
+    else:
+        state = {"step": 0, "clips": 0, "train_seconds": 0.0, "runs": 0, "recipe": recipe_name,
+                 "candidate": args.candidate, "init": None}
+        if args.init:
+            st = src["state"]
+            state.update(step=st.get("step", 0), clips=st.get("clips", 0), train_seconds=st.get("train_seconds", 0.0),
+                         candidate=st.get("candidate", args.candidate),
+                         init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)})
+    if "plan" not in state:   # a new run, or model v1's checkpoint (no plan recorded)
+        if args.clips:
+            state["plan"] = {"unit": "clips", "start": state["clips"], "total": args.clips,
+                             "schedule": Schedule("cosine", args.lr, args.lr_min, warmup=args.warmup).as_dict()}
+        else:
+            total = (args.plan_minutes or args.minutes) * 60
+            state["plan"] = {"unit": "seconds", "start": state["train_seconds"], "total": total,
+                             "schedule": Schedule("wsd", args.lr, args.lr_min, args.decay, args.warmup).as_dict()}
+    elif resumed and args.plan_minutes and state["plan"]["unit"] == "seconds":
+        old = state["plan"]["total"]
+        state["plan"]["total"] = args.plan_minutes * 60
+        log(event="plan_changed", old_minutes=old / 60, new_minutes=args.plan_minutes)
     state["runs"] += 1
-    base_seconds = state["train_seconds"]
-    lr_max = args.lr_resume if resumed else args.lr
-    log(fh, event="start", resumed=resumed, params=count_parameters(model), lr_max=lr_max,
-        device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", **state)
+    plan = state["plan"]
+    sch = Schedule(**plan["schedule"])
+    if resumed:
+        sch.warmup = 0
+    lr_at = lambda step_run: sch((progress_value() - plan["start"]) / plan["total"], step_run)  # noqa: E731
 
-    fwd = model if args.no_compile else torch.compile(model)
-    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"])
+    def progress_value():
+        return state["clips"] if plan["unit"] == "clips" else state["train_seconds"]
+
+    noise = NoiseRecipe() if recipe["noise"] == "v2" else None
+    params = count_parameters(model)
+    log(event="start", resumed=resumed, init=state.get("init"), candidate=state.get("candidate"),
+        config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
+        gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
+        plan=plan, device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+        noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
+        **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
+
+    # -- engine ----------------------------------------------------------------------------------
+    engine_name = pick_engine(args.engine, args.bench_json, dev)
+    accum = args.accum
+
+    def build(accum):
+        eng = StepEngine(model, engine_name, recipe["lowpass_weight"], lr_at(0), accum=accum,
+                         compile_backend=args.compile_backend, log=log)
+        if src is not None and "opt" in src:
+            load_opt_state(eng.opt, src["opt"])
+        return eng
+    eng = build(accum)
+
+    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T)
     gen = torch.Generator(device=dev)
-    gen.manual_seed(2000 + state["step"])
+    gen.manual_seed(2000 + state["step"] + args.seed)
 
-    budget = args.minutes * 60
-    run_seconds, last_ck, last_val = 0.0, time.time(), time.time()
-    loss_acc, n_acc, clips_acc, t_acc = 0.0, 0, 0, time.time()
-    step_run = 0
-    while run_seconds < budget:
-        ts = time.time()
-        frac = min(1.0, run_seconds / budget)
-        lr = args.lr_min + (lr_max - args.lr_min) * 0.5 * (1 + math.cos(math.pi * frac))
-        if step_run < args.warmup and not resumed:
-            lr *= (step_run + 1) / args.warmup
-        for gparam in opt.param_groups:
-            gparam["lr"] = lr
+    def batch():
         with torch.no_grad():
-            clean = batcher.clean(args.batch, args.patch, args.video_share)
-            noisy, sigma = make_noisy(clean, gen, clip8_share=args.clip8_share)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-            try:
-                out = fwd(noisy * 2 - 1, sigma)
-            except Exception as e:  # a compiler failure must not cost the lease: go eager
-                if fwd is model:
-                    raise
-                log(fh, event="compile_failed", error=str(e)[-2000:])
-                fwd = model
-                out = fwd(noisy * 2 - 1, sigma)
-        loss = F.l1_loss(out.float(), clean[:, 3] * 2 - 1)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+            clean = batcher.clean(args.batch, args.patch, args.video_share, recipe["synth_share"])
+            if noise is None:
+                noisy, smap = make_noisy(clean, gen)
+            else:
+                noisy, smap, _ = noise(clean, gen)
+        return noisy, smap, clean[:, T // 2]
+
+    last_val = {"step": None}
+
+    def checkpoint():
+        save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
+
+    def val_event(probe_too=True):
+        last_val["step"] = state["step"]
+        model.set_engine(sdpa=True)      # eager kernels: no recompiles for the validation shapes
+        r = validate(model, val)
+        if probe_too and not args.no_probe:
+            p = probe(model, dev)
+            r["probe"] = {k: v for k, v in p.items() if k != "cases"}
+            r["probe_summary"] = summary(p)
+        eng.set_kernels()
+        log(event="val", step=state["step"], clips=state["clips"],
+            train_minutes=round(state["train_seconds"] / 60, 2), **r)
+
+    def budget_left():
+        if args.clips:
+            return state["clips"] < args.clips
+        return state["train_seconds"] < piece_end
+
+    piece_end = state["train_seconds"] + (args.minutes or 0) * 60
+    val_at = sorted(c for c in args.val_at if c > state["clips"])
+    step_run, logged = 0, False
+    last_ck = time.monotonic()
+    next_val = state["train_seconds"] + args.val_minutes * 60
+    acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
+    while budget_left() and stop["sig"] is None:
+        ts = time.monotonic()
+        lr = lr_at(step_run)
+        noisy, smap, target = batch()
+        try:
+            loss = eng.step(noisy, smap, target, lr)
+        except torch.cuda.OutOfMemoryError as e:
+            if step_run or accum >= args.batch:
+                raise
+            accum *= 2
+            log(event="oom", batch=args.batch, accum=accum, error=str(e)[:300])
+            eng = None
+            torch.cuda.empty_cache()
+            eng = build(accum)
+            continue
+        acc["loss"] += loss
         step_run += 1
         state["step"] += 1
         state["clips"] += args.batch
-        loss_acc += loss.detach()
-        n_acc += 1
-        clips_acc += args.batch
-        if step_run == 20:  # the first steps include compilation: start the clock after them
+        if not logged:   # the first step includes compilation / capture: report, do not count it
             if dev.type == "cuda":
                 torch.cuda.synchronize()
-            log(fh, event="compiled", seconds=round(time.time() - t0, 1))
-            loss_acc, n_acc, clips_acc, t_acc = 0.0, 0, 0, time.time()
-            continue
-        if step_run > 20:
-            run_seconds += time.time() - ts
-        if n_acc and n_acc % 200 == 0:
-            el = time.time() - t_acc
-            log(fh, event="train", step=state["step"], loss=round(float(loss_acc) / n_acc, 5), lr=lr,
-                clips_per_s=round(clips_acc / el, 1), run_minutes=round(run_seconds / 60, 2))
-            loss_acc, n_acc, clips_acc, t_acc = 0.0, 0, 0, time.time()
-        now = time.time()
-        if now - last_val > args.val_minutes * 60:
-            log(fh, event="val", step=state["step"], **validate(model, val))
-            last_val = time.time()
-        if now - last_ck > args.ckpt_minutes * 60:
-            state["train_seconds"] = base_seconds + run_seconds
-            save_ckpt(ck, model, opt, state)
-            last_ck = time.time()
+            log(event="engine", **eng.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
+                setup_seconds_total=round(time.time() - t0, 1))
+            logged = True
+            acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
+        else:
+            dt = clock.count(time.monotonic() - ts)
+            state["train_seconds"] += dt
+            acc["n"] += 1
+            acc["clips"] += args.batch
+            acc["seconds"] += dt
+        if acc["n"] >= args.log_steps:
+            log(event="train", step=state["step"], clips=state["clips"], loss=round(acc["loss"].item() / acc["n"], 5),
+                lr=lr, clips_per_s=round(acc["clips"] / max(acc["seconds"], 1e-9), 1),
+                train_minutes=round(state["train_seconds"] / 60, 3), pauses=clock.pauses)
+            acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
+        if state["train_seconds"] >= next_val or (val_at and state["clips"] >= val_at[0]):
+            val_event(probe_too=not (val_at and state["clips"] >= val_at[0]))
+            while val_at and state["clips"] >= val_at[0]:
+                val_at.pop(0)
+            next_val = state["train_seconds"] + args.val_minutes * 60
+        if time.monotonic() - last_ck > args.ckpt_minutes * 60:
+            checkpoint()
+            log(event="ckpt", step=state["step"], clips=state["clips"], train_minutes=round(state["train_seconds"] / 60, 3))
+            last_ck = time.monotonic()
         if args.max_steps and step_run >= args.max_steps:
             break
-    state["train_seconds"] = base_seconds + run_seconds
-    save_ckpt(ck, model, opt, state)
-    log(fh, event="val", step=state["step"], **validate(model, val))
-    log(fh, event="done", **state)
+    checkpoint()
+    if last_val["step"] != state["step"]:
+        val_event()
+        checkpoint()
+    if stop["sig"] is not None:
+        log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})
+        return 0
+    log(event="done", lr=lr_at(step_run), pauses=clock.pauses,
+        **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

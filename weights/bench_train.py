@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Training throughput, side by side in one process: model v1's recipe against the new engines.
+
+  python3 weights/bench_train.py [--seconds 10] [--variants v1,sdpa-b64,...] [--json OUT]
+                                 [--budget 150]
+  python3 weights/bench_train.py --device cpu --patch 32 --batch-div 16 --seconds 1
+                                 --compile-backend aot_eager     (a smoke test of this script)
+
+Every variant trains model v1's network (Config()) on 7-frame 128x128 clips built on the GPU by
+data.Batcher from synthetic frames and photo tiles (the same gather / grid_sample work as real
+data; throughput does not depend on the pixels), for --seconds of steady state after its set-up
+and warm-up. Timing: a CUDA event pair around every step (batch generation, noise, forward,
+backward, clipping, AdamW), read after the run; clips/s = clips / (last end - first start).
+
+Variants (weights/train_step.py engines):
+  v1             model v1's recipe: the v1 attention code, batch 64, AWGN (data.make_noisy), L1,
+                 eager (the v1 run compiled the whole model instead: a cold compile took 300 s;
+                 its log, weights/ckpt/train.log, has a median of about 1,290 clips/s).
+  sdpa-b64       SDPA attention, the v2 recipe (noise mixture, synthetic clips, low-pass loss), batch 64
+  sdpa           the same at batch 128
+  graph          sdpa + the whole step as one CUDA graph, batch 128
+  compile        sdpa + torch.compile'd Swin blocks, batch 128
+  compile-graph  compile + CUDA graph, batch 128
+  graph-b256     graph at batch 256
+The recommendation (printed last and written to --json as "recommended") is the fastest engine
+at batch 128 whose set-up (compile / capture / first step) took at most 60 s, so that data
+loading plus set-up stays under 90 s per training run. Variants that would start after --budget
+seconds are skipped (and say so). First, weights/check_attention.py runs on the device (SDPA vs
+the v1 code, fp32, outputs and gradients); --skip-check leaves it out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import candidates  # noqa: E402
+from data import TILE, Batcher, make_noisy  # noqa: E402
+from model import Config, Denoiser  # noqa: E402
+from noise_models import NoiseRecipe  # noqa: E402
+from train_step import StepEngine  # noqa: E402
+
+V1_LOGGED_CLIPS_PER_S = 1290.0
+VARIANTS = {  # name: (engine, batch, recipe)
+    "v1": ("math", 64, "v1"),
+    "sdpa-b64": ("sdpa", 64, "v2"),
+    "sdpa": ("sdpa", 128, "v2"),
+    "graph": ("graph", 128, "v2"),
+    "compile": ("compile", 128, "v2"),
+    "compile-graph": ("compile-graph", 128, "v2"),
+    "graph-b256": ("graph", 256, "v2"),
+}
+
+
+def synthetic_sources(dev, n_frames=240, n_tiles=512, H=480, W=854):
+    """Smooth random frames (F, H, W, 3) and tiles (N, TILE, TILE, 3), uint8, on dev."""
+    g = torch.Generator(device=dev).manual_seed(3)
+
+    def smooth(n, h, w):
+        lo = torch.rand(n, 3, h // 16 + 1, w // 16 + 1, device=dev, generator=g)
+        x = torch.nn.functional.interpolate(lo, size=(h, w), mode="bilinear", align_corners=False)
+        x = x + 0.1 * torch.rand(n, 3, h, w, device=dev, generator=g)
+        return (x.clamp(0, 1) * 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+    frames = torch.cat([smooth(40, H, W) for _ in range(n_frames // 40)])
+    return frames, torch.arange(len(frames) - 6, device=dev), smooth(n_tiles, TILE, TILE)
+
+
+class Stamp:
+    """A CUDA event (or, on the CPU, a host clock reading after the work: CPU ops are synchronous)."""
+
+    def __init__(self, dev):
+        self.ev = torch.cuda.Event(enable_timing=True) if dev.type == "cuda" else None
+        self.t = None
+
+    def record(self):
+        if self.ev is not None:
+            self.ev.record()
+        else:
+            self.t = time.perf_counter()
+
+    def synchronize(self):
+        if self.ev is not None:
+            self.ev.synchronize()
+
+    def ms_to(self, other: "Stamp") -> float:
+        return self.ev.elapsed_time(other.ev) if self.ev is not None else (other.t - self.t) * 1000
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_div=1, compile_backend="inductor"):
+    engine, B, recipe_name = VARIANTS[name]
+    B = max(2, B // batch_div)
+    recipe = candidates.RECIPES[recipe_name]
+    t0 = time.time()
+    torch.manual_seed(0)
+    model = Denoiser(Config()).to(dev)
+    eng = StepEngine(model, engine, recipe["lowpass_weight"], 4e-4 if B == 64 else 5.6e-4, log=log,
+                     compile_backend=compile_backend)
+    batcher = Batcher(tiles, frames, starts, dev, seed=1)
+    gen = torch.Generator(device=dev).manual_seed(2)
+    noise = NoiseRecipe() if recipe["noise"] == "v2" else None
+
+    def one(lr):
+        with torch.no_grad():
+            clean = batcher.clean(B, patch, 0.5, recipe["synth_share"])
+            if noise is None:
+                noisy, smap = make_noisy(clean, gen)
+            else:
+                noisy, smap, _ = noise(clean, gen)
+        return eng.step(noisy, smap, clean[:, 3], lr)
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    one(1e-4)                          # compile / capture / cuDNN set-up
+    sync(dev)
+    first = time.time() - t0
+    w0 = time.time()
+    while time.time() - w0 < min(2.0, seconds):      # warm-up: allocator, clocks
+        one(1e-4)
+    sync(dev)
+    setup = time.time() - t0
+    ev = []
+    acc = torch.zeros((), device=dev)
+    t1 = time.time()
+    while time.time() - t1 < seconds or not ev:
+        a, b = Stamp(dev), Stamp(dev)
+        a.record()
+        acc += one(1e-4)
+        b.record()
+        ev.append((a, b))
+        if len(ev) % 50 == 0:          # keep the CPU at most ~50 steps ahead (bounded queue)
+            ev[-50][1].synchronize()
+    sync(dev)
+    ms = [a.ms_to(b) for a, b in ev]
+    total_ms = ev[0][0].ms_to(ev[-1][1])
+    r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
+         "steps": len(ev), "clips_per_s": round(len(ev) * B / (total_ms / 1000), 1),
+         "step_ms_median": round(statistics.median(ms), 3), "step_ms_p90": round(sorted(ms)[int(0.9 * len(ms))], 3),
+         "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1),
+         "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else 0.0,
+         "mean_loss": round(acc.item() / len(ev), 4), "fallbacks": eng.fallbacks}
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0, help="steady-state seconds per variant")
+    ap.add_argument("--variants", default="v1,sdpa-b64,sdpa,graph,graph-b256,compile,compile-graph")
+    ap.add_argument("--patch", type=int, default=128)
+    ap.add_argument("--budget", type=float, default=150.0, help="start no variant after this many seconds")
+    ap.add_argument("--json")
+    ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--batch-div", type=int, default=1, help="divide every batch (CPU smoke tests)")
+    ap.add_argument("--compile-backend", default="inductor")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        print("bench_train.py: no CUDA device (use --device cpu for a smoke test)", file=sys.stderr)
+        sys.exit(2)
+    t_start = time.time()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    events = []
+    log = lambda d: (events.append(d), print(json.dumps(d), flush=True))  # noqa: E731
+    out = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "torch": torch.__version__, "patch": a.patch, "frames": 7,
+           "seconds_per_variant": a.seconds, "results": [], "skipped": [], "attention_check": None}
+    if not a.skip_check:
+        from check_attention import check
+        t0 = time.time()
+        fails, notes = check(dev)
+        out["attention_check"] = {"pass": not fails, "failures": fails, "notes": notes,
+                                  "seconds": round(time.time() - t0, 1)}
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
+    names = [n.strip() for n in a.variants.split(",") if n.strip()]
+    for n in names:
+        if n not in VARIANTS:
+            sys.exit(f"unknown variant {n!r}; known: {', '.join(VARIANTS)}")
+    for n in names:
+        el = time.time() - t_start
+        if el > a.budget:
+            out["skipped"].append(f"{n}: budget of {a.budget:.0f} s used ({el:.0f} s)")
+            print(f"skip {n}: {el:.0f} s elapsed > budget {a.budget:.0f} s", flush=True)
+            continue
+        try:
+            r = bench_variant(n, frames, starts, tiles, dev, a.seconds, a.patch, log, a.batch_div, a.compile_backend)
+        except Exception as e:  # noqa: BLE001 (report, go on with the next variant)
+            r = {"variant": n, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+        if dev.type == "cuda":   # the variant's model, optimiser and graph pool are gone: free them
+            torch.cuda.empty_cache()
+        print(json.dumps(r), flush=True)
+        out["results"].append(r)
+    ok = [r for r in out["results"] if "error" not in r]
+    v1 = next((r for r in ok if r["variant"] == "v1"), None)
+    cands = [r for r in ok if VARIANTS[r["variant"]][1] == 128 and r["setup_seconds"] <= 60 and r["engine"] == r["requested_engine"]]
+    best = max(cands, key=lambda r: r["clips_per_s"]) if cands else None
+    out["recommended"] = best["engine"] if best else None
+    out["fallback_events"] = events
+    out["total_seconds"] = round(time.time() - t_start, 1)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print()
+    ac = out["attention_check"]
+    print(f"{out['device']}, torch {out['torch']}, clips 7x{a.patch}x{a.patch}, {a.seconds:g} s per variant "
+          f"after warm-up; attention check: " + ("skipped" if ac is None else
+          ("PASS" if ac["pass"] else "FAIL " + "; ".join(ac["failures"])) + "; " + "; ".join(ac["notes"])))
+    print(f"{'variant':14s} {'engine':14s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
+          f"{'step ms':>8s} {'setup s':>7s} {'GiB':>6s}")
+    for r in out["results"]:
+        if "error" in r:
+            print(f"{r['variant']:14s} ERROR {r['error'][:100]}")
+            continue
+        x = f"{r['clips_per_s'] / v1['clips_per_s']:.2f}" if v1 else "-"
+        print(f"{r['variant']:14s} {r['engine']:14s} {r['batch']:5d} {r['clips_per_s']:9.1f} {x:>6s} "
+              f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['setup_seconds']:7.1f} "
+              f"{r['peak_alloc_gib']:6.1f}")
+    for s in out["skipped"]:
+        print("skipped:", s)
+    print(f"recommended engine: {out['recommended']}  (total {out['total_seconds']} s)")
+
+
+if __name__ == "__main__":
+    main()

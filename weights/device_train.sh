@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Model v2 training on the lent GPU machine, in calls that each end by themselves (docs/model.md,
+# "Reproduce", gives the call sequence). Everything long runs in its own session (setsid) and
+# survives the end of a call while the machine is held; every call copies its results to $OUT.
+#
+#   pack                (here, in the checkout the calls are made from) split ../shared/data's
+#                       train-photos, train-video, train-video2 and .data/resume/* into
+#                       .data/pack1..N, each small enough to travel with the working tree
+#   unpack N            (device) move .data/packN to /root/data (resume files to /root/run) and
+#                       decode its photos/videos into /root/data/cache (parallel, .npy)
+#   bench [ARGS]        (device, foreground, <= 3 min) weights/bench_train.py -> /root/run/bench.json
+#   study [ARGS]        (device) start weights/study.py in the background, return at once
+#   main MINUTES [CAND] (device) start or resume the main run in the background: resume
+#                       /root/run/main, else continue the study's winner (or CAND) from its study
+#                       checkpoint, else start CAND from scratch; adds MINUTES of training
+#   poll SECONDS        (device) print progress every 15 s and copy results to $OUT; returns when
+#                       nothing runs any more or SECONDS are (nearly) up
+#   status              (device) processes, last log lines, GPU
+#   pause | resume      (device) SIGSTOP / SIGCONT the study and main process groups (for a GPU
+#                       benchmark; stopped time does not count as training time)
+#   collect             (device) copy results to $OUT now
+#   finish              (device) export the main run to $RUN/denoise-v2.safetensors (bf16), run the
+#                       faithfulness probe on it and, when eval-davis4 was packed (DT_PACK_EVAL=1
+#                       at pack time), weights/eval.py; results in the weight file and in $OUT
+#
+# Environment (for CPU tests here): DT_DATA (/root/data), DT_RUN (/root/run), DT_SRC
+# (../shared/data), DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total),
+# DT_TRAIN_ARGS / DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments), DT_PACK_MB (pack size cap).
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+DATA=${DT_DATA:-/root/data}
+RUN=${DT_RUN:-/root/run}
+OUT=${OUT:-/tmp/out}
+SRC=${DT_SRC:-$ROOT/../shared/data}
+DEVICE=${DT_DEVICE:-cuda}
+PLAN=${DT_PLAN_MINUTES:-100}
+export PYTHONUNBUFFERED=1
+PY=python3
+VIDEOS="$DATA/videos $DATA/videos2"
+
+die() { echo "device_train.sh: $*" >&2; exit 1; }
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# ---- here: pack ---------------------------------------------------------------------------------
+tree_bytes() {   # what travels with every call: tracked + untracked files that git does not ignore
+    git ls-files -z -co --exclude-standard | xargs -0 -r stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
+}
+
+cmd_pack() {
+    [ -d "$SRC/train-photos" ] || die "no $SRC/train-photos (set DT_SRC)"
+    gd=$(git rev-parse --git-common-dir)
+    grep -qx '/.data/' "$gd/info/exclude" 2>/dev/null || { mkdir -p "$gd/info"; echo '/.data/' >>"$gd/info/exclude"; }
+    tree=$(tree_bytes)
+    limit=$((64 * 1024 * 1024))
+    cap=${DT_PACK_MB:+$((DT_PACK_MB * 1024 * 1024))}
+    cap=${cap:-$((limit - tree - 3 * 1024 * 1024))}
+    [ -n "${DT_PACK_MB:-}" ] || [ "$cap" -gt $((8 * 1024 * 1024)) ] ||
+        die "the working tree is $((tree / 1048576)) MiB: too little room for data packs"
+    rm -rf .data/pack[0-9]*
+    # first-fit decreasing over the files, resume files (.data/resume/*) among them
+    {
+        for f in .data/resume/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") resume $f"; done
+        dirs="train-photos:photos train-video:videos train-video2:videos2"
+        [ "${DT_PACK_EVAL:-0}" = 1 ] && dirs="$dirs eval-davis4:eval"
+        for d in $dirs; do
+            for f in "$SRC/${d%%:*}"/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") ${d#*:} $f"; done
+        done
+    } | sort -k1,1nr | awk -v cap="$cap" '
+        { size = $1
+          placed = 0
+          for (i = 1; i <= n; i++) if (used[i] + size <= cap) { used[i] += size; placed = i; break }
+          if (!placed) { n++; used[n] = size; placed = n }
+          print placed, $2, $3 }' | while read -r p sub f; do
+        mkdir -p ".data/pack$p/$sub"
+        cp "$f" ".data/pack$p/$sub/"
+    done
+    n=$(ls -d .data/pack[0-9]* | wc -l)
+    echo "working tree $((tree / 1048576)) MiB, pack cap $((cap / 1048576)) MiB, $n packs:"
+    for p in $(seq 1 "$n"); do
+        echo "  .data/pack$p: $(du -sm ".data/pack$p" | cut -f1) MiB ($(find ".data/pack$p" -type f | wc -l) files)"
+    done
+    echo "calls: for N in 1..$n: run(carry=['.data/packN'], 'bash weights/device_train.sh unpack N')"
+}
+
+# ---- device -------------------------------------------------------------------------------------
+cmd_unpack() {
+    n=${1:?unpack N}
+    p=.data/pack$n
+    [ -d "$p" ] || die "$p not found (was it carried?)"
+    mkdir -p "$DATA/photos" "$DATA/videos" "$DATA/videos2" "$RUN/resume"
+    for sub in photos videos videos2 eval; do
+        [ -d "$p/$sub" ] && cp -r "$p/$sub/." "$DATA/$sub/"
+    done
+    [ -d "$p/resume" ] && cp -r "$p/resume/." "$RUN/resume/"
+    rm -rf "$p"
+    $PY weights/data.py --cache "$DATA/cache" --photos "$DATA/photos" --videos $VIDEOS || die "decoding failed"
+    echo "data: $(ls "$DATA/photos" | wc -l) photos, $(ls "$DATA/videos" | wc -l) + $(ls "$DATA/videos2" | wc -l) videos; resume: $(ls "$RUN/resume" | tr '\n' ' ')"
+    [ -f "$RUN/resume/bench.json" ] && [ ! -f "$RUN/bench.json" ] && cp "$RUN/resume/bench.json" "$RUN/bench.json"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+    return 0
+}
+
+cmd_bench() {
+    mkdir -p "$RUN" "$OUT"
+    set -o pipefail
+    $PY weights/bench_train.py --json "$RUN/bench.json" ${DT_BENCH_ARGS:-} "$@" 2>&1 | tee "$RUN/bench.txt"
+    rc=$?
+    cp "$RUN/bench.json" "$RUN/bench.txt" "$OUT/" 2>/dev/null
+    return $rc
+}
+
+cmd_study() {
+    alive "$RUN/study.pid" && { echo "study already running (pid $(cat "$RUN/study.pid"))"; return 0; }
+    [ -f "$RUN/study/results.json" ] && { echo "study already done: $(cat "$RUN/study/winner")"; return 0; }
+    ls "$DATA/videos2"/*.mp4 >/dev/null 2>&1 || die "no videos in $DATA/videos2: unpack every pack first"
+    mkdir -p "$RUN/study"
+    setsid nohup $PY weights/study.py --photos "$DATA/photos" --videos $VIDEOS --cache "$DATA/cache" \
+        --out "$RUN/study" --bench-json "$RUN/bench.json" --device "$DEVICE" ${DT_STUDY_ARGS:-} "$@" \
+        >"$RUN/study/stdout" 2>&1 </dev/null &
+    echo $! >"$RUN/study.pid"
+    echo "study started (pid $!), log $RUN/study/study.log"
+}
+
+cmd_main() {
+    minutes=${1:?main MINUTES [CANDIDATE]}
+    cand=${2:-}
+    alive "$RUN/main.pid" && { echo "main run already running (pid $(cat "$RUN/main.pid"))"; return 0; }
+    alive "$RUN/study.pid" && die "the study is still running: poll until it ends first"
+    mkdir -p "$RUN/main"
+    # a resumed main run: from this machine, else from a checkpoint carried in a pack
+    if [ ! -f "$RUN/main/last.pt" ] && [ -f "$RUN/resume/main_last.pt" ]; then
+        cp "$RUN/resume/main_last.pt" "$RUN/main/last.pt"
+        [ -f "$RUN/resume/main_train.log" ] && [ ! -f "$RUN/main/train.log" ] && cp "$RUN/resume/main_train.log" "$RUN/main/train.log"
+    fi
+    args=(--photos "$DATA/photos" --videos $VIDEOS --cache "$DATA/cache" --out "$RUN/main" --minutes "$minutes"
+          --device "$DEVICE" --bench-json "$RUN/bench.json")
+    if [ -f "$RUN/main/last.pt" ]; then
+        how="resume $RUN/main/last.pt"
+    else
+        args+=(--plan-minutes "$PLAN")
+        [ -z "$cand" ] && [ -f "$RUN/study/winner" ] && cand=$(cat "$RUN/study/winner")
+        init=
+        [ -n "$cand" ] && [ -f "$RUN/study/$cand/last.pt" ] && init=$RUN/study/$cand/last.pt
+        [ -z "$init" ] && [ -f "$RUN/resume/study_winner.pt" ] && init=$RUN/resume/study_winner.pt
+        if [ -n "$init" ]; then how="init from $init"; args+=(--init "$init")
+        else how="from scratch"; fi
+        [ -n "$cand" ] && args+=(--candidate "$cand")
+    fi
+    setsid nohup $PY weights/train.py "${args[@]}" ${DT_TRAIN_ARGS:-} >>"$RUN/main/stdout" 2>&1 </dev/null &
+    echo $! >"$RUN/main.pid"
+    echo "main run started (pid $!, $how, +$minutes min, plan $PLAN min at first start)"
+}
+
+collect() {
+    mkdir -p "$OUT"
+    {
+        date -u +"%F %T UTC"
+        for j in study main; do
+            if alive "$RUN/$j.pid"; then echo "$j: running (pid $(cat "$RUN/$j.pid"))"
+            elif [ -f "$RUN/$j.pid" ]; then echo "$j: ended"; fi
+        done
+        [ -f "$RUN/study/winner" ] && echo "study winner: $(cat "$RUN/study/winner")"
+        [ -f "$RUN/main/train.log" ] && { echo "main, last events:"; grep -E '"event": "(val|train|done|error|stopped)"' "$RUN/main/train.log" | tail -n 3 | cut -c1-400; }
+        command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+    } >"$OUT/status.txt" 2>&1
+    # at most 8 files come back: status.txt, logs.tgz (bench, study without checkpoints, main
+    # logs), study_winner.pt, main_last.pt, main_train.log (+ finish: the weight file, finish.tgz)
+    logs=$(cd "$RUN" && ls -d bench.json bench.txt study main 2>/dev/null)
+    [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
+        --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
+    w=$(cat "$RUN/study/winner" 2>/dev/null)
+    [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ] && cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"
+    [ -f "$RUN/main/last.pt" ] && cp "$RUN/main/last.pt" "$OUT/main_last.pt"
+    [ -f "$RUN/main/train.log" ] && cp "$RUN/main/train.log" "$OUT/main_train.log"
+    for f in "$OUT"/*.pt; do
+        [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((16 * 1024 * 1024)) ] && echo "warning: $f is over 16 MiB and will not come back" >&2
+    done
+    return 0
+}
+
+cmd_poll() {
+    secs=${1:?poll SECONDS}
+    end=$(( $(date +%s) + secs - 15 ))
+    declare -A seen
+    while :; do
+        for f in "$RUN/study/study.log" "$RUN/main/train.log" "$RUN"/study/*/train.log; do
+            [ -f "$f" ] || continue
+            n=$(wc -l <"$f")
+            s=${seen[$f]:-$((n > 3 ? n - 3 : 0))}   # first look: the last 3 events only
+            if [ "$n" -gt "$s" ]; then   # new events; of the train events only the last
+                sed -n "$((s + 1)),${n}p" "$f" | awk '/"event": "train"/ { t = $0; next } { print } END { if (t != "") print t }' |
+                    cut -c1-300 | sed "s|^|${f#"$RUN"/}: |"
+                seen[$f]=$n
+            fi
+        done
+        collect
+        running=0
+        alive "$RUN/study.pid" && running=1
+        alive "$RUN/main.pid" && running=1
+        [ $running = 0 ] && { echo "== nothing running"; break; }
+        [ "$(date +%s)" -ge "$end" ] && { echo "== poll time up, still running"; break; }
+        sleep 15
+    done
+    cat "$OUT/status.txt"
+}
+
+cmd_status() {
+    collect
+    cat "$OUT/status.txt"
+    for f in "$RUN/study/study.log" "$RUN/main/train.log"; do
+        [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f" | cut -c1-300; }
+    done
+    return 0
+}
+
+cmd_finish() {
+    ck=$RUN/main/last.pt
+    [ -f "$ck" ] || die "no $ck"
+    alive "$RUN/main.pid" && die "the main run is still running"
+    w=$RUN/denoise-v2.safetensors
+    $PY weights/export.py "$ck" "$w" || die "export failed"
+    $PY weights/faithful.py "$w" --device "$DEVICE" --json "$RUN/faithful.json" | tee "$RUN/faithful.txt"
+    ev=()
+    if ls "$DATA/eval"/*.mkv >/dev/null 2>&1; then
+        $PY weights/eval.py "$w" --data "$DATA/eval" --json "$RUN/eval.json" 2>&1 | tee "$RUN/eval.txt"
+        ev=(--eval "$RUN/eval.json")
+    fi
+    $PY weights/export.py "$ck" "$w" --faithful "$RUN/faithful.json" "${ev[@]}" || die "export failed"
+    mkdir -p "$OUT"
+    cp "$w" "$OUT/"
+    (cd "$RUN" && tar -czf "$OUT/finish.tgz" $(ls faithful.json faithful.txt eval.json eval.txt 2>/dev/null))
+    return 0
+}
+
+signal_all() {
+    for j in study main; do
+        alive "$RUN/$j.pid" && kill "-$1" -- "-$(cat "$RUN/$j.pid")" && echo "$j: SIG$1 to process group $(cat "$RUN/$j.pid")"
+    done
+    return 0
+}
+
+case "${1:-}" in
+pack) shift; cmd_pack "$@" ;;
+unpack) shift; cmd_unpack "$@" ;;
+bench) shift; cmd_bench "$@" ;;
+study) shift; cmd_study "$@" ;;
+main) shift; cmd_main "$@" ;;
+poll) shift; cmd_poll "$@" ;;
+status) cmd_status ;;
+pause) signal_all STOP ;;
+resume) signal_all CONT ;;
+collect) collect ;;
+finish) cmd_finish ;;
+*)
+    sed -n '2,29p' "$0" >&2
+    exit 2
+    ;;
+esac
