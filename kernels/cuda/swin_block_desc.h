@@ -85,7 +85,9 @@ DN_HOSTDEV constexpr SwinTile swin_tile(int C, int HD, int TW, int NW) {
     T.M = kSwinTokens * TW;
     T.MTT = T.M / 16;
     const int Ch = kSwinMlpRatio * C;
+    // the largest multiple of 32 up to 128 that divides 4C (a whole number of fc2 k-pairs)
     T.HC = Ch < 128 ? Ch : 128;
+    while (T.HC > 32 && Ch % T.HC) T.HC -= 32;
     T.NCH = T.HC > 0 ? Ch / T.HC : 0;
     // +8 elements per row: a row stride that is an odd multiple of 16 bytes for every C that is a
     // multiple of 16, so the 8 row addresses of an ldmatrix and the 8 rows of an accumulator store
@@ -100,7 +102,7 @@ DN_HOSTDEV constexpr SwinTile swin_tile(int C, int HD, int TW, int NW) {
     const uint32_t uq = 2u * T.M * T.sq, uh = 2u * T.M * T.sh;
     T.smem = T.off_u + (uq > uh ? uq : uh);
     const bool shape_ok = C >= 16 && C <= 256 && C % 16 == 0 && HD >= 16 && HD <= 64 && HD % 16 == 0 &&
-                          C % HD == 0 && (TW == 1 || TW == 2) && (NW == 4 || NW == 8 || NW == 16);
+                          C % HD == 0 && T.HC % 32 == 0 && Ch % T.HC == 0 && (TW == 1 || TW == 2) && (NW == 4 || NW == 8 || NW == 16);
     if (!shape_ok) return T;
     T.qkv = swin_warp_grid(T.MTT, 3 * C / 8, NW, C / 16);
     T.proj = swin_warp_grid(T.MTT, C / 8, NW, C / 16);

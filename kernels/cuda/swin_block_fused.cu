@@ -93,7 +93,7 @@ DN_DEVI void move_tile(const KernelArgs &a, int tile, int TW, float *xs, int sx,
             if (!kStore) {
                 const u32x4 q = ld4(g);
                 const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
+DN_UNROLL
                 for (int i = 0; i < 4; ++i) {
                     s[2 * i] = bf16_lo(w[i]);
                     s[2 * i + 1] = bf16_hi(w[i]);
@@ -130,7 +130,7 @@ DN_DEVI void layernorm_tile(const float *xs, int sx, uint16_t *an, int sa, const
     for (int r = warp; r < M; r += NW) {
         float v[CPL];
         float s = 0.f;
-#pragma unroll
+DN_UNROLL
         for (int i = 0; i < CPL; ++i) {
             const int c = lane + 32 * i;
             v[i] = c < C ? xs[r * sx + c] : 0.f;
@@ -138,14 +138,14 @@ DN_DEVI void layernorm_tile(const float *xs, int sx, uint16_t *an, int sa, const
         }
         const float mean = warp_sum(s) / C;
         float q = 0.f;
-#pragma unroll
+DN_UNROLL
         for (int i = 0; i < CPL; ++i) {
             const int c = lane + 32 * i;
             const float d = c < C ? v[i] - mean : 0.f;
             q += d * d;
         }
         const float rstd = rsqrt(warp_sum(q) / C + eps);
-#pragma unroll
+DN_UNROLL
         for (int i = 0; i < CPL; ++i) {
             const int c = lane + 32 * i;
             if (c < C) an[r * sa + c] = (uint16_t)(pack_bf16x2((v[i] - mean) * rstd * g[c] + b[c], 0.f) & 0xffffu);
@@ -161,39 +161,39 @@ template <int MT, int NT, int NTW, int KS, bool KPM, int NTT, int KP, bool kCoun
 DN_DEVI void gemm_warp(const uint16_t *A, int lda, int m0, int n0, int nsec, const uint8_t *sec, int kp0,
                        unsigned &cnt, int lane, Epi &&epi) {
     const int g = lane >> 2, t = lane & 3;
-#pragma unroll
+DN_UNROLL
     for (int c = 0; c < NTW / NT; ++c) {
         float acc[MT][NT][4];
-#pragma unroll
+DN_UNROLL
         for (int i = 0; i < MT; ++i)
-#pragma unroll
+DN_UNROLL
             for (int j = 0; j < NT; ++j)
-#pragma unroll
+DN_UNROLL
                 for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
         u32x4 bq[NT];
-#pragma unroll
+DN_UNROLL
         for (int ks = 0; ks < KS; ++ks) {
             if ((ks & 1) == 0) {
-#pragma unroll
+DN_UNROLL
                 for (int j = 0; j < NT; ++j)
                     bq[j] = ldg4(sec + 512u * swin_gemm_unit(KPM, nsec + n0 + c * NT + j, kp0 + ks / 2, NTT, KP) +
                                  16u * lane);
             }
             uint32_t af[MT][4];
-#pragma unroll
+DN_UNROLL
             for (int i = 0; i < MT; ++i)
                 ldsm_x4(af[i], A + (m0 + 16 * i + (lane & 15)) * lda + 16 * ks + 8 * (lane >> 4));
-#pragma unroll
+DN_UNROLL
             for (int i = 0; i < MT; ++i)
-#pragma unroll
+DN_UNROLL
                 for (int j = 0; j < NT; ++j) {
                     mma_bf16(acc[i][j], af[i], (ks & 1) ? bq[j].z : bq[j].x, (ks & 1) ? bq[j].w : bq[j].y);
                     if (kCount) ++cnt;
                 }
         }
-#pragma unroll
+DN_UNROLL
         for (int i = 0; i < MT; ++i)
-#pragma unroll
+DN_UNROLL
             for (int j = 0; j < NT; ++j) {
                 const int row = m0 + 16 * i + g, col = 8 * (n0 + c * NT + j) + 2 * t;
                 epi(row, col, acc[i][j][0], acc[i][j][1]);
@@ -220,16 +220,16 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
             mcol = wx == a.nwx - 1;
         }
         uint32_t qa[KQ][4];
-#pragma unroll
+DN_UNROLL
         for (int ks = 0; ks < KQ; ++ks)
             ldsm_x4(qa[ks], qkv + (r0 + (lane & 15)) * sq + h * HD + 16 * ks + 8 * (lane >> 4));
         float s[8][4];
-#pragma unroll
+DN_UNROLL
         for (int j = 0; j < 8; ++j) {
-#pragma unroll
+DN_UNROLL
             for (int r = 0; r < 4; ++r) s[j][r] = 0.f;
             const uint16_t *kp = qkv + (kr0 + 8 * j + (lane & 7)) * sq + C + h * HD;
-#pragma unroll
+DN_UNROLL
             for (int kk = 0; kk < KQ; kk += 2) {
                 if (kk + 1 < KQ) {
                     uint32_t kb[4];
@@ -246,7 +246,7 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
             }
         }
         const float *bp = relb + ((size_t)(h * 4 + ml) * 32 + lane) * 32;
-#pragma unroll
+DN_UNROLL
         for (int j = 0; j < 8; ++j) {
             const f32x4 b = ldg4f(bp + 4 * j);
             s[j][0] += b.x;
@@ -256,9 +256,9 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
         }
         if (mrow || mcol) {
             const int th = kSwinWindow - a.shift;
-#pragma unroll
+DN_UNROLL
             for (int j = 0; j < 8; ++j)
-#pragma unroll
+DN_UNROLL
                 for (int r = 0; r < 4; ++r) {
                     const int q = 16 * ml + g + 8 * (r >> 1), k = 8 * j + 2 * t + (r & 1);
                     const bool cut = (mrow && (((q >> 3) >= th) != ((k >> 3) >= th))) ||
@@ -267,7 +267,7 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
                 }
         }
         float mA = s[0][0], mB = s[0][2];
-#pragma unroll
+DN_UNROLL
         for (int j = 0; j < 8; ++j) {
             mA = fmaxf(mA, fmaxf(s[j][0], s[j][1]));
             mB = fmaxf(mB, fmaxf(s[j][2], s[j][3]));
@@ -277,7 +277,7 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
         mB = fmaxf(mB, shfl_xor(mB, 1));
         mB = fmaxf(mB, shfl_xor(mB, 2));
         float sA = 0.f, sB = 0.f;
-#pragma unroll
+DN_UNROLL
         for (int j = 0; j < 8; ++j) {
             s[j][0] = exp2_approx(s[j][0] - mA);
             s[j][1] = exp2_approx(s[j][1] - mA);
@@ -292,7 +292,7 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
         sB += shfl_xor(sB, 2);
         const float iA = rcp(sA), iB = rcp(sB);
         uint32_t pa[4][4];
-#pragma unroll
+DN_UNROLL
         for (int kk = 0; kk < 4; ++kk) {
             pa[kk][0] = pack_bf16x2(s[2 * kk][0] * iA, s[2 * kk][1] * iA);
             pa[kk][1] = pack_bf16x2(s[2 * kk][2] * iB, s[2 * kk][3] * iB);
@@ -300,13 +300,13 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
             pa[kk][3] = pack_bf16x2(s[2 * kk + 1][2] * iB, s[2 * kk + 1][3] * iB);
         }
         float o[NO][4];
-#pragma unroll
+DN_UNROLL
         for (int n = 0; n < NO; ++n)
-#pragma unroll
+DN_UNROLL
             for (int r = 0; r < 4; ++r) o[n][r] = 0.f;
-#pragma unroll
+DN_UNROLL
         for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
+DN_UNROLL
             for (int np = 0; np < HD / 16; ++np) {
                 uint32_t vb[4];
                 ldsm_x4_t(vb, qkv + (kr0 + 16 * kk + (lane & 15)) * sq + 2 * C + h * HD + 16 * np + 8 * (lane >> 4));
@@ -314,7 +314,7 @@ DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, 
                 mma_bf16(o[2 * np + 1], pa[kk], vb[2], vb[3]);
                 if (kCount) cnt += 2;
             }
-#pragma unroll
+DN_UNROLL
         for (int n = 0; n < NO; ++n) {
             const int col = h * HD + 8 * n + 2 * t;
             *reinterpret_cast<uint32_t *>(out + (r0 + g) * sa + col) = pack_bf16x2(o[n][0], o[n][1]);

@@ -20,9 +20,11 @@
 #include <cmath>
 #include <cstring>
 #define DN_DEVI inline
+#define DN_UNROLL
 #else
 #include <cuda_runtime.h>
 #define DN_DEVI __device__ __forceinline__
+#define DN_UNROLL _Pragma("unroll")
 #endif
 
 namespace denoise {
