@@ -227,10 +227,16 @@ inline Slot &warp_slot(int *lane) {
     return c.warps[tid >> 5];
 }
 
-// Fiber stacks, kept across CTAs.
+// Fiber stacks, kept across CTAs, freed at exit.
+struct StackPool {
+    std::vector<char *> v;
+    ~StackPool() {
+        for (char *p : v) std::free(p);
+    }
+};
 inline std::vector<char *> &stacks() {
-    static std::vector<char *> v;
-    return v;
+    static StackPool pool;
+    return pool.v;
 }
 
 // Run `body(tid)` for tid = 0 .. nthreads - 1 as one CTA with `smem` (smem_bytes) as its shared

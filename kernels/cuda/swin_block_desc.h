@@ -112,6 +112,20 @@ DN_HOSTDEV constexpr SwinTile swin_tile(int C, int HD, int TW, int NW) {
     return T;
 }
 
+// The tiles swin_block_fused.cu instantiates, as X(C, HD, TW, NW); for each C the first one
+// listed is the default (docs/fused.md has the measurements behind the choice).
+#define SWIN_FUSED_TILES(X) \
+    X(32, 32, 2, 8)         \
+    X(32, 32, 1, 4)         \
+    X(48, 48, 1, 4)         \
+    X(64, 32, 1, 4)         \
+    X(64, 32, 2, 8)         \
+    X(96, 32, 1, 4)         \
+    X(128, 32, 1, 8)        \
+    X(128, 32, 1, 4)        \
+    X(192, 32, 1, 8)        \
+    X(256, 32, 1, 8)
+
 // FLOP of one Swin block over n tokens (2 per multiply-add; GEMMs and attention only, the
 // LayerNorm/softmax/GELU arithmetic is not counted): 2 n (3C^2 + C^2 + 4C^2 + 4C^2) for qkv, proj,
 // fc1, fc2 and 2 n 64 C twice for the scores and P V (heads x head dim = C).

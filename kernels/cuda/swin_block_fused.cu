@@ -457,20 +457,6 @@ struct Instance {
     cudaError_t attr_err[2][2];
 };
 
-// The instantiated tiles; for each C the first one listed is the default (docs/fused.md has the
-// measurements behind the choice).
-#define SWIN_FUSED_TILES(X) \
-    X(32, 32, 2, 8)         \
-    X(32, 32, 1, 4)         \
-    X(48, 48, 1, 4)         \
-    X(64, 32, 1, 4)         \
-    X(64, 32, 2, 8)         \
-    X(96, 32, 1, 4)         \
-    X(128, 32, 1, 8)        \
-    X(128, 32, 1, 4)        \
-    X(192, 32, 1, 8)        \
-    X(256, 32, 1, 8)
-
 #define SWIN_INSTANCE(C, HD, TW, NW)                                                                          \
     {C,                                                                                                       \
      HD,                                                                                                      \
