@@ -61,7 +61,7 @@ struct KernelArgs {
     int H, W, nwx, nwy, nwin, shift;
     float qscale;          // HD^-0.5 log2(e)
     float eps;             // LayerNorm eps
-    unsigned long long *mma_count;  // kCount: the CTA's warps add the mma they issued
+    unsigned long long *mma_count;  // kCount: each warp adds the mma it issued, per phase
 };
 
 // Map token of row `tok` (0..63) of window `gw`.
@@ -156,11 +156,13 @@ DN_UNROLL
 // One warp's share of a GEMM phase: rows m0 .. m0 + 16 MT - 1 of A (bf16, smem, stride lda) times
 // the n-tiles n0 .. n0 + NTW - 1 of the weight section `sec` (NTT n-tiles x KP k-pairs in fragment
 // order, kp-major if KPM; the phase reads n-tiles from nsec on and k-pairs from kp0 on), K = 16 KS,
-// in chunks of NT n-tiles; epi(row, col, v, v') gets each pair of adjacent accumulators.
+// in chunks of NT n-tiles; epi(row, col, v, v') gets each pair of adjacent accumulators. kCount:
+// lane 0 adds the warp's mma count to *count at the end.
 template <int MT, int NT, int NTW, int KS, bool KPM, int NTT, int KP, bool kCount, class Epi>
 DN_DEVI void gemm_warp(const uint16_t *A, int lda, int m0, int n0, int nsec, const uint8_t *sec, int kp0,
-                       unsigned &cnt, int lane, Epi &&epi) {
+                       unsigned long long *count, int lane, Epi &&epi) {
     const int g = lane >> 2, t = lane & 3;
+    unsigned cnt = 0;
 DN_UNROLL
     for (int c = 0; c < NTW / NT; ++c) {
         float acc[MT][NT][4];
@@ -200,14 +202,16 @@ DN_UNROLL
                 epi(row + 8, col, acc[i][j][2], acc[i][j][3]);
             }
     }
+    if (kCount && lane == 0) atomic_add(count, cnt);
 }
 
 // Window attention of the tile: work item (query m-tile mt, head h) -> one warp.
 template <int C, int HD, int TW, int NW, bool kCount>
 DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, int sq, uint16_t *out, int sa,
-                            const float *relb, unsigned &cnt, int warp, int lane) {
+                            const float *relb, unsigned long long *count, int warp, int lane) {
     constexpr int NH = C / HD, MTT = 4 * TW, KQ = HD / 16, NO = HD / 8;
     const int g = lane >> 2, t = lane & 3;
+    unsigned cnt = 0;
     for (int it = warp; it < MTT * NH; it += NW) {
         const int mt = it % MTT, h = it / MTT;
         const int wl = mt >> 2, ml = mt & 3;
@@ -321,6 +325,7 @@ DN_UNROLL
             *reinterpret_cast<uint32_t *>(out + (r0 + g + 8) * sa + col) = pack_bf16x2(o[n][2], o[n][3]);
         }
     }
+    if (kCount && lane == 0 && cnt) atomic_add(count, cnt);
 }
 
 DN_DEVI float gelu_tanh(float v) {
@@ -343,7 +348,7 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
     uint16_t *u = reinterpret_cast<uint16_t *>(smem + T.off_u);
     const uint8_t *img = a.img;
     const int warp = tid >> 5, lane = tid & 31;
-    unsigned cnt = 0;
+    unsigned long long *cnt = a.mma_count;
 
     move_tile<C, M, NW * 32, kBf16Res, false>(a, tile, TW, xs, SX, tid);
     sync_cta();
@@ -387,6 +392,7 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
     layernorm_tile<C, M, NW>(xs, SX, an, SA, reinterpret_cast<const float *>(img + L.off[kSecLn2G]),
                              reinterpret_cast<const float *>(img + L.off[kSecLn2B]), a.eps, warp, lane);
     sync_cta();
+    DN_UNROLL_1
     for (int ch = 0; ch < NCH; ++ch) {
         {
             constexpr SwinWarpGrid G = T.fc1;
@@ -420,7 +426,6 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
         sync_cta();
     }
     move_tile<C, M, NW * 32, kBf16Res, true>(a, tile, TW, xs, SX, tid);
-    if (kCount && lane == 0) atomic_add(a.mma_count, cnt);
 }
 
 }  // namespace swin_fused

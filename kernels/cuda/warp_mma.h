@@ -21,10 +21,12 @@
 #include <cstring>
 #define DN_DEVI inline
 #define DN_UNROLL
+#define DN_UNROLL_1
 #else
 #include <cuda_runtime.h>
 #define DN_DEVI __device__ __forceinline__
 #define DN_UNROLL _Pragma("unroll")
+#define DN_UNROLL_1 _Pragma("unroll 1")
 #endif
 
 namespace denoise {
