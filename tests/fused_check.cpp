@@ -214,7 +214,7 @@ struct GuardedMap {
 
 // x0 (H, W, C) through the fused block on the GPU -> out (fp32 values). bf16: x0 is bf16-exact.
 void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, int shift, bool bf16, const Tile &t,
-               std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
+               bool one_cta, std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
     const size_t n = x0.size(), es = bf16 ? 2 : 4;
     GuardedMap m(n * es);
     std::vector<uint16_t> xb;
@@ -229,6 +229,7 @@ void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, in
     SwinFusedParams p;
     p.tw = t.TW;
     p.nw = t.NW;
+    p.one_cta_regs = one_cta;
     p.mma_count = mma ? cnt.as<unsigned long long>() : nullptr;
     ok_or_die(swin_block_fused(g_ctx, B.image, B.C, B.heads, kEps, m.map(), bf16, H, W, shift, &p), "swin_block_fused");
     ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel");
@@ -251,7 +252,7 @@ int64_t unchanged_tokens(const std::vector<float> &out, const std::vector<float>
     return u;
 }
 
-void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t seed) {
+void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t seed, bool one_cta = false) {
     const int C = t.C, heads = C / t.HD;
     const size_t n = (size_t)H * W * C;
     swin_ref::RandomBlock rb(C, heads, shift, seed);
@@ -263,13 +264,14 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
     swin_ref::reference_block(rb.w, C, heads, ref.data(), H, W, kEps);
     std::vector<float> out;
     bool guards = false;
-    run_fused(B, x0, H, W, shift, bf16, t, &out, &guards, nullptr);
+    run_fused(B, x0, H, W, shift, bf16, t, one_cta, &out, &guards, nullptr);
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
     const int64_t same = unchanged_tokens(out, x0, C);
     result(swin_ref::passes(e) && guards && same == 0,
-           "fused C %3d hd %2d tile %d/%d %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
+           "fused C %3d hd %2d tile %d/%d%s %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
            "max abs %.2e, non-finite %lld, unwritten tokens %lld, guards %s",
-           C, t.HD, t.TW, t.NW, W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2, swin_ref::kRelL2, e.delta_rel_l2,
+           C, t.HD, t.TW, t.NW, one_cta ? " 1-CTA build" : "", W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2,
+           swin_ref::kRelL2, e.delta_rel_l2,
            swin_ref::kDeltaRelL2, e.max_abs, (long long)e.nonfinite, (long long)same, guards ? "intact" : "WRITTEN");
 }
 
@@ -281,15 +283,15 @@ void check_mma_count(const Tile &t, int H, int W) {
     std::vector<float> plain, counted;
     bool g1 = false, g2 = false;
     unsigned long long mma = 0;
-    run_fused(B, x0, H, W, 4, false, t, &plain, &g1, nullptr);
-    run_fused(B, x0, H, W, 4, false, t, &counted, &g2, &mma);
+    run_fused(B, x0, H, W, 4, false, t, true, &plain, &g1, nullptr);
+    run_fused(B, x0, H, W, 4, false, t, true, &counted, &g2, &mma);
     const SwinBlockDesc d = swin_block_desc(C, heads, t.TW, t.NW);
     const int64_t ctas = ((int64_t)(H / 8) * (W / 8) + t.TW - 1) / t.TW;
     const unsigned long long want = (unsigned long long)(d.mma_per_cta * ctas);
     const swin_ref::Error e = swin_ref::compare(counted.data(), plain.data(), x0.data(), (int64_t)x0.size());
     result(mma == want && e.nonfinite == 0 && e.rel_l2 < 1e-6,
            "mma count C %3d tile %d/%d %dx%d: kernel issued %llu, descriptor %lld x %lld CTAs = %llu; instrumented vs "
-           "plain output rel L2 %.1e",
+           "plain (1-CTA build) output rel L2 %.1e",
            C, t.TW, t.NW, W, H, mma, (long long)d.mma_per_cta, (long long)ctas, want, e.rel_l2);
 }
 
@@ -377,8 +379,8 @@ Ceiling measure_ceilings(int iters) {
     const int64_t N = 8192;
     Dev a(2 * N * N), w(2 * N * N), o(2 * N * N);
     std::vector<uint16_t> h(N * N);
-    std::vector<float> r = swin_ref::random_map((size_t)N * N, 3);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = swin_ref::to_bf16(r[i]);
+    const std::vector<float> r = swin_ref::random_map((size_t)1 << 20, 3);  // random data, repeated
+    for (size_t i = 0; i < h.size(); ++i) h[i] = swin_ref::to_bf16(r[i & ((1u << 20) - 1)]);
     upload(a, h.data(), 2 * h.size());
     upload(w, h.data(), 2 * h.size());
     const double ms = median_ms(iters, [&] {
@@ -398,7 +400,9 @@ Ceiling measure_ceilings(int iters) {
 }
 
 struct StageTime {
-    double fused[2][2] = {};  // [bf16][shift 4] of the default tile
+    double fused[2][2] = {};  // [bf16][shift 4]: the default tile and build
+    double best[2] = {};      // [bf16]: the fastest tile and build (mean of both shifts)
+    std::string best_name[2];
     double unfused[2] = {};   // [shift 4]
 };
 
@@ -418,21 +422,31 @@ StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, 
     }
     const std::vector<SwinFusedTile> ts = swin_fused_tiles(C, heads);
     for (size_t ti = 0; ti < ts.size(); ++ti)
-        for (int bf = 0; bf < 2; ++bf)
-            for (int sh = 0; sh < 2; ++sh) {
-                SwinFusedParams p;
-                p.tw = ts[ti].tw;
-                p.nw = ts[ti].nw;
-                void *x = bf ? x16.p : x32.p;
-                const double ms = median_ms(iters, [&] {
-                    return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, H, W, sh ? 4 : 0, &p);
-                });
-                if (ti == 0) st.fused[bf][sh] = ms;
-                const double tf = gflop / ms, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (ms * 1e-3) / 1e9;
-                std::printf("time %-9s %-4s C %3d %4dx%-4d fused tile %d/%d%s %s shift %d: %8.4f ms %6.1f TFLOP/s (%4.1f%% of "
-                            "GEMM ceiling) %6.0f GB/s\n",
-                            frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, ti == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0,
-                            ms, tf, 100.0 * tf / ceil.tflops, gb);
+        for (int one = 0; one < 2; ++one)
+            for (int bf = 0; bf < 2; ++bf) {
+                double both = 0;
+                for (int sh = 0; sh < 2; ++sh) {
+                    SwinFusedParams p;
+                    p.tw = ts[ti].tw;
+                    p.nw = ts[ti].nw;
+                    p.one_cta_regs = one == 1;
+                    void *x = bf ? x16.p : x32.p;
+                    const double ms = median_ms(iters, [&] {
+                        return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, H, W, sh ? 4 : 0, &p);
+                    });
+                    if (ti == 0 && one == 0) st.fused[bf][sh] = ms;
+                    both += ms / 2;
+                    const double tf = gflop / ms, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (ms * 1e-3) / 1e9;
+                    std::printf("time %-9s %-4s C %3d %4dx%-4d fused tile %d/%d %-12s%s %s shift %d: %8.4f ms %6.1f TFLOP/s "
+                                "(%4.1f%% of GEMM ceiling) %6.0f GB/s\n",
+                                frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, one ? "1-CTA build" : "default build",
+                                ti == 0 && one == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0, ms, tf,
+                                100.0 * tf / ceil.tflops, gb);
+                }
+                if (st.best[bf] == 0 || both < st.best[bf]) {
+                    st.best[bf] = both;
+                    st.best_name[bf] = std::to_string(ts[ti].tw) + "/" + std::to_string(ts[ti].nw) + (one ? " 1cta" : "");
+                }
             }
     SeqWs ws(n, C);
     for (int sh = 0; sh < 2; ++sh) {
@@ -496,6 +510,8 @@ int main(int argc, char **argv) {
         const bool two = t.TW == 2;
         check_vs_cpu(t, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
         check_vs_cpu(t, 16, 24, 4, true, seed += 10);
+        check_vs_cpu(t, 8, 8, 4, true, seed += 10, true);
+        check_vs_cpu(t, 16, 24, 4, false, seed += 10, true);
         if (!quick) {
             check_vs_cpu(t, 16, 24, 0, false, seed += 10);
             check_vs_cpu(t, two ? 24 : 8, two ? 40 : 24, 4, false, seed += 10);  // odd window count
@@ -543,9 +559,10 @@ int main(int argc, char **argv) {
         tab.emplace_back();
         for (const auto &s : stages) tab.back().push_back(time_stage(f.name, s.name, s.C, hp / s.div, wp / s.div, iters, ceil));
     }
-    std::printf("\nper block (default tile, mean of shift 0 and 4; ms):\n");
-    std::printf("%-10s %-4s %4s %10s %7s | %9s %7s %7s | %9s %7s | %10s %8s\n", "frame", "st", "C", "tokens", "GFLOP",
-                "fused f32", "TFLOP/s", "GB/s", "fused b16", "GB/s", "sequence", "speedup");
+    std::printf("\nper block (ms, mean of shift 0 and 4; fused: the default tile and build, best: the fastest of all):\n");
+    std::printf("%-10s %-4s %4s %10s %7s | %9s %7s %7s | %9s %7s | %-19s | %-19s | %10s %8s\n", "frame", "st", "C",
+                "tokens", "GFLOP", "fused f32", "TFLOP/s", "GB/s", "fused b16", "GB/s", "best f32 (tile)", "best b16 (tile)",
+                "sequence", "speedup");
     for (size_t fi = 0; fi < 3; ++fi) {
         const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
         for (size_t si = 0; si < 3; ++si) {
@@ -555,17 +572,21 @@ int main(int argc, char **argv) {
             const double g = swin_block_flop(C, n) / 1e9;
             const double f32 = (st.fused[0][0] + st.fused[0][1]) / 2, b16 = (st.fused[1][0] + st.fused[1][1]) / 2,
                          seq = (st.unfused[0] + st.unfused[1]) / 2;
-            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %7.1f %7.0f | %9.4f %7.0f | %10.4f %7.1fx\n", frames[fi].name,
-                        stages[si].name, C, (long long)n, g, f32, g / f32,
+            char bf[2][64];
+            for (int b = 0; b < 2; ++b) std::snprintf(bf[b], sizeof bf[b], "%.4f (%s)", st.best[b], st.best_name[b].c_str());
+            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %7.1f %7.0f | %9.4f %7.0f | %-19s | %-19s | %10.4f %7.1fx\n",
+                        frames[fi].name, stages[si].name, C, (long long)n, g, f32, g / f32,
                         swin_block_bytes_per_token(C, false) * (double)n / (f32 * 1e-3) / 1e9, b16,
-                        swin_block_bytes_per_token(C, true) * (double)n / (b16 * 1e-3) / 1e9, seq, seq / f32);
+                        swin_block_bytes_per_token(C, true) * (double)n / (b16 * 1e-3) / 1e9, bf[0], bf[1], seq,
+                        seq / f32);
         }
     }
     // model v1: enc0 + dec0 (2 + 2 blocks at L0, shifts 0, 4), enc1 + dec1 (2 + 2 at L1), mid (3:
     // shifts 0, 4, 0)
     std::printf("\nmodel v1's eleven Swin blocks per frame (ms; GEMM ceiling %.0f TFLOP/s, copy %.0f GB/s):\n", ceil.tflops,
                 ceil.gbs);
-    std::printf("%-10s %8s | %10s %10s %10s | %8s\n", "frame", "GFLOP", "fused f32", "fused b16", "sequence", "speedup");
+    std::printf("%-10s %8s | %10s %10s | %9s %9s | %10s | %8s\n", "frame", "GFLOP", "fused f32", "fused b16", "best f32",
+                "best b16", "sequence", "speedup");
     for (size_t fi = 0; fi < 3; ++fi) {
         const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
         auto total = [&](auto get) {
@@ -576,10 +597,13 @@ int main(int argc, char **argv) {
         const double f32 = total([](const StageTime &s, int sh) { return s.fused[0][sh]; });
         const double b16 = total([](const StageTime &s, int sh) { return s.fused[1][sh]; });
         const double seq = total([](const StageTime &s, int sh) { return s.unfused[sh]; });
+        const double bb32 = total([](const StageTime &s, int) { return s.best[0]; });
+        const double bb16 = total([](const StageTime &s, int) { return s.best[1]; });
         double g = 0;
         for (int si = 0; si < 3; ++si)
             g += (si == 2 ? 3 : 4) * swin_block_flop(stages[si].C, (int64_t)(hp / stages[si].div) * (wp / stages[si].div)) / 1e9;
-        std::printf("%-10s %8.1f | %10.3f %10.3f %10.3f | %7.1fx\n", frames[fi].name, g, f32, b16, seq, seq / f32);
+        std::printf("%-10s %8.1f | %10.3f %10.3f | %9.3f %9.3f | %10.3f | %7.1fx\n", frames[fi].name, g, f32, b16, bb32, bb16,
+                    seq, seq / f32);
     }
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     ctx_destroy(g_ctx);

@@ -446,31 +446,45 @@ namespace {
 
 using swin_fused::KernelArgs;
 
-template <int C, int HD, int TW, int NW, bool kBf16Res, bool kCount>
+// Two builds of the same body: ptxas's default register heuristic, and an explicit minimum of one
+// CTA per SM, which lets ptxas use up to 255 registers (it then keeps more loads in flight; at
+// C = 32 and 64 the occupancy stays what shared memory allows). fused_check times both; the
+// instrumented kernel uses the second (with the default heuristic it spilled its count on sm_89).
+template <int C, int HD, int TW, int NW, bool kBf16Res>
 __global__ void __launch_bounds__(NW * 32) swin_block_kernel(const KernelArgs a) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    swin_fused::swin_block_tile<C, HD, TW, NW, kBf16Res, false>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
+}
+
+template <int C, int HD, int TW, int NW, bool kBf16Res, bool kCount>
+__global__ void __launch_bounds__(NW * 32, 1) swin_block_kernel_1cta(const KernelArgs a) {
     extern __shared__ __align__(16) uint8_t smem[];
     swin_fused::swin_block_tile<C, HD, TW, NW, kBf16Res, kCount>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
 }
 
 using KernelFn = void (*)(const KernelArgs);
 
+enum Build { kDefaultRegs, kOneCta, kCounting, kBuilds };
+
 struct Instance {
     int C, HD, TW, NW;
-    KernelFn fn[2][2];  // [bf16 residual][instrumented]
+    KernelFn fn[2][kBuilds];  // [bf16 residual][build]
     uint32_t smem;
-    std::once_flag attr_once[2][2];
-    cudaError_t attr_err[2][2];
+    std::once_flag attr_once[2][kBuilds];
+    cudaError_t attr_err[2][kBuilds];
 };
 
-#define SWIN_INSTANCE(C, HD, TW, NW)                                                                          \
-    {C,                                                                                                       \
-     HD,                                                                                                      \
-     TW,                                                                                                      \
-     NW,                                                                                                      \
-     {{swin_block_kernel<C, HD, TW, NW, false, false>, swin_block_kernel<C, HD, TW, NW, false, true>},      \
-      {swin_block_kernel<C, HD, TW, NW, true, false>, swin_block_kernel<C, HD, TW, NW, true, true>}},       \
-     swin_tile(C, HD, TW, NW).smem,                                                                           \
-     {},                                                                                                      \
+#define SWIN_INSTANCE(C, HD, TW, NW)                                                                         \
+    {C,                                                                                                      \
+     HD,                                                                                                     \
+     TW,                                                                                                     \
+     NW,                                                                                                     \
+     {{swin_block_kernel<C, HD, TW, NW, false>, swin_block_kernel_1cta<C, HD, TW, NW, false, false>,        \
+       swin_block_kernel_1cta<C, HD, TW, NW, false, true>},                                                 \
+      {swin_block_kernel<C, HD, TW, NW, true>, swin_block_kernel_1cta<C, HD, TW, NW, true, false>,          \
+       swin_block_kernel_1cta<C, HD, TW, NW, true, true>}},                                                 \
+     swin_tile(C, HD, TW, NW).smem,                                                                          \
+     {},                                                                                                     \
      {}},
 
 Instance g_instances[] = {SWIN_FUSED_TILES(SWIN_INSTANCE)};
@@ -524,7 +538,7 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
         return rc;
     DN_REQUIRE((int)in->smem <= optin, "the fused kernel for C " + std::to_string(C) + " needs " + std::to_string(in->smem) +
                                            " bytes of shared memory per block, this device allows " + std::to_string(optin));
-    const int rb = bf16_residual ? 1 : 0, ci = p.mma_count ? 1 : 0;
+    const int rb = bf16_residual ? 1 : 0, ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
     KernelFn fn = in->fn[rb][ci];
     std::call_once(in->attr_once[rb][ci], [&] {
         in->attr_err[rb][ci] =

@@ -19,6 +19,9 @@ namespace cuda {
 struct SwinFusedParams {
     int tw = 0;  // windows per CTA (0: the default for C)
     int nw = 0;  // warps per CTA (0: the default for C)
+    // the build compiled with __launch_bounds__(threads, 1) (ptxas may use up to 255 registers)
+    // instead of ptxas's default register heuristic; same math
+    bool one_cta_regs = false;
     // non-null: run the instrumented kernel, which adds the number of mma.sync it issued to this
     // device counter (swin_block_desc.h: it must equal mma_per_cta x CTAs)
     unsigned long long *mma_count = nullptr;
