@@ -6,7 +6,8 @@
 //  1. against the CPU reference block (kernels/cpu ops as kernels/cpu/unet.cpp runs them) on fresh
 //     random inputs x ~ N(0, 1) and random weights scaled like trained ones (tests/swin_ref.h), on
 //     maps where the masked (wrapped) windows matter (one window; 3 windows wide; odd window counts
-//     for 2-window tiles) and, in full mode, the 1080p token grids of model v1's three widths.
+//     for 2-window tiles) and, in full mode, 1080p token grids (model v1's three widths at their
+//     stages' grids, the other widths at the grid of a level a wider model would give them).
 //     The map sits between two guard bands poisoned with 0xFF bytes (NaN) that must stay
 //     untouched; no token may come back bit-identical to its input (every token written); pass:
 //     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; max abs
@@ -530,6 +531,15 @@ int main(int argc, char **argv) {
                     const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / 32);
                     check_vs_cpu(Tile{s.C, 32, ts[0].tw, ts[0].nw}, s.H, s.W, sh, bf, seed += 10);
                 }
+        // the other widths on the 1080p grid of a level a wider model would put them at
+        const struct {
+            int C, HD, H, W;
+        } wide[] = {{48, 48, 544, 960}, {96, 32, 272, 480}, {192, 32, 136, 240}, {256, 32, 136, 240}};
+        for (const auto &s : wide) {
+            const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / s.HD);
+            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 4, false, seed += 10);
+            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 0, true, seed += 10);
+        }
     }
     // 2. mma count
     for (const Tile &t : tiles()) check_mma_count(t, 24, 40);
