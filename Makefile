@@ -48,12 +48,16 @@ FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 # ---------------------------------------------------------------------------------------------
 # libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
 CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
+# the fused kernels' weight images and descriptors (kernels/cuda/swin_*.cpp) are plain host code
+# that make check tests on the CPU: built in every configuration
+SWIN_HOST_SRCS := $(sort $(wildcard $(TOP)/kernels/cuda/swin_*.cpp))
+CXXSRCS += $(SWIN_HOST_SRCS)
 # the CUDA engine: built whenever configure found nvcc (./configure --disable-cuda-engine opts out);
 # the one build runs with and without a GPU or driver (cudart static, docs/cuda.md)
 CU_SRCS := $(if $(filter yes,$(CUDA)),$(if $(filter yes,$(CUDA_ENGINE)),$(sort $(wildcard $(TOP)/kernels/cuda/*.cu))))
 HAVE_CUDA := $(if $(CU_SRCS),yes,)
 # host-side CUDA sources (kernels/cuda/*.cpp) are built only with the .cu files
-CXXSRCS += $(if $(HAVE_CUDA),$(sort $(wildcard $(TOP)/kernels/cuda/*.cpp)))
+CXXSRCS += $(if $(HAVE_CUDA),$(filter-out $(SWIN_HOST_SRCS),$(sort $(wildcard $(TOP)/kernels/cuda/*.cpp))))
 
 CUDA_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 \
                    -gencode arch=compute_89,code=sm_89 \
@@ -269,9 +273,10 @@ tools: $(TOOLS)
 # tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
 # Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
 TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
-# tests/gpu_*.cpp: GPU checks (own harness, not GoogleTest), built with the CUDA engine so that
-# `make check` compiles them; run_tests.sh runs them (exit 77 without a GPU: skipped)
-GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp))
+# tests/gpu_*.cpp, tests/fused_*.cpp: GPU checks (own harness, not GoogleTest), built with the
+# CUDA engine so that `make check` compiles them; run_tests.sh runs them (exit 77 without a GPU:
+# skipped)
+GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp) $(wildcard $(TOP)/tests/fused_*.cpp))
 GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(GPU_CHECK_SRCS)))
 HELPER_SRCS := $(filter-out $(TEST_SRCS) $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
 TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))

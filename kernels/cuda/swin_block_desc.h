@@ -1,0 +1,174 @@
+// The fused Swin block kernel (swin_block_fused.cu) described as data.
+//
+// Two levels:
+//  - SwinTile (constexpr, compiled into the kernel too): the tile plan of one instantiation: the
+//    CTA's window tile (TW windows = M = 64 TW token rows), its warps (NW), the MLP chunk (HC
+//    hidden units), the shared-memory buffers (row strides and byte offsets) and, per GEMM phase,
+//    how the warps split the output tile (SwinWarpGrid). The kernel takes every shape, stride and
+//    offset from here, so the descriptor below and the kernel cannot disagree about them.
+//  - SwinBlockDesc (host): the phases in execution order with their M/N/K, how many times each
+//    runs per CTA, operand sources (shared-memory buffer and offset, registers, or weight-image
+//    section with byte offset and size) and mma.sync.m16n8k16 count; the totals per CTA.
+// swin_block_desc_check() verifies that the phases' FLOPs add up to the analytic FLOP count of
+// the block, that mma = FLOP / 4096, that the weight-image sections tile the image exactly and
+// that the GEMM phases' weight ranges cover each weight section exactly once. The kernel's
+// instrumented instantiation (kCount) counts the mma it issues; tests/fused_check.cpp (GPU) and
+// tests/swin_block_emu_test.cpp (CPU warp emulator) compare that count with mma_per_cta x CTAs.
+#ifndef DENOISE_CUDA_SWIN_BLOCK_DESC_H
+#define DENOISE_CUDA_SWIN_BLOCK_DESC_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "swin_weight_image.h"
+
+namespace denoise {
+namespace cuda {
+
+// Largest dynamic shared memory a block may opt into on sm_90 (227 KB); smaller devices are
+// checked at launch against their own limit.
+constexpr uint32_t kSwinSmemMax = 232448;
+
+// How NW warps split an output tile of MTT m-tiles (16 rows) x NTT n-tiles (8 columns): a WM x WN
+// grid of warps, warp w at (w / WN, w % WN) owning MT = MTT / WM m-tiles and NTW = NTT / WN
+// n-tiles, computed in chunks of NT n-tiles (MT x NT accumulator tiles live at a time).
+struct SwinWarpGrid {
+    int WM = 0, WN = 0, MT = 0, NTW = 0, NT = 0;
+};
+
+// The grid with the least operand traffic per warp: per k step MT A fragments (512 B, shared
+// memory) and NT B fragments (256 B, weight image through L1/L2, counted twice as dear), A loaded
+// again for every chunk. MT x NT <= 16 (64 accumulator registers), NT <= 8. WM = 0 if none fits.
+DN_HOSTDEV constexpr SwinWarpGrid swin_warp_grid(int MTT, int NTT, int NW, int KS) {
+    SwinWarpGrid best{};
+    long best_cost = -1;
+    for (int WM = 1; WM <= NW; WM *= 2) {
+        if (NW % WM || MTT % WM) continue;
+        const int WN = NW / WM;
+        if (NTT % WN) continue;
+        const int MT = MTT / WM, NTW = NTT / WN;
+        int NT = 0;
+        for (int d = 1; d <= NTW && d <= 8; ++d)
+            if (NTW % d == 0 && MT * d <= 16) NT = d;
+        if (!NT) continue;
+        const long cost = (long)(NTW / NT) * KS * (MT * 512 + 2 * NT * 256);
+        if (best_cost < 0 || cost < best_cost) {
+            best = SwinWarpGrid{WM, WN, MT, NTW, NT};
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+struct SwinTile {
+    int C = 0, HD = 0, NH = 0;  // channels, head dim, heads
+    int TW = 0, NW = 0;         // windows per CTA, warps per CTA
+    int M = 0, MTT = 0;         // token rows per CTA (64 TW) and their m-tiles
+    int HC = 0, NCH = 0;        // MLP hidden units per chunk, chunks (4C / HC)
+    // row strides in elements: xs fp32 (C + 8), an bf16 (C + 8), qkv bf16 (3C + 8), hid bf16 (HC + 8)
+    int sx = 0, sa = 0, sq = 0, sh = 0;
+    // shared memory: xs (residual tile, fp32) | an (LN output / attention output, bf16) | u (qkv,
+    // later the MLP hidden chunk, bf16)
+    uint32_t off_xs = 0, off_an = 0, off_u = 0, smem = 0;
+    SwinWarpGrid qkv, proj, fc1, fc2;
+    bool ok = false;
+};
+
+DN_HOSTDEV constexpr SwinTile swin_tile(int C, int HD, int TW, int NW) {
+    SwinTile T{};
+    T.C = C;
+    T.HD = HD;
+    T.NH = HD > 0 ? C / HD : 0;
+    T.TW = TW;
+    T.NW = NW;
+    T.M = kSwinTokens * TW;
+    T.MTT = T.M / 16;
+    const int Ch = kSwinMlpRatio * C;
+    // the largest multiple of 32 up to 128 that divides 4C (a whole number of fc2 k-pairs)
+    T.HC = Ch < 128 ? Ch : 128;
+    while (T.HC > 32 && Ch % T.HC) T.HC -= 32;
+    T.NCH = T.HC > 0 ? Ch / T.HC : 0;
+    // +8 elements per row: a row stride that is an odd multiple of 16 bytes for every C that is a
+    // multiple of 16, so the 8 row addresses of an ldmatrix and the 8 rows of an accumulator store
+    // fall in distinct banks.
+    T.sx = C + 8;
+    T.sa = C + 8;
+    T.sq = 3 * C + 8;
+    T.sh = T.HC + 8;
+    T.off_xs = 0;
+    T.off_an = T.off_xs + 4u * T.M * T.sx;
+    T.off_u = T.off_an + 2u * T.M * T.sa;
+    const uint32_t uq = 2u * T.M * T.sq, uh = 2u * T.M * T.sh;
+    T.smem = T.off_u + (uq > uh ? uq : uh);
+    const bool shape_ok = C >= 16 && C <= 256 && C % 16 == 0 && HD >= 16 && HD <= 64 && HD % 16 == 0 &&
+                          C % HD == 0 && T.HC % 32 == 0 && Ch % T.HC == 0 && (TW == 1 || TW == 2) && (NW == 4 || NW == 8 || NW == 16);
+    if (!shape_ok) return T;
+    T.qkv = swin_warp_grid(T.MTT, 3 * C / 8, NW, C / 16);
+    T.proj = swin_warp_grid(T.MTT, C / 8, NW, C / 16);
+    T.fc1 = swin_warp_grid(T.MTT, T.HC / 8, NW, C / 16);
+    T.fc2 = swin_warp_grid(T.MTT, C / 8, NW, T.HC / 16);
+    T.ok = T.qkv.WM && T.proj.WM && T.fc1.WM && T.fc2.WM && T.smem <= kSwinSmemMax;
+    return T;
+}
+
+// The tiles swin_block_fused.cu instantiates, as X(C, HD, TW, NW); for each C the first one
+// listed is the default (docs/fused.md has the measurements behind the choice).
+#define SWIN_FUSED_TILES(X) \
+    X(32, 32, 2, 8)         \
+    X(32, 32, 1, 4)         \
+    X(48, 48, 1, 4)         \
+    X(64, 32, 1, 4)         \
+    X(64, 32, 2, 8)         \
+    X(96, 32, 1, 4)         \
+    X(128, 32, 1, 8)        \
+    X(128, 32, 1, 4)        \
+    X(192, 32, 1, 8)        \
+    X(256, 32, 1, 8)
+
+// FLOP of one Swin block over n tokens (2 per multiply-add; GEMMs and attention only, the
+// LayerNorm/softmax/GELU arithmetic is not counted): 2 n (3C^2 + C^2 + 4C^2 + 4C^2) for qkv, proj,
+// fc1, fc2 and 2 n 64 C twice for the scores and P V (heads x head dim = C).
+inline int64_t swin_block_flop(int C, int64_t n) { return 2 * n * (12 * (int64_t)C * C) + 4 * n * 64 * (int64_t)C; }
+
+// Bytes one block moves through DRAM per token: the residual stream read and written once.
+inline int64_t swin_block_bytes_per_token(int C, bool bf16_residual) { return 2 * (int64_t)C * (bf16_residual ? 2 : 4); }
+
+struct SwinOperand {
+    std::string kind;  // "smem", "registers", "image"
+    std::string what;  // buffer / section name and the columns read
+    uint32_t offset = 0, bytes = 0;  // smem byte offset or image byte offset; bytes read (image)
+    int stride = 0;                  // smem row stride (elements)
+};
+
+struct SwinPhase {
+    std::string name;  // "qkv", "scores h0", "fc1 c1", ...
+    bool gemm = false;
+    int M = 0, N = 0, K = 0;  // one instance (tokens x outputs x reduction)
+    int instances = 0;        // per CTA (windows x heads for the attention phases)
+    SwinOperand a, b;         // mma A and B sources
+    std::string epilogue;     // what happens to the accumulators
+    int64_t mma = 0, flop = 0;  // per CTA
+};
+
+struct SwinBlockDesc {
+    SwinTile tile;
+    SwinImageLayout image;
+    std::vector<SwinPhase> phases;
+    int64_t mma_per_cta = 0, flop_per_cta = 0;
+};
+
+// The descriptor of the instantiation (C, head dim C / heads, TW, NW). tile.ok is false (and
+// phases empty) for a combination the kernel cannot be built for.
+SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW);
+
+// The consistency checks listed at the top; false with *why naming the first one that fails.
+bool swin_block_desc_check(const SwinBlockDesc &d, std::string *why);
+
+// A printable table of the descriptor (one line per phase, then the totals).
+std::string swin_block_desc_text(const SwinBlockDesc &d);
+
+}  // namespace cuda
+}  // namespace denoise
+
+#endif

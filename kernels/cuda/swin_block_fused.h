@@ -1,0 +1,54 @@
+// The fused Swin block (swin_block_fused.cu): one kernel launch per block on the residual
+// stream, the same contract as Net::block() (kernels/cuda/network.cu): x (H, W, C) NHWC updated in
+// place by x += proj(W-MSA(LN1(x))); x += fc2(GELU(fc1(LN2(x)))). Host-only header
+// (g++-includable with -I$CUDA_HOME/include).
+#ifndef DENOISE_CUDA_SWIN_BLOCK_FUSED_H
+#define DENOISE_CUDA_SWIN_BLOCK_FUSED_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops.h"
+#include "swin_weight_image.h"
+
+namespace denoise {
+namespace cuda {
+
+// Options of one call. Defaults: the default tile for C, the plain kernel.
+struct SwinFusedParams {
+    int tw = 0;  // windows per CTA (0: the default for C)
+    int nw = 0;  // warps per CTA (0: the default for C)
+    // the build compiled with __launch_bounds__(threads, 1) (ptxas may use up to 255 registers)
+    // instead of ptxas's default register heuristic; same math
+    bool one_cta_regs = false;
+    // non-null: run the instrumented kernel, which adds the number of mma.sync it issued to this
+    // device counter (swin_block_desc.h: it must equal mma_per_cta x CTAs)
+    unsigned long long *mma_count = nullptr;
+};
+
+struct SwinFusedTile {
+    int tw, nw, smem_bytes;
+};
+
+// The tiles built for (C, heads), the default first; empty when none is.
+std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
+
+// x (H, W, C), fp32 or (bf16_residual) bf16 bits, 16-byte aligned, in place; image: the block's
+// weight image on the device (swin_weight_image_upload); eps: LayerNorm eps (model v1 1e-5); shift:
+// the cyclic shift (0 or 4 in model v1). H and W multiples of 8. Built for C in {32, 48, 64, 96,
+// 128, 192, 256} with head dim 32 (48 for C = 48). Queued on ctx.stream. Returns 0,
+// DENOISE_EINVAL (shapes, pointers, no kernel built for (C, heads), or more shared memory than the
+// device allows, with ctx.err naming it) or DENOISE_EDEVICE (launch failure, the CUDA message).
+int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps, void *x, bool bf16_residual, int H,
+                     int W, int shift, const SwinFusedParams *params = nullptr);
+
+// Pack block b (swin_weight_image_pack) and copy it to a new device allocation *image (cudaFree
+// it), *bytes its size (may be null). Synchronous. 0, DENOISE_EINVAL, DENOISE_ENOMEM or
+// DENOISE_EDEVICE.
+int swin_weight_image_upload(Ctx &ctx, const cpu::BlockW &b, int C, int heads, uint8_t **image, size_t *bytes);
+
+}  // namespace cuda
+}  // namespace denoise
+
+#endif

@@ -1,0 +1,621 @@
+// fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) on a GPU: checks,
+// then timings. Built only with ./configure --enable-cuda-engine; run by tools/fused_check.sh.
+// Not GoogleTest: one line per check, the last line "N passed, N failed".
+//
+// Checks (every instantiated tile, fp32 and bf16 residual stream, shift 0 and 4):
+//  1. against the CPU reference block (kernels/cpu ops as kernels/cpu/unet.cpp runs them) on fresh
+//     random inputs x ~ N(0, 1) and random weights scaled like trained ones (tests/swin_ref.h), on
+//     maps where the masked (wrapped) windows matter (one window; 3 windows wide; odd window counts
+//     for 2-window tiles) and, in full mode, 1080p token grids (model v1's three widths at their
+//     stages' grids, the other widths at the grid of a level a wider model would give them).
+//     The map sits between two guard bands poisoned with 0xFF bytes (NaN) that must stay
+//     untouched; no token may come back bit-identical to its input (every token written); pass:
+//     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; max abs
+//     printed;
+//  2. the instrumented kernel's mma count == the descriptor's mma_per_cta x CTAs, and its output
+//     equals the plain kernel's;
+//  3. bad calls refused with DENOISE_EINVAL and a message;
+//  4. (full mode) the correct-first op sequence (kernels/cuda/ops.h) that the timings compare
+//     against, against the same CPU reference.
+// Timings (full mode, CUDA events after 3 warm-ups, median of --iters, default 30): the token
+// grids of 960x540, 1920x1080 and 3840x2160 frames (padded to multiples of 64 px) for model v1's
+// stages (C 32 at h/2, C 64 at h/4, C 128 at h/8): the fused block per tile, fp32 and bf16
+// residual, shift 0 and 4, the correct-first op sequence (and its per-op split), a bf16 cuBLASLt
+// 8192^3 matmul and a device-to-device copy as the machine's ceilings in the same run; the
+// whole-frame total of model v1's eleven blocks.
+// Usage: fused_check [--quick] [--iters N]   (--quick: checks on small maps only, for
+//   compute-sanitizer memcheck / racecheck)
+// Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../kernels/cpu/ops.h"
+#include "../kernels/cuda/ops.h"
+#include "../kernels/cuda/swin_block_desc.h"
+#include "../kernels/cuda/swin_block_fused.h"
+#include "../kernels/cuda/swin_weight_image.h"
+#include "../kernels/denoise.h"
+#include "swin_ref.h"
+
+using namespace denoise;
+using namespace denoise::cuda;
+
+namespace {
+
+constexpr float kEps = 1e-5f;
+int g_pass = 0, g_fail = 0;
+Ctx g_ctx;
+
+void result(bool ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::printf("%s ", ok ? "PASS" : "FAIL");
+    std::vprintf(fmt, ap);
+    std::printf("\n");
+    va_end(ap);
+    std::fflush(stdout);
+    (ok ? g_pass : g_fail)++;
+}
+
+[[noreturn]] void fatal(const std::string &what) {
+    std::printf("FAIL %s\n", what.c_str());
+    std::printf("%d passed, %d failed\n", g_pass, g_fail + 1);
+    std::fflush(stdout);
+    std::exit(1);
+}
+
+void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) fatal(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+void ok_or_die(int rc, const char *what) {
+    if (rc) fatal(std::string(what) + " returned " + std::to_string(rc) + ": " + g_ctx.err);
+}
+
+struct Dev {
+    void *p = nullptr;
+    size_t bytes = 0;
+    explicit Dev(size_t n) : bytes(n) { ck(cudaMalloc(&p, n ? n : 16), "cudaMalloc"); }
+    ~Dev() { cudaFree(p); }
+    Dev(const Dev &) = delete;
+    Dev &operator=(const Dev &) = delete;
+    template <typename T>
+    T *as() const {
+        return static_cast<T *>(p);
+    }
+};
+
+void upload(Dev &d, const void *src, size_t n) { ck(cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D"); }
+
+std::vector<uint16_t> bf16_of(const float *p, size_t n) {
+    std::vector<uint16_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = swin_ref::to_bf16(p[i]);
+    return v;
+}
+
+// One block's weights on the device, for the fused kernel (the image) and for the correct-first
+// op sequence (bf16 GEMM weights, fp32 + bf16 biases, fp32 norms and gathered bias table).
+struct DevBlock {
+    int C, heads;
+    uint8_t *image = nullptr;
+    std::vector<Dev *> bufs;
+    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16, *proj_b16, *fc1_b16;
+    float *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
+    DevBlock(const swin_ref::RandomBlock &rb) : C(rb.C), heads(rb.heads) {
+        ok_or_die(swin_weight_image_upload(g_ctx, rb.w, C, heads, &image, nullptr), "swin_weight_image_upload");
+        auto put16 = [&](const std::vector<float> &v) {
+            std::vector<uint16_t> h = bf16_of(v.data(), v.size());
+            Dev *d = new Dev(2 * h.size());
+            upload(*d, h.data(), 2 * h.size());
+            bufs.push_back(d);
+            return d->as<bf16>();
+        };
+        auto put32 = [&](const float *p, size_t n) {
+            Dev *d = new Dev(4 * n);
+            upload(*d, p, 4 * n);
+            bufs.push_back(d);
+            return d->as<float>();
+        };
+        qkv_w = put16(rb.qkvw);
+        proj_w = put16(rb.projw);
+        fc1_w = put16(rb.fc1w);
+        fc2_w = put16(rb.fc2w);
+        qkv_b16 = put16(rb.qkvb);
+        proj_b16 = put16(rb.projb);
+        fc1_b16 = put16(rb.fc1b);
+        fc2_b32 = put32(rb.fc2b.data(), rb.fc2b.size());
+        n1g = put32(rb.n1g.data(), C);
+        n1b = put32(rb.n1b.data(), C);
+        n2g = put32(rb.n2g.data(), C);
+        n2b = put32(rb.n2b.data(), C);
+        relb = put32(rb.w.bias.data(), rb.w.bias.size());
+    }
+    ~DevBlock() {
+        cudaFree(image);
+        for (Dev *d : bufs) delete d;
+    }
+};
+
+// Workspace of the correct-first sequence for n tokens of C channels.
+struct SeqWs {
+    Dev tb, qkv, att, hid;
+    SeqWs(int64_t n, int C) : tb(2 * n * C), qkv(6 * n * C), att(2 * n * C), hid(8 * n * C) {}
+};
+
+// kernels/cuda/network.cu's Net::block, op for op; ev (10 events, may be null) brackets the ops.
+int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &ws, cudaEvent_t *ev) {
+    Ctx &ctx = g_ctx;
+    const int C = B.C, Ch = 4 * C;
+    const int64_t n = (int64_t)H * W;
+    bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
+    int rc;
+    int e = 0;
+    auto mark = [&] {
+        if (ev) cudaEventRecord(ev[e++], ctx.stream);
+    };
+    mark();
+    if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, B.n1g, B.n1b, kEps, tb))) return rc;
+    mark();
+    if ((rc = linear(ctx, tb, n, C, C, B.qkv_w, B.qkv_b16, 3 * C, qkv, false, 3 * C, 0.f))) return rc;
+    mark();
+    if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, B.relb, att))) return rc;
+    mark();
+    if ((rc = linear(ctx, att, n, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
+    mark();
+    if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, x))) return rc;
+    mark();
+    if ((rc = layernorm_rows(ctx, x, n, C, B.n2g, B.n2b, kEps, tb))) return rc;
+    mark();
+    if ((rc = linear(ctx, tb, n, C, C, B.fc1_w, B.fc1_b16, Ch, hid, false, Ch, 0.f))) return rc;
+    mark();
+    if ((rc = gelu_tanh(ctx, hid, n, Ch, nullptr))) return rc;
+    mark();
+    if ((rc = linear(ctx, hid, n, Ch, Ch, B.fc2_w, B.fc2_b32, C, x, true, C, 1.f))) return rc;
+    mark();
+    return 0;
+}
+const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
+
+struct Tile {
+    int C, HD, TW, NW;
+};
+std::vector<Tile> tiles() {
+    std::vector<Tile> v;
+#define FC_TILE(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
+    SWIN_FUSED_TILES(FC_TILE)
+#undef FC_TILE
+    return v;
+}
+
+// The residual map on the device between two guard bands of 0xFF bytes.
+struct GuardedMap {
+    static constexpr size_t kGuard = 4096;
+    size_t bytes;
+    Dev d;
+    explicit GuardedMap(size_t b) : bytes(b), d(b + 2 * kGuard) { ck(cudaMemset(d.p, 0xFF, b + 2 * kGuard), "cudaMemset"); }
+    void *map() const { return d.as<uint8_t>() + kGuard; }
+    bool guards_intact() const {
+        std::vector<uint8_t> g(kGuard);
+        for (int side = 0; side < 2; ++side) {
+            ck(cudaMemcpy(g.data(), d.as<uint8_t>() + (side ? kGuard + bytes : 0), kGuard, cudaMemcpyDeviceToHost),
+               "cudaMemcpy guard");
+            for (uint8_t b : g)
+                if (b != 0xFF) return false;
+        }
+        return true;
+    }
+};
+
+// x0 (H, W, C) through the fused block on the GPU -> out (fp32 values). bf16: x0 is bf16-exact.
+void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, int shift, bool bf16, const Tile &t,
+               bool one_cta, std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
+    const size_t n = x0.size(), es = bf16 ? 2 : 4;
+    GuardedMap m(n * es);
+    std::vector<uint16_t> xb;
+    if (bf16) {
+        xb = bf16_of(x0.data(), n);
+        ck(cudaMemcpy(m.map(), xb.data(), 2 * n, cudaMemcpyHostToDevice), "cudaMemcpy x");
+    } else {
+        ck(cudaMemcpy(m.map(), x0.data(), 4 * n, cudaMemcpyHostToDevice), "cudaMemcpy x");
+    }
+    Dev cnt(8);
+    ck(cudaMemset(cnt.p, 0, 8), "cudaMemset");
+    SwinFusedParams p;
+    p.tw = t.TW;
+    p.nw = t.NW;
+    p.one_cta_regs = one_cta;
+    p.mma_count = mma ? cnt.as<unsigned long long>() : nullptr;
+    ok_or_die(swin_block_fused(g_ctx, B.image, B.C, B.heads, kEps, m.map(), bf16, H, W, shift, &p), "swin_block_fused");
+    ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel");
+    out->resize(n);
+    if (bf16) {
+        ck(cudaMemcpy(xb.data(), m.map(), 2 * n, cudaMemcpyDeviceToHost), "cudaMemcpy x");
+        for (size_t i = 0; i < n; ++i) (*out)[i] = swin_ref::from_bf16(xb[i]);
+    } else {
+        ck(cudaMemcpy(out->data(), m.map(), 4 * n, cudaMemcpyDeviceToHost), "cudaMemcpy x");
+    }
+    *guards_ok = m.guards_intact();
+    if (mma) ck(cudaMemcpy(mma, cnt.p, 8, cudaMemcpyDeviceToHost), "cudaMemcpy count");
+}
+
+// tokens whose C outputs are all bit-identical to the input (not written)
+int64_t unchanged_tokens(const std::vector<float> &out, const std::vector<float> &in, int C) {
+    int64_t u = 0;
+    for (size_t t = 0; t < in.size() / C; ++t)
+        if (std::memcmp(&out[t * C], &in[t * C], 4 * C) == 0) ++u;
+    return u;
+}
+
+void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t seed, bool one_cta = false) {
+    const int C = t.C, heads = C / t.HD;
+    const size_t n = (size_t)H * W * C;
+    swin_ref::RandomBlock rb(C, heads, shift, seed);
+    DevBlock B(rb);
+    std::vector<float> x0 = swin_ref::random_map(n, seed + 1);
+    if (bf16)
+        for (float &v : x0) v = swin_ref::from_bf16(swin_ref::to_bf16(v));
+    std::vector<float> ref = x0;
+    swin_ref::reference_block(rb.w, C, heads, ref.data(), H, W, kEps);
+    std::vector<float> out;
+    bool guards = false;
+    run_fused(B, x0, H, W, shift, bf16, t, one_cta, &out, &guards, nullptr);
+    const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
+    const int64_t same = unchanged_tokens(out, x0, C);
+    result(swin_ref::passes(e) && guards && same == 0,
+           "fused C %3d hd %2d tile %d/%d%s %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
+           "max abs %.2e, non-finite %lld, unwritten tokens %lld, guards %s",
+           C, t.HD, t.TW, t.NW, one_cta ? " 1-CTA build" : "", W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2,
+           swin_ref::kRelL2, e.delta_rel_l2,
+           swin_ref::kDeltaRelL2, e.max_abs, (long long)e.nonfinite, (long long)same, guards ? "intact" : "WRITTEN");
+}
+
+void check_mma_count(const Tile &t, int H, int W) {
+    const int C = t.C, heads = C / t.HD;
+    swin_ref::RandomBlock rb(C, heads, 4, 900 + C);
+    DevBlock B(rb);
+    const std::vector<float> x0 = swin_ref::random_map((size_t)H * W * C, 901 + C);
+    std::vector<float> plain, counted;
+    bool g1 = false, g2 = false;
+    unsigned long long mma = 0;
+    run_fused(B, x0, H, W, 4, false, t, true, &plain, &g1, nullptr);
+    run_fused(B, x0, H, W, 4, false, t, true, &counted, &g2, &mma);
+    const SwinBlockDesc d = swin_block_desc(C, heads, t.TW, t.NW);
+    const int64_t ctas = ((int64_t)(H / 8) * (W / 8) + t.TW - 1) / t.TW;
+    const unsigned long long want = (unsigned long long)(d.mma_per_cta * ctas);
+    const swin_ref::Error e = swin_ref::compare(counted.data(), plain.data(), x0.data(), (int64_t)x0.size());
+    result(mma == want && e.nonfinite == 0 && e.rel_l2 < 1e-6,
+           "mma count C %3d tile %d/%d %dx%d: kernel issued %llu, descriptor %lld x %lld CTAs = %llu; instrumented vs "
+           "plain (1-CTA build) output rel L2 %.1e",
+           C, t.TW, t.NW, W, H, mma, (long long)d.mma_per_cta, (long long)ctas, want, e.rel_l2);
+}
+
+void check_refusals() {
+    swin_ref::RandomBlock rb(64, 2, 0, 77);
+    DevBlock B(rb);
+    Dev x(4 * 16 * 16 * 64 + 16);
+    ck(cudaMemset(x.p, 0, x.bytes), "cudaMemset");
+    struct Bad {
+        const char *what;
+        const uint8_t *img;
+        int C, heads;
+        void *x;
+        int H, W, shift;
+    } bad[] = {
+        {"C 80 (no kernel built)", B.image, 80, 2, x.p, 16, 16, 0},
+        {"64 channels / 3 heads", B.image, 64, 3, x.p, 16, 16, 0},
+        {"64 channels / 4 heads (head dim 16 not built)", B.image, 64, 4, x.p, 16, 16, 0},
+        {"H 12 (not a multiple of 8)", B.image, 64, 2, x.p, 12, 16, 0},
+        {"shift 8", B.image, 64, 2, x.p, 16, 16, 8},
+        {"null x", B.image, 64, 2, nullptr, 16, 16, 0},
+        {"null image", nullptr, 64, 2, x.p, 16, 16, 0},
+        {"x not 16-byte aligned", B.image, 64, 2, x.as<uint8_t>() + 4, 16, 16, 0},
+    };
+    for (const Bad &b : bad) {
+        g_ctx.err.clear();
+        const int rc = swin_block_fused(g_ctx, b.img, b.C, b.heads, kEps, b.x, false, b.H, b.W, b.shift);
+        result(rc == DENOISE_EINVAL && !g_ctx.err.empty(), "refuses %s: rc %d, \"%s\"", b.what, rc, g_ctx.err.c_str());
+    }
+    SwinFusedParams p;
+    p.tw = 2;
+    p.nw = 8;
+    g_ctx.err.clear();
+    const int rc = swin_block_fused(g_ctx, B.image, 64, 2, kEps, x.p, false, 16, 16, 0, &p);
+    result(rc == 0, "C 64 tile 2/8 (built) accepted: rc %d %s", rc, g_ctx.err.c_str());
+    ck(cudaStreamSynchronize(g_ctx.stream), "fused kernel");
+}
+
+void check_unfused(int C, int H, int W, int shift) {
+    const int heads = C / 32;
+    const size_t n = (size_t)H * W * C;
+    swin_ref::RandomBlock rb(C, heads, shift, 555);
+    DevBlock B(rb);
+    std::vector<float> x0 = swin_ref::random_map(n, 556), ref = x0, out(n);
+    swin_ref::reference_block(rb.w, C, heads, ref.data(), H, W, kEps);
+    Dev x(4 * n);
+    upload(x, x0.data(), 4 * n);
+    SeqWs ws((int64_t)H * W, C);
+    ok_or_die(unfused_block(B, x.as<float>(), H, W, shift, ws, nullptr), "correct-first sequence");
+    ck(cudaMemcpy(out.data(), x.p, 4 * n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
+    result(swin_ref::passes(e), "correct-first op sequence C %d %dx%d shift %d vs CPU: rel L2 %.2e, change rel L2 %.2e, max abs %.2e",
+           C, W, H, shift, e.rel_l2, e.delta_rel_l2, e.max_abs);
+}
+
+// ---- timing
+template <class F>
+double median_ms(int iters, F &&f) {
+    for (int i = 0; i < 3; ++i) ok_or_die(f(), "warm-up");
+    std::vector<cudaEvent_t> ev(2 * iters);
+    for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+    for (int i = 0; i < iters; ++i) {
+        ck(cudaEventRecord(ev[2 * i], g_ctx.stream), "cudaEventRecord");
+        ok_or_die(f(), "timed call");
+        ck(cudaEventRecord(ev[2 * i + 1], g_ctx.stream), "cudaEventRecord");
+    }
+    ck(cudaStreamSynchronize(g_ctx.stream), "timed calls");
+    std::vector<double> t(iters);
+    for (int i = 0; i < iters; ++i) {
+        float ms = 0;
+        ck(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+        t[i] = ms;
+    }
+    for (auto &e : ev) cudaEventDestroy(e);
+    std::sort(t.begin(), t.end());
+    return t[iters / 2];
+}
+
+struct Ceiling {
+    double tflops = 0, gbs = 0;
+};
+
+Ceiling measure_ceilings(int iters) {
+    Ceiling c;
+    const int64_t N = 8192;
+    Dev a(2 * N * N), w(2 * N * N), o(2 * N * N);
+    std::vector<uint16_t> h(N * N);
+    const std::vector<float> r = swin_ref::random_map((size_t)1 << 20, 3);  // random data, repeated
+    for (size_t i = 0; i < h.size(); ++i) h[i] = swin_ref::to_bf16(r[i & ((1u << 20) - 1)]);
+    upload(a, h.data(), 2 * h.size());
+    upload(w, h.data(), 2 * h.size());
+    const double ms = median_ms(iters, [&] {
+        return linear(g_ctx, a.as<bf16>(), N, (int)N, (int)N, w.as<bf16>(), nullptr, (int)N, o.p, false, (int)N, 0.f);
+    });
+    c.tflops = 2.0 * N * N * N / (ms * 1e-3) / 1e12;
+    std::printf("ceiling: cuBLASLt bf16 GEMM 8192^3 (fp32 accumulate, bf16 out): %.3f ms = %.0f TFLOP/s\n", ms, c.tflops);
+    const size_t bytes = (size_t)1 << 30;
+    Dev s(bytes), d(bytes);
+    ck(cudaMemset(s.p, 1, bytes), "cudaMemset");
+    const double cms = median_ms(iters, [&] {
+        return cuda_check(g_ctx, cudaMemcpyAsync(d.p, s.p, bytes, cudaMemcpyDeviceToDevice, g_ctx.stream), "copy");
+    });
+    c.gbs = 2.0 * bytes / (cms * 1e-3) / 1e9;
+    std::printf("ceiling: device-to-device copy of 1 GiB: %.3f ms = %.0f GB/s (read + write)\n", cms, c.gbs);
+    return c;
+}
+
+struct StageTime {
+    double fused[2][2] = {};  // [bf16][shift 4]: the default tile and build
+    double best[2] = {};      // [bf16]: the fastest tile and build (mean of both shifts)
+    std::string best_name[2];
+    double unfused[2] = {};   // [shift 4]
+};
+
+StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, int iters, const Ceiling &ceil) {
+    StageTime st;
+    const int heads = C / 32;
+    const int64_t n = (int64_t)H * W;
+    const double gflop = swin_block_flop(C, n) / 1e9;
+    swin_ref::RandomBlock rb(C, heads, 0, 4242 + C);
+    DevBlock B(rb);
+    std::vector<float> x0 = swin_ref::random_map((size_t)n * C, 4243 + C);
+    Dev x32(4 * n * C), x16(2 * n * C);
+    upload(x32, x0.data(), 4 * n * C);
+    {
+        std::vector<uint16_t> h = bf16_of(x0.data(), x0.size());
+        upload(x16, h.data(), 2 * h.size());
+    }
+    const std::vector<SwinFusedTile> ts = swin_fused_tiles(C, heads);
+    for (size_t ti = 0; ti < ts.size(); ++ti)
+        for (int one = 0; one < 2; ++one)
+            for (int bf = 0; bf < 2; ++bf) {
+                double both = 0;
+                for (int sh = 0; sh < 2; ++sh) {
+                    SwinFusedParams p;
+                    p.tw = ts[ti].tw;
+                    p.nw = ts[ti].nw;
+                    p.one_cta_regs = one == 1;
+                    void *x = bf ? x16.p : x32.p;
+                    const double ms = median_ms(iters, [&] {
+                        return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, H, W, sh ? 4 : 0, &p);
+                    });
+                    if (ti == 0 && one == 0) st.fused[bf][sh] = ms;
+                    both += ms / 2;
+                    const double tf = gflop / ms, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (ms * 1e-3) / 1e9;
+                    std::printf("time %-9s %-4s C %3d %4dx%-4d fused tile %d/%d %-12s%s %s shift %d: %8.4f ms %6.1f TFLOP/s "
+                                "(%4.1f%% of GEMM ceiling) %6.0f GB/s\n",
+                                frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, one ? "1-CTA build" : "default build",
+                                ti == 0 && one == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0, ms, tf,
+                                100.0 * tf / ceil.tflops, gb);
+                }
+                if (st.best[bf] == 0 || both < st.best[bf]) {
+                    st.best[bf] = both;
+                    st.best_name[bf] = std::to_string(ts[ti].tw) + "/" + std::to_string(ts[ti].nw) + (one ? " 1cta" : "");
+                }
+            }
+    SeqWs ws(n, C);
+    for (int sh = 0; sh < 2; ++sh) {
+        st.unfused[sh] = median_ms(iters, [&] { return unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, nullptr); });
+        // per-op split of the sequence (separate runs, events between the ops)
+        std::vector<std::vector<double>> per(9);
+        std::vector<cudaEvent_t> ev(10);
+        for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+        for (int i = 0; i < iters; ++i) {
+            ok_or_die(unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, ev.data()), "correct-first sequence");
+            ck(cudaStreamSynchronize(g_ctx.stream), "sequence");
+            for (int k = 0; k < 9; ++k) {
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "cudaEventElapsedTime");
+                per[k].push_back(ms);
+            }
+        }
+        for (auto &e : ev) cudaEventDestroy(e);
+        std::printf("time %-9s %-4s C %3d %4dx%-4d correct-first sequence shift %d: %8.4f ms %6.1f TFLOP/s |", frame, stage,
+                    C, W, H, sh ? 4 : 0, st.unfused[sh], gflop / st.unfused[sh]);
+        for (int k = 0; k < 9; ++k) {
+            std::sort(per[k].begin(), per[k].end());
+            std::printf(" %s %.4f", kSeqOps[k], per[k][per[k].size() / 2]);
+        }
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+    return st;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    int iters = 30;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
+            iters = std::max(20, std::atoi(argv[++i]));
+        else {
+            std::fprintf(stderr, "usage: %s [--quick] [--iters N (>= 20)]\n", argv[0]);
+            return 2;
+        }
+    }
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        std::printf("SKIP fused_check: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    ck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    std::printf("device: %s, sm_%d%d, %d SMs, %.0f MB L2, %zu KB shared memory per block (opt-in)\n", prop.name, prop.major,
+                prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.sharedMemPerBlockOptin / 1024);
+    ok_or_die(ctx_create(g_ctx, 0), "ctx_create");
+
+    // 1. against the CPU reference
+    uint32_t seed = 1;
+    for (const Tile &t : tiles()) {
+        const bool two = t.TW == 2;
+        check_vs_cpu(t, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
+        check_vs_cpu(t, 16, 24, 4, true, seed += 10);
+        check_vs_cpu(t, 8, 8, 4, true, seed += 10, true);
+        check_vs_cpu(t, 16, 24, 4, false, seed += 10, true);
+        if (!quick) {
+            check_vs_cpu(t, 16, 24, 0, false, seed += 10);
+            check_vs_cpu(t, two ? 24 : 8, two ? 40 : 24, 4, false, seed += 10);  // odd window count
+            check_vs_cpu(t, 40, 56, 4, true, seed += 10);
+            check_vs_cpu(t, 40, 56, 0, false, seed += 10);
+        }
+    }
+    if (!quick) {
+        // model v1's widths on their 1080p token grids (1920x1088 padded frame), default tiles
+        const struct {
+            int C, H, W;
+        } v1[] = {{32, 544, 960}, {64, 272, 480}, {128, 136, 240}};
+        for (const auto &s : v1)
+            for (int sh : {0, 4})
+                for (bool bf : {false, true}) {
+                    const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / 32);
+                    check_vs_cpu(Tile{s.C, 32, ts[0].tw, ts[0].nw}, s.H, s.W, sh, bf, seed += 10);
+                }
+        // the other widths on the 1080p grid of a level a wider model would put them at
+        const struct {
+            int C, HD, H, W;
+        } wide[] = {{48, 48, 544, 960}, {96, 32, 272, 480}, {192, 32, 136, 240}, {256, 32, 136, 240}};
+        for (const auto &s : wide) {
+            const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / s.HD);
+            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 4, false, seed += 10);
+            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 0, true, seed += 10);
+        }
+    }
+    // 2. mma count
+    for (const Tile &t : tiles()) check_mma_count(t, 24, 40);
+    // 3. refusals
+    check_refusals();
+    if (quick) {
+        std::printf("%d passed, %d failed\n", g_pass, g_fail);
+        return g_fail ? 1 : 0;
+    }
+    // 4. the sequence the timings compare against
+    check_unfused(32, 16, 24, 4);
+    check_unfused(128, 16, 24, 4);
+
+    // timings
+    const Ceiling ceil = measure_ceilings(iters);
+    const struct {
+        const char *name;
+        int W, H;
+    } frames[] = {{"960x540", 960, 540}, {"1920x1080", 1920, 1080}, {"3840x2160", 3840, 2160}};
+    const struct {
+        const char *name;
+        int C, div;
+    } stages[] = {{"L0", 32, 2}, {"L1", 64, 4}, {"mid", 128, 8}};
+    std::vector<std::vector<StageTime>> tab;
+    for (const auto &f : frames) {
+        const int hp = (f.H + 63) / 64 * 64, wp = (f.W + 63) / 64 * 64;
+        tab.emplace_back();
+        for (const auto &s : stages) tab.back().push_back(time_stage(f.name, s.name, s.C, hp / s.div, wp / s.div, iters, ceil));
+    }
+    std::printf("\nper block (ms, mean of shift 0 and 4; fused: the default tile and build, best: the fastest of all):\n");
+    std::printf("%-10s %-4s %4s %10s %7s | %9s %7s %7s | %9s %7s | %-19s | %-19s | %10s %8s\n", "frame", "st", "C",
+                "tokens", "GFLOP", "fused f32", "TFLOP/s", "GB/s", "fused b16", "GB/s", "best f32 (tile)", "best b16 (tile)",
+                "sequence", "speedup");
+    for (size_t fi = 0; fi < 3; ++fi) {
+        const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
+        for (size_t si = 0; si < 3; ++si) {
+            const StageTime &st = tab[fi][si];
+            const int C = stages[si].C;
+            const int64_t n = (int64_t)(hp / stages[si].div) * (wp / stages[si].div);
+            const double g = swin_block_flop(C, n) / 1e9;
+            const double f32 = (st.fused[0][0] + st.fused[0][1]) / 2, b16 = (st.fused[1][0] + st.fused[1][1]) / 2,
+                         seq = (st.unfused[0] + st.unfused[1]) / 2;
+            char bf[2][64];
+            for (int b = 0; b < 2; ++b) std::snprintf(bf[b], sizeof bf[b], "%.4f (%s)", st.best[b], st.best_name[b].c_str());
+            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %7.1f %7.0f | %9.4f %7.0f | %-19s | %-19s | %10.4f %7.1fx\n",
+                        frames[fi].name, stages[si].name, C, (long long)n, g, f32, g / f32,
+                        swin_block_bytes_per_token(C, false) * (double)n / (f32 * 1e-3) / 1e9, b16,
+                        swin_block_bytes_per_token(C, true) * (double)n / (b16 * 1e-3) / 1e9, bf[0], bf[1], seq,
+                        seq / f32);
+        }
+    }
+    // model v1: enc0 + dec0 (2 + 2 blocks at L0, shifts 0, 4), enc1 + dec1 (2 + 2 at L1), mid (3:
+    // shifts 0, 4, 0)
+    std::printf("\nmodel v1's eleven Swin blocks per frame (ms; GEMM ceiling %.0f TFLOP/s, copy %.0f GB/s):\n", ceil.tflops,
+                ceil.gbs);
+    std::printf("%-10s %8s | %10s %10s | %9s %9s | %10s | %8s\n", "frame", "GFLOP", "fused f32", "fused b16", "best f32",
+                "best b16", "sequence", "speedup");
+    for (size_t fi = 0; fi < 3; ++fi) {
+        const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
+        auto total = [&](auto get) {
+            double t = 0;
+            for (int si = 0; si < 2; ++si) t += 2 * (get(tab[fi][si], 0) + get(tab[fi][si], 1));
+            return t + 2 * get(tab[fi][2], 0) + get(tab[fi][2], 1);
+        };
+        const double f32 = total([](const StageTime &s, int sh) { return s.fused[0][sh]; });
+        const double b16 = total([](const StageTime &s, int sh) { return s.fused[1][sh]; });
+        const double seq = total([](const StageTime &s, int sh) { return s.unfused[sh]; });
+        const double bb32 = total([](const StageTime &s, int) { return s.best[0]; });
+        const double bb16 = total([](const StageTime &s, int) { return s.best[1]; });
+        double g = 0;
+        for (int si = 0; si < 3; ++si)
+            g += (si == 2 ? 3 : 4) * swin_block_flop(stages[si].C, (int64_t)(hp / stages[si].div) * (wp / stages[si].div)) / 1e9;
+        std::printf("%-10s %8.1f | %10.3f %10.3f | %9.3f %9.3f | %10.3f | %7.1fx\n", frames[fi].name, g, f32, b16, bb32, bb16,
+                    seq, seq / f32);
+    }
+    std::printf("%d passed, %d failed\n", g_pass, g_fail);
+    ctx_destroy(g_ctx);
+    return g_fail ? 1 : 0;
+}
