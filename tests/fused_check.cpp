@@ -135,7 +135,7 @@ struct DevBlock {
         n1b = put32(rb.n1b.data(), C);
         n2g = put32(rb.n2g.data(), C);
         n2b = put32(rb.n2b.data(), C);
-        relb = put32(rb.w.bias.data(), rb.w.bias.size());
+        relb = put32(rb.w.rel_bias.data(), rb.w.rel_bias.size());
     }
     ~DevBlock() {
         cudaFree(image);
@@ -154,6 +154,7 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
     Ctx &ctx = g_ctx;
     const int C = B.C, Ch = 4 * C;
     const int64_t n = (int64_t)H * W;
+    const int nwin = (H / 8) * (W / 8);
     bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
     int rc;
     int e = 0;
@@ -161,15 +162,15 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
         if (ev) cudaEventRecord(ev[e++], ctx.stream);
     };
     mark();
-    if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, B.n1g, B.n1b, kEps, tb))) return rc;
+    if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, 0, nwin, B.n1g, B.n1b, kEps, tb))) return rc;
     mark();
     if ((rc = linear(ctx, tb, n, C, C, B.qkv_w, B.qkv_b16, 3 * C, qkv, false, 3 * C, 0.f))) return rc;
     mark();
-    if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, B.relb, att))) return rc;
+    if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, 0, nwin, B.relb, att))) return rc;
     mark();
     if ((rc = linear(ctx, att, n, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
     mark();
-    if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, x))) return rc;
+    if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, 0, nwin, x))) return rc;
     mark();
     if ((rc = layernorm_rows(ctx, x, n, C, B.n2g, B.n2b, kEps, tb))) return rc;
     mark();
@@ -503,7 +504,7 @@ int main(int argc, char **argv) {
     ck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf("device: %s, sm_%d%d, %d SMs, %.0f MB L2, %zu KB shared memory per block (opt-in)\n", prop.name, prop.major,
                 prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.sharedMemPerBlockOptin / 1024);
-    ok_or_die(ctx_create(g_ctx, 0), "ctx_create");
+    ok_or_die(ctx_create(g_ctx, 0, true), "ctx_create");
 
     // 1. against the CPU reference
     uint32_t seed = 1;

@@ -148,7 +148,7 @@ TEST(SwinWeightImage, FragmentOrderMatchesThePtxLayout) {
                     const int mt = q / 16, g = q % 8, r = 2 * ((q % 16) / 8) + k % 2, j = k / 8, t = (k % 8) / 2;
                     float v;
                     std::memcpy(&v, img.data() + L.off[kSecRelB] + 4 * ((((size_t)h * 4 + mt) * 32 + 4 * g + t) * 32 + 4 * j + r), 4);
-                    const float want = rb.w.bias[((size_t)h * 64 + q) * 64 + k] * 1.4426950408889634f;
+                    const float want = rb.w.rel_bias[((size_t)h * 64 + q) * 64 + k] * 1.4426950408889634f;
                     if (v != want && ++bad <= 3) ADD_FAILURE() << "relb h " << h << " q " << q << " k " << k;
                 }
         EXPECT_EQ(bad, 0);
@@ -177,7 +177,7 @@ TEST(SwinWeightImage, RefusesWrongShapes) {
     EXPECT_EQ(swin_weight_image_pack(rb.w, 64, 3, &img, &err), DENOISE_EINVAL);
     EXPECT_EQ(swin_weight_image_pack(rb.w, 64, 4, &img, &err), DENOISE_EINVAL);  // bias table is for 2 heads
     EXPECT_NE(err.find("relative position bias"), std::string::npos) << err;
-    denoise::cpu::BlockW w = rb.w;
+    denoise::BlockW w = rb.w;
     w.fc1.out = 128;
     EXPECT_EQ(swin_weight_image_pack(w, 64, 2, &img, &err), DENOISE_EINVAL);
     EXPECT_NE(err.find("fc1"), std::string::npos) << err;

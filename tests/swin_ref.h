@@ -13,6 +13,7 @@
 
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/unet.h"
+#include "../kernels/model.h"
 
 namespace swin_ref {
 
@@ -20,7 +21,7 @@ namespace swin_ref {
 struct RandomBlock {
     int C = 0, heads = 0;
     std::vector<float> n1g, n1b, n2g, n2b, qkvw, qkvb, projw, projb, fc1w, fc1b, fc2w, fc2b, table;
-    denoise::cpu::BlockW w;
+    denoise::BlockW w;
 
     // LayerNorm gamma 1 + N(0, 0.1), beta N(0, 0.05); weights N(0, s) with s = 0.5 / sqrt(fan_in)
     // clamped to [0.02, 0.1]; biases N(0, 0.02); bias table N(0, 0.5) (trained tables reach a few
@@ -53,8 +54,8 @@ struct RandomBlock {
         w.proj = {projw.data(), projb.data(), C, C};
         w.fc1 = {fc1w.data(), fc1b.data(), C, Ch};
         w.fc2 = {fc2w.data(), fc2b.data(), Ch, C};
-        w.bias.resize((size_t)heads * 64 * 64);
-        denoise::cpu::gather_relative_bias(table.data(), 8, heads, w.bias.data());
+        w.rel_bias.resize((size_t)heads * 64 * 64);
+        denoise::gather_relative_bias(table.data(), 8, heads, w.rel_bias.data());
         w.shift = shift;
     }
 };
@@ -70,14 +71,14 @@ inline std::vector<float> random_map(size_t n, uint32_t seed) {
 
 // x (H, W, C) += proj(W-MSA(LN1(x))); x += fc2(GELU(fc1(LN2(x)))), the sequence of
 // kernels/cpu/unet.cpp's swin_block over the whole map at once.
-inline void reference_block(const denoise::cpu::BlockW &B, int C, int heads, float *x, int H, int W, float eps) {
+inline void reference_block(const denoise::BlockW &B, int C, int heads, float *x, int H, int W, float eps) {
     using namespace denoise::cpu;
     const int ws = 8, nwin = (H / ws) * (W / ws), Ch = 4 * C;
     const int64_t n = (int64_t)H * W;
     std::vector<float> win((size_t)n * C), qkv((size_t)n * 3 * C), att((size_t)n * C), hid((size_t)n * Ch);
     window_gather_layernorm(x, H, W, C, ws, B.shift, 0, nwin, B.norm1.g, B.norm1.b, eps, win.data());
     linear(win.data(), n, C, C, B.qkv.w, C, nullptr, 3 * C, qkv.data(), 0.f);
-    window_attention(qkv.data(), B.qkv.b, H, W, C, heads, ws, B.shift, 0, nwin, B.bias.data(), att.data());
+    window_attention(qkv.data(), B.qkv.b, H, W, C, heads, ws, B.shift, 0, nwin, B.rel_bias.data(), att.data());
     linear(att.data(), n, C, C, B.proj.w, C, nullptr, C, win.data(), 0.f);
     window_scatter_add(win.data(), B.proj.b, H, W, C, ws, B.shift, 0, nwin, x);
     layernorm(x, win.data(), n, C, B.norm2.g, B.norm2.b, eps, x, B.fc2.b);  // also x += fc2 bias

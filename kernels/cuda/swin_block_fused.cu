@@ -561,7 +561,7 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     return launch_check(ctx, "swin_block_kernel");
 }
 
-int swin_weight_image_upload(Ctx &ctx, const cpu::BlockW &b, int C, int heads, uint8_t **image, size_t *bytes) {
+int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes) {
     *image = nullptr;
     std::vector<uint8_t> host;
     std::string err;

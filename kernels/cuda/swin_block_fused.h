@@ -46,7 +46,7 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
 // Pack block b (swin_weight_image_pack) and copy it to a new device allocation *image (cudaFree
 // it), *bytes its size (may be null). Synchronous. 0, DENOISE_EINVAL, DENOISE_ENOMEM or
 // DENOISE_EDEVICE.
-int swin_weight_image_upload(Ctx &ctx, const cpu::BlockW &b, int C, int heads, uint8_t **image, size_t *bytes);
+int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes);
 
 }  // namespace cuda
 }  // namespace denoise

@@ -73,7 +73,7 @@ uint16_t swin_bf16_bits(float f) {
     return (uint16_t)(u >> 16);
 }
 
-int swin_weight_image_pack(const cpu::BlockW &b, int C, int heads, std::vector<uint8_t> *image, std::string *err) {
+int swin_weight_image_pack(const BlockW &b, int C, int heads, std::vector<uint8_t> *image, std::string *err) {
     auto bad = [&](const std::string &m) {
         *err = "swin_weight_image_pack: " + m;
         return DENOISE_EINVAL;
@@ -84,7 +84,7 @@ int swin_weight_image_pack(const cpu::BlockW &b, int C, int heads, std::vector<u
                    " is not a head dim that is a multiple of 16 up to 64");
     const int Ch = kSwinMlpRatio * C;
     struct Lin {
-        const cpu::LinearW &l;
+        const LinearW &l;
         const char *name;
         int in, out;
     };
@@ -97,8 +97,8 @@ int swin_weight_image_pack(const cpu::BlockW &b, int C, int heads, std::vector<u
     }
     if (!b.norm1.g || !b.norm1.b || !b.norm2.g || !b.norm2.b) return bad("a LayerNorm parameter is missing");
     if (b.norm1.n != C || b.norm2.n != C) return bad("LayerNorm width != C " + std::to_string(C));
-    if (b.bias.size() != (size_t)heads * kSwinTokens * kSwinTokens)
-        return bad("relative position bias has " + std::to_string(b.bias.size()) + " values, expected heads x 64 x 64 = " +
+    if (b.rel_bias.size() != (size_t)heads * kSwinTokens * kSwinTokens)
+        return bad("relative position bias has " + std::to_string(b.rel_bias.size()) + " values, expected heads x 64 x 64 = " +
                    std::to_string(heads * kSwinTokens * kSwinTokens));
 
     const SwinImageLayout L = swin_image_layout(C, heads);
@@ -108,7 +108,7 @@ int swin_weight_image_pack(const cpu::BlockW &b, int C, int heads, std::vector<u
     put_f32(img, L.off[kSecLn1B], b.norm1.b, C);
     put_gemm(img, L.off[kSecQkvW], b.qkv.w, 3 * C, C, false);
     put_f32(img, L.off[kSecQkvB], b.qkv.b, 3 * C);
-    put_relb(img, L.off[kSecRelB], b.bias.data(), heads);
+    put_relb(img, L.off[kSecRelB], b.rel_bias.data(), heads);
     put_gemm(img, L.off[kSecProjW], b.proj.w, C, C, false);
     put_f32(img, L.off[kSecProjB], b.proj.b, C);
     put_f32(img, L.off[kSecLn2G], b.norm2.g, C);

@@ -42,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "../model.h"
+
 #if defined(__CUDACC__)
 #define DN_HOSTDEV __host__ __device__
 #else
@@ -49,9 +51,6 @@
 #endif
 
 namespace denoise {
-namespace cpu {
-struct BlockW;
-}
 namespace cuda {
 
 constexpr int kSwinWindow = 8;   // window side (model v1)
@@ -130,7 +129,7 @@ uint16_t swin_bf16_bits(float f);
 // (swin_image_layout(C, heads).total() bytes). C a multiple of 16 in 16..256, C / heads a multiple
 // of 16 up to 64; the linear/norm shapes in `b` must match C. Returns 0, or DENOISE_EINVAL with
 // *err naming what does not match.
-int swin_weight_image_pack(const cpu::BlockW &b, int C, int heads, std::vector<uint8_t> *image, std::string *err);
+int swin_weight_image_pack(const BlockW &b, int C, int heads, std::vector<uint8_t> *image, std::string *err);
 
 }  // namespace cuda
 }  // namespace denoise
