@@ -92,7 +92,13 @@ struct Dev {
     }
 };
 
-void upload(Dev &d, const void *src, size_t n) { ck(cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D"); }
+// cudaMemcpy / cudaMemset run on the legacy default stream, which the non-blocking g_ctx.stream
+// does not wait for (and a pageable upload may return before its DMA lands): every upload waits
+// for the device, and every download after work on g_ctx.stream waits for the device first.
+void upload(Dev &d, const void *src, size_t n) {
+    ck(cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (upload)");
+}
 
 std::vector<uint16_t> bf16_of(const float *p, size_t n) {
     std::vector<uint16_t> v(n);
@@ -228,6 +234,7 @@ void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, in
     }
     Dev cnt(8);
     ck(cudaMemset(cnt.p, 0, 8), "cudaMemset");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (inputs)");
     SwinFusedParams p;
     p.tw = t.TW;
     p.nw = t.NW;
@@ -343,6 +350,7 @@ void check_unfused(int C, int H, int W, int shift) {
     upload(x, x0.data(), 4 * n);
     SeqWs ws((int64_t)H * W, C);
     ok_or_die(unfused_block(B, x.as<float>(), H, W, shift, ws, nullptr), "correct-first sequence");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (correct-first sequence)");
     ck(cudaMemcpy(out.data(), x.p, 4 * n, cudaMemcpyDeviceToHost), "cudaMemcpy");
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
     result(swin_ref::passes(e), "correct-first op sequence C %d %dx%d shift %d vs CPU: rel L2 %.2e, change rel L2 %.2e, max abs %.2e",

@@ -155,6 +155,8 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         std::vector<float> nz((size_t)kBlueNoiseSize * kBlueNoiseSize);
         for (size_t i = 0; i < nz.size(); ++i) nz[i] = (float)((i * 2654435761u) % 1000) / 1000.f;
         CU(cudaMemcpy(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice));
+        // a pageable cudaMemcpy may return before its DMA lands; ctx.stream does not wait for it
+        CU(cudaDeviceSynchronize());
     }
     const FrameColor fc = frame_color(fmt, bt709());
     const cuda::DevFrame src = cuda::compact_frame(L, nat), dst = cuda::compact_frame(L, out);
@@ -246,6 +248,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
             }
         }
     }
+    CU(cudaDeviceSynchronize());  // the device frames' uploads have landed (see above)
     (void)ch;
     const int warm = cap ? 2 : 6, lat = denoise_latency(e);
     int pulled = 0, rc = 0;

@@ -403,7 +403,9 @@ private:
         TRY(cuda::ctx_create(ctx_, spec_.device, host_));
         TRY(net_.upload(ctx_, m_));
         TRY(cuda::dev_alloc(ctx_, (void **)&noise_, (size_t)kNoiseBytes, "blue-noise tile"));
-        TRY(ck(cudaMemcpy(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice), "cudaMemcpy (blue noise)"));
+        // on the compute stream, which reads it (see Net::put)
+        TRY(ck(cudaMemcpyAsync(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice, ctx_.stream),
+               "cudaMemcpyAsync (blue noise)"));
         if (host_) {
             TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (upload stream)"));
             TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));

@@ -569,7 +569,9 @@ int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_
     if (rc) return fail(ctx, rc, err);
     void *d = nullptr;
     if ((rc = dev_alloc(ctx, &d, host.size(), "the fused Swin block weight image"))) return rc;
-    if ((rc = cuda_check(ctx, cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy (weight image)"))) {
+    // on the stream that runs the kernel (see Net::put in network.cu)
+    if ((rc = cuda_check(ctx, cudaMemcpyAsync(d, host.data(), host.size(), cudaMemcpyHostToDevice, ctx.stream),
+                         "cudaMemcpyAsync (weight image)"))) {
         cudaFree(d);
         return rc;
     }
