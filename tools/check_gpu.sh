@@ -12,7 +12,8 @@
 #      instances on one GPU, the alpha refusal, the backend line.
 # Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
 # CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
-# CHECK_CF_TIMEOUT (120); parts 2 and 3 run side by side. Expected on one H200: about 180 + 70 s.
+# CHECK_CF_TIMEOUT (120); parts 2 and 3 run side by side. Expected on one H200: about 150 + 45 s
+# (tools/device_gpu.sh sets 190, 85, 85).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
 # PASS/FAIL line of check_cuda_frames.sh as one). Exit 0 only when nothing failed; 77 when there
 # is no usable GPU.
