@@ -199,9 +199,9 @@ std::vector<Frame> make_clip(const Format &F, unsigned seed) {
 // Push every frame, flush, pull each output into outs[t] (when `in_place`, into the pushed
 // frame's own memory, which must then stay untouched until its pull: the clip is copied first).
 std::vector<Frame> run(const Format &F, const std::vector<Frame> &clip, denoise::Amount amount = {},
-                       bool in_place = false) {
+                       bool in_place = false, const std::string &model = weights()) {
     DenoiseEngine *e = denoise_alloc();
-    DenoiseParams p = cpu_params(weights().c_str(), kSigma, kW, kH, F.f, 1);
+    DenoiseParams p = cpu_params(model.c_str(), kSigma, kW, kH, F.f, 1);
     EXPECT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     if (amount.luma != 1.f || amount.chroma != 1.f) {
         EXPECT_EQ(denoise_set_amount(e, amount.luma, amount.chroma), 0);
@@ -591,4 +591,78 @@ TEST(Amounts, ZeroOneLumaChroma) {
         EXPECT_LT(worst_luma, 1e-6);
         EXPECT_LT(worst_half, 1e-6);
     }
+}
+
+namespace {
+
+// A copy of the golden weights with the output head's weight and bias set to zero: the head then
+// adds nothing to its residual (the s2d centre frame). Written into
+// the test binary's working directory; the path is returned.
+std::string zero_head_weights() {
+    std::FILE *f = std::fopen(weights().c_str(), "rb");
+    EXPECT_TRUE(f) << weights();
+    std::vector<char> b;
+    char buf[65536];
+    for (size_t n; f && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) b.insert(b.end(), buf, buf + n);
+    if (f) std::fclose(f);
+    uint64_t hl = 0;
+    std::memcpy(&hl, b.data(), 8);
+    const std::string header(b.data() + 8, hl);
+    int zeroed = 0;
+    for (const char *name : {"\"head.weight\"", "\"head.bias\""}) {
+        const size_t at = header.find(name), offs = header.find("\"data_offsets\"", at);
+        if (at == std::string::npos || offs == std::string::npos) continue;
+        unsigned long long begin = 0, end = 0;
+        if (std::sscanf(header.c_str() + header.find('[', offs), "[%llu,%llu]", &begin, &end) != 2) continue;
+        std::memset(b.data() + 8 + hl + begin, 0, end - begin);
+        ++zeroed;
+    }
+    EXPECT_EQ(zeroed, 2) << "head.weight / head.bias not found in " << weights();
+    const std::string out = "engine_frames_test_zero_head.safetensors";
+    std::FILE *o = std::fopen(out.c_str(), "wb");
+    EXPECT_TRUE(o) << out;
+    if (o) {
+        std::fwrite(b.data(), 1, b.size(), o);
+        std::fclose(o);
+    }
+    return out;
+}
+
+}  // namespace
+
+// A network that changes nothing returns every sample bit-exact, also where the frame decodes to
+// R'G'B' outside [0, 1] (saturated Y'CbCr, float R'G'B' beyond the range): the head's clamp range
+// is widened to the input sample, [min(-1, x), max(1, x)], so the clamp moves no sample by itself.
+// Fails with the plain clamp to [-1, 1] (it pulls such samples into range).
+TEST(Identity, ZeroHeadReturnsTheInputOutOfRangeIncluded) {
+    const std::string model = zero_head_weights();
+    for (const Format *F : {&kYuv420p, &kP010, &kYuv444p16, &kGbrp, &kGbrpf32}) {
+        SCOPED_TRACE(F->name);
+        std::vector<Frame> clip = make_clip(*F, 51);
+        const int depth = F->f.comp[0].depth;
+        const uint32_t top = F->f.is_float ? 0 : (1u << depth) - 1;
+        long outside = 0;
+        for (Frame &fr : clip)
+            for (int y = 0; y < kH; y += 3)
+                for (int x = 0; x < kW; x += 5) {
+                    // saturated corners of the code range: Y'CbCr max/min with extreme chroma decode
+                    // to R'G'B' beyond [0, 1]; floats get values beyond it directly
+                    const bool hi = ((x + y) / 3) & 1;
+                    for (int c = 0; c < 3; ++c) {
+                        const int cx = c ? x >> F->f.log2_chroma_w : x, cy = c ? y >> F->f.log2_chroma_h : y;
+                        if (F->f.is_float)
+                            set(fr, F->f, c, cx, cy, float_bits(hi ? 1.25f : -0.2f));
+                        else if (F->sys == PL_COLOR_SYSTEM_RGB)
+                            set(fr, F->f, c, cx, cy, hi ? top : 0);
+                        else
+                            set(fr, F->f, c, cx, cy, c == 0 ? (hi ? top : 0) : (hi == (c == 1) ? top : 0));
+                    }
+                    outside += F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float;
+                }
+        const std::vector<Frame> out = run(*F, clip, {}, false, model);
+        for (int t = 0; t < kFrames; ++t)
+            for (int p = 0; p < F->nb_planes; ++p) EXPECT_TRUE(out[t].plane[p] == clip[t].plane[p]) << "frame " << t << " plane " << p;
+        if (F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float) EXPECT_GT(outside, 0);
+    }
+    std::remove(model.c_str());
 }

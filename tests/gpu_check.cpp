@@ -340,7 +340,7 @@ void ops_checks(cuda::Ctx &ctx) {
         const int h = 16, w = 24, Co = 12, Gc = 112;
         const int r0 = mode == 1 ? 5 : 0, r1 = mode == 1 ? 11 : h, g0 = mode == 1 ? 4 : 0;
         const bool as_change = mode == 2;
-        auto G = rnd((size_t)h * w * Gc, -0.3f, 0.3f), b = rnd(Co, -0.2f, 0.2f), res = round_bf(rnd((size_t)h * w * Co));
+        auto G = rnd((size_t)h * w * Gc, -0.3f, 0.3f), b = rnd(Co, -0.2f, 0.2f), res = round_bf(rnd((size_t)h * w * Co, -1.3f, 1.3f));  // residuals beyond [-1, 1] too
         Dev dG(G.size() * 4), db(Co * 4), dr(res.size() * 2), dout(res.size() * 4);
         up(dG, G.data() + (size_t)g0 * w * Gc, (G.size() - (size_t)g0 * w * Gc) * 4);
         up_f(db, b);
@@ -360,8 +360,8 @@ void ops_checks(cuda::Ctx &ctx) {
                             a += G[((size_t)yy * w + xx) * Gc + (ky * 3 + kx) * Co + o];
                         }
                     const size_t i = ((size_t)y * w + x) * Co + o;
-                    const float v = std::min(1.f, std::max(-1.f, a + res[i]));
-                    ref.push_back(as_change ? 0.5f * (v - res[i]) : v);
+                    const float r = res[i], v = std::min(std::max(1.f, r), std::max(std::min(-1.f, r), a + r));
+                    ref.push_back(as_change ? 0.5f * (v - r) : v);
                     got.push_back(all[i]);
                 }
         static const char *names[] = {"head_stencil 112 -> 12", "head_stencil rows 5..11 of a band",

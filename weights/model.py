@@ -22,7 +22,9 @@ Network (per output time t, features F_s for s = t-1, t, t+1)
     -> expand (linear 128 -> 256, pixel_shuffle -> 64), concat [up, enc1] -> linear 128 -> 64
     -> dec1 (2 blocks) -> expand (64 -> 128 -> 32), concat [up, enc0] -> linear 64 -> 32
     -> dec0 (2 blocks) = F_s (32 ch at H/2 x W/2)
-  out_t = clamp(conv3d_3x3x3(F_{t-1}, F_t, F_{t+1}) + s2d(x_t), -1, 1), then depth-to-space.
+  out_t = clamp(conv3d_3x3x3(F_{t-1}, F_t, F_{t+1}) + s2d(x_t), lo, hi), then depth-to-space, with
+  [lo, hi] = [-1, 1] in training and [min(-1, x_t), max(1, x_t)] per sample at inference
+  (output_clamp: what both engines do).
   conv3d: 32 -> 12 channels, kernel (3,3,3) over (time, y, x), no time padding (exactly three
   inputs), spatial zero padding 1.
 
@@ -75,6 +77,23 @@ FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
 VERSIONS = (1, 2)    # what load_weights() accepts
 V2_DEFAULTS = {"fusion": "window", "frame_channels": 0}
+
+
+def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
+    """The head's output clamp. y: head output plus the residual x (the s2d centre frame), both in
+    network units [-1, 1] for in-range samples, same shape.
+
+    Training: clamp(y, -1, 1): the clean targets lie in [-1, 1].
+    Inference (eval mode, and what both engines compute): clamp(y, min(-1, x), max(1, x)), the range
+    widened to the input sample. Identical to the plain clamp for every sample inside [-1, 1] (all
+    R'G'B' frames); a sample outside it (decoded Y'CbCr beyond the R'G'B' cube, float input) may stay
+    where it is but is never pushed further out, so a network that adds nothing returns the input
+    exactly (weights/output_clamp.py "hull": with a zero head the plain clamp moved 0.54 % of a
+    yuv420p clip's Y' samples by up to 6 code values, this moves none).
+    """
+    if training:
+        return y.clamp(-1.0, 1.0)
+    return torch.minimum(torch.maximum(y, x.clamp(max=-1.0)), x.clamp(min=1.0))
 
 
 @dataclass
@@ -521,8 +540,8 @@ class Denoiser(nn.Module):
         else:
             f = torch.stack([t.permute(0, 3, 1, 2) for t in feats], dim=2)   # (B, 32, 3, h, w)
             y = self.head(f).squeeze(2)
-        y = y + F.pixel_unshuffle(centre, 2)
-        return F.pixel_shuffle(y.clamp(-1.0, 1.0), 2)
+        x = F.pixel_unshuffle(centre, 2)
+        return F.pixel_shuffle(output_clamp(y + x, x, self.training), 2)
 
     def forward(self, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         B, T, C, H, W = clip.shape

@@ -3,14 +3,14 @@
 
   python3 weights/output_clamp.py [--weights W] [--data DIR] [--frames 6] [--ffmpeg BIN] [--json OUT]
 
-The engines compute out = clamp(y, -1, 1), y = head + s2d(x_t) (model.Denoiser.head_out), and give
+The engines computed out = clamp(y, -1, 1), y = head + s2d(x_t) (model.Denoiser.head_out), and gave
 the filter the change out - x_t. Decoded Y'CbCr can give R'G'B' outside [0, 1] (x outside [-1, 1]);
 the clamp then moves such a sample even when the head adds nothing, so sigma 0 cannot return the
 input. Variants of that last step (network units), measured side by side on one network pass:
-  clamp   out = clamp(y, -1, 1)                          the engines now
+  clamp   out = clamp(y, -1, 1)                          the engines before (training still)
   clampx  out = x + clamp(y, -1, 1) - clamp(x, -1, 1)    the change taken against the clamped input
   none    out = y                                        no clamp
-  hull    out = clamp(y, min(-1, x), max(1, x))          the clamp range widened to the input
+  hull    out = clamp(y, min(-1, x), max(1, x))          the clamp range widened to the input   (the engines now: model.output_clamp)
           sample: an in-range input gives exactly what clamp gives, an out-of-range one may stay
           where it is but is never pushed further out
 Measurements (the network in fp32 on the CPU):

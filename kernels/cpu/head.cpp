@@ -1,5 +1,6 @@
 // Output head: conv3d 3x3x3 (32 -> 12 channels; time taps F_{t-1}, F_t, F_{t+1}, no time padding;
-// spatial zero padding 1) + bias + s2d(x_t) residual, clamped to [-1, 1].
+// spatial zero padding 1) + bias + s2d(x_t) residual r, clamped to [min(-1, r), max(1, r)] (the
+// range widened to the input sample: weights/model.py output_clamp).
 //
 // Two passes (the idea of the project's stencil-head note, own code):
 //  1. temporal GEMM: G (h*w, 9*Cout) = sum_dt F_dt (h*w, Cin) x Wt_dt (Cin, 9*Cout), where output
@@ -54,7 +55,10 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
                 }
             }
             const size_t p = ((size_t)y * w + x) * Cout;
-            for (int o = 0; o < Cout; ++o) out[p + o] = std::min(1.0f, std::max(-1.0f, acc[o] + residual[p + o]));
+            for (int o = 0; o < Cout; ++o) {
+                const float r = residual[p + o];
+                out[p + o] = std::min(std::max(1.0f, r), std::max(std::min(-1.0f, r), acc[o] + r));
+            }
         }
     });
 }

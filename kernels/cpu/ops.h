@@ -74,7 +74,8 @@ void window_scatter_add(const float *win, const float *bias, int H, int W, int C
                         float *map);
 
 // head.cpp: conv3d 3x3x3 (time taps t-1, t, t+1, spatial zero padding) as a temporal GEMM to
-// 9 x Cout channels followed by a 9-tap stencil, + bias + residual, clamped to [-1, 1].
+// 9 x Cout channels followed by a 9-tap stencil, + bias + residual r, clamped to [min(-1, r),
+// max(1, r)] (weights/model.py output_clamp).
 // F[3]: the three feature maps (h, w, Cin); wt: head_pack output; residual and out (h, w, Cout);
 // work: head_work_floats(h, w, Cout) floats.
 void head_pack(const float *w_oitkk, int Cout, int Cin, float *wt);  // -> 3 x (Cin, 9*Cout)

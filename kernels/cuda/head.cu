@@ -8,15 +8,16 @@
 // Why: read per position, the 27-tap conv needs a 27 x 32 operand window for 12 outputs (a few
 // FLOP per byte, operand-bound); as a GEMM the operand is each feature map once (64 B per token
 // per time tap) for 108 outputs, and the spatial taps move to this cheap pass.
-// Pass 2 (here): out[y, x, o] = clamp(bias[o] + residual[y, x, o] +
-//   sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*12 + o], -1, 1), zero outside the map (the conv's
-// spatial zero padding). One thread per output token, 12 fp32 accumulators; the nine shifted
+// Pass 2 (here): out[y, x, o] = clamp(bias[o] + r + sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*12 + o],
+//   min(-1, r), max(1, r)), r = residual[y, x, o], G zero outside the map (the conv's spatial zero
+// padding): the clamp range is widened to the input sample (weights/model.py output_clamp), so the
+// clamp moves no out-of-range input by itself. One thread per output token, 12 fp32 accumulators; the nine shifted
 // 48-byte reads of G rows y-1..y+1 come mostly from L1/L2, so G is read about once from DRAM.
 // Value path: fp32 from the three time taps (GEMM accumulator) through the nine spatial taps, the
 // bias and the residual (bf16 s2d frame); no intermediate rounding (G is fp32), so against the
 // CPU reference only the bf16 rounding of F and of the weights remains. With as_change the
 // kernel stores the change 0.5 (o - residual) that frame_out turns into samples (the residual's
-// bf16 rounding cancels there, except where the clamp acts).
+// bf16 rounding cancels there).
 // Bands: G holds only map rows g0.. (the network computes it in bands of rows to bound its
 // memory); rows outside the map still count as zero, rows of the map outside G are never read.
 // Traffic per token: 448 B (G) + 24 B (residual) read, 48 B written.
@@ -58,7 +59,7 @@ __global__ void head_stencil_kernel(const float *__restrict__ G, int Gc, int g0,
         if (o < Cout) {
             const size_t i = (size_t)p * Cout + o;
             const float r = __bfloat162float(res[i]);
-            const float v = fminf(1.f, fmaxf(-1.f, acc[o] + r));
+            const float v = fminf(fmaxf(1.f, r), fmaxf(fminf(-1.f, r), acc[o] + r));
             out[i] = as_change ? 0.5f * (v - r) : v;
         }
 }

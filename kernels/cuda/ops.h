@@ -161,9 +161,9 @@ int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip
 // ---- head.cu: the stencil pass of the head on rows [r0, r1) of an h x w map. G holds the
 // temporal GEMM's output for map rows g0.. (at least max(0, r0-1) .. min(h, r1+1) - 1), (w, Gc)
 // fp32 per row, channel (ky*3 + kx)*Cout + o = spatial tap (ky, kx) of output o (Gc >= 9 Cout);
-// o = clamp(bias + residual + sum of the 9 shifted taps (zero outside the map), -1, 1) with
-// residual (h, w, Cout) bf16 (the s2d centre frame); out (h, w, Cout) fp32 receives o, or with
-// as_change the change 0.5 (o - residual) (R'G'B' units). Cout <= 16.
+// o = clamp(bias + r + sum of the 9 shifted taps (zero outside the map), min(-1, r), max(1, r)), r the
+// residual (h, w, Cout) bf16 (the s2d centre frame; weights/model.py output_clamp); out (h, w, Cout)
+// fp32 receives o, or with as_change the change 0.5 (o - residual) (R'G'B' units). Cout <= 16.
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
 
