@@ -3,7 +3,10 @@
 //  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
 //           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
 //           events after warm-up, median of --iters; the U-Net workspace shaped as the backend's
-//           whole-frame plan (chunks of 2^18 tokens, head bands of 32 MiB);
+//           whole-frame plan (chunks of 2^18 tokens, head bands of 32 MiB); twice, with the
+//           Swin blocks fused (the engine's default: the `kernels` line) and as the correct-first
+//           op sequence (`kernels-correct-first`, DENOISE_CUDA_FUSED=0's path), and the relative
+//           L2 between the two paths' features F (they differ only by bf16 roundings);
 //  api-cuda the public API with frames in device memory (memory CUDA, the current context, one
 //           stream): push/pull of --frames frames, wall clock from the first pull to the stream's
 //           end, frames/s, and the engine's peak device memory (denoise_gpu_memory_peak);
@@ -55,6 +58,13 @@ double gflop_per_frame(const ModelConfig &c, int H, int W) {
     macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0;
     macs += n0 * c0 * 27 * 12;
     return 2 * macs / 1e9;
+}
+
+double bf16_value(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
 }
 
 DenoisePixelFormat yuv420p() {
@@ -151,10 +161,12 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
             im.linesize[p] = p ? cw : W;
         }
         cuda::copy_to_compact(L, im, compact.data());
-        CU(cudaMemcpy(nat, compact.data(), compact.size(), cudaMemcpyHostToDevice));
+        // on the compute stream: a legacy-stream cudaMemcpy would not be ordered before its kernels
+        CU(cudaMemcpyAsync(nat, compact.data(), compact.size(), cudaMemcpyHostToDevice, ctx.stream));
         std::vector<float> nz((size_t)kBlueNoiseSize * kBlueNoiseSize);
         for (size_t i = 0; i < nz.size(); ++i) nz[i] = (float)((i * 2654435761u) % 1000) / 1000.f;
-        CU(cudaMemcpy(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice));
+        CU(cudaMemcpyAsync(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice, ctx.stream));
+        CU(cudaStreamSynchronize(ctx.stream));
     }
     const FrameColor fc = frame_color(fmt, bt709());
     const cuda::DevFrame src = cuda::compact_frame(L, nat), dst = cuda::compact_frame(L, out);
@@ -170,27 +182,50 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         CK(cuda::frame_out(ctx, change, 0, 0, hp, wp, src, dst, fmt, fc, W, H, 0, H, 0, W, Amount(), noise));
         return 0;
     };
-    for (int i = 0; i < 3; ++i)
-        if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
-    CU(cudaStreamSynchronize(ctx.stream));
-    std::vector<float> ms;
-    for (int i = 0; i < iters; ++i) {
-        CU(cudaEventRecord(a, ctx.stream));
-        if (one(i)) return 1;
-        CU(cudaEventRecord(b, ctx.stream));
-        CU(cudaEventSynchronize(b));
-        float t = 0;
-        CU(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
+    const double gf = gflop_per_frame(cfg, H, W);
+    const size_t nF = (size_t)h2 * w2 * c0;
+    std::vector<uint16_t> Fh[2];
+    double med[2] = {0, 0};
+    for (int path = 0; path < 2; ++path) {  // 0: fused (the default), 1: correct-first
+        net.set_fused(path == 0);
+        // the features of one fixed input on this path, for the comparison of the two
+        CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, h2, w2, F[0]));
+        Fh[path].resize(nF);
+        CU(cudaMemcpyAsync(Fh[path].data(), F[0], nF * 2, cudaMemcpyDeviceToHost, ctx.stream));
+        CU(cudaStreamSynchronize(ctx.stream));
+        for (int i = 0; i < 3; ++i)
+            if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
+        CU(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> ms;
+        for (int i = 0; i < iters; ++i) {
+            CU(cudaEventRecord(a, ctx.stream));
+            if (one(i)) return 1;
+            CU(cudaEventRecord(b, ctx.stream));
+            CU(cudaEventSynchronize(b));
+            float t = 0;
+            CU(cudaEventElapsedTime(&t, a, b));
+            ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        med[path] = ms[ms.size() / 2];
+        std::printf("cuda-bench %5dx%-5d %-8s %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
+                    "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB); %s\n",
+                    W, H, path ? "kernels-correct-first" : "kernels", med[path], ms[0], 1000.0 / med[path], gf,
+                    gf / med[path], ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
+                    net.workspace_bytes() / 1048576.0, net.swin_path().c_str());
+        std::fflush(stdout);
+        g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + (path ? " kernels correct-first" : " kernels fused"),
+                          med[path], 1000.0 / med[path], ctx.peak / 1073741824.0});
     }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2], gf = gflop_per_frame(cfg, H, W);
-    std::printf("cuda-bench %5dx%-5d kernels  %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
-                "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB)\n",
-                W, H, med, ms[0], 1000.0 / med, gf, gf / med, ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
-                net.workspace_bytes() / 1048576.0);
-    std::fflush(stdout);
-    g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + " kernels", med, 1000.0 / med, ctx.peak / 1073741824.0});
+    double num = 0, den = 0;
+    for (size_t i = 0; i < nF; ++i) {
+        const double u = bf16_value(Fh[0][i]), v = bf16_value(Fh[1][i]);
+        num += (u - v) * (u - v);
+        den += v * v;
+    }
+    std::printf("cuda-bench %5dx%-5d fused vs correct-first: %.2fx faster, features F rel L2 %.2e (bf16 roundings "
+                "only; the CPU comparison is gpu_check's)\n",
+                W, H, med[1] / med[0], den > 0 ? std::sqrt(num / den) : std::sqrt(num));
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     net.destroy(ctx);

@@ -229,6 +229,7 @@ public:
                            : std::string("whole frames")) +
                   ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
                   std::to_string(p.net.chunk) + " tokens";
+        i->swin = net_.uploaded() ? net_.swin_path() : "";
         return true;
     }
 
@@ -403,7 +404,8 @@ private:
         TRY(cuda::ctx_create(ctx_, spec_.device, host_));
         TRY(net_.upload(ctx_, m_));
         TRY(cuda::dev_alloc(ctx_, (void **)&noise_, (size_t)kNoiseBytes, "blue-noise tile"));
-        TRY(ck(cudaMemcpy(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice), "cudaMemcpy (blue noise)"));
+        TRY(ck(cudaMemcpyAsync(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice, ctx_.stream),
+               "cudaMemcpyAsync (blue noise)"));
         if (host_) {
             TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (upload stream)"));
             TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));

@@ -1,7 +1,10 @@
 // Model v1 on the GPU from the ops of ops.h (weights/model.py's UNet and Denoiser.head_out).
 //
-// Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock), attention half per chunk of
-// windows [w0, w1) (nc = 64 (w1 - w0) tokens):
+// Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock): where the stage's width has a
+// fused kernel that fits the device (swin_block_fused.h), one launch of swin_block_fused on x in
+// place (all phases per tile of windows in shared memory and registers; x read and written once,
+// 8 C bytes per token). Otherwise (or with DENOISE_CUDA_FUSED=0) the correct-first sequence,
+// attention half per chunk of windows [w0, w1) (nc = 64 (w1 - w0) tokens):
 //   layernorm_window (LN1 + shifted window gather)  -> a    (nc, C)  bf16
 //   linear qkv (+ bias epilogue)                    -> q    (nc, 3C) bf16
 //   window_attention (bias table, shift mask)       -> b    (nc, C)  bf16
@@ -21,8 +24,11 @@
 #include "network.h"
 
 #include "common.cuh"
+#include "swin_block_fused.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace denoise {
 namespace cuda {
@@ -68,8 +74,11 @@ int Net::put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what) {
     wallocs_.push_back(p);
     wbytes_ += host.size() * sizeof(T);
     *dst = (T *)p;
-    return cuda_check(ctx, cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-                      "cudaMemcpy (weights)");
+    // ordered on the compute stream (a plain cudaMemcpy on the legacy stream is not ordered before
+    // the non-blocking compute stream's kernels); the pageable source is consumed before the call
+    // returns, and upload() waits for the copies at its end
+    return cuda_check(ctx, cudaMemcpyAsync(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, ctx.stream),
+                      "cudaMemcpyAsync (weights)");
 }
 
 int Net::put_linear(Ctx &ctx, DevLinear *d, const LinearW &l) {
@@ -92,6 +101,8 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
     d->C = s.C;
     d->heads = s.heads;
     d->blocks.resize(s.blocks.size());
+    const int sup = swin_block_fused_supported(ctx.device, s.C, s.heads, &d->no_fused);
+    if (sup == DENOISE_EDEVICE) return fail(ctx, sup, d->no_fused);
     for (size_t i = 0; i < s.blocks.size(); ++i) {
         const BlockW &b = s.blocks[i];
         DevBlock &o = d->blocks[i];
@@ -103,6 +114,13 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
         TRY(put_linear(ctx, &o.fc2, b.fc2));
         TRY(put(ctx, &o.relb, b.rel_bias, "relative position bias"));
         o.shift = b.shift;
+        if (d->no_fused.empty()) {
+            std::vector<uint8_t> img;
+            std::string err;
+            const int rc = swin_weight_image_pack(b, s.C, s.heads, &img, &err);
+            if (rc) return fail(ctx, rc, "fused Swin block weight image: " + err);
+            TRY(put(ctx, &o.image, img, "fused Swin block weight image"));
+        }
     }
     return 0;
 }
@@ -111,9 +129,12 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     const size_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio;
     const size_t N = (size_t)c.window * c.window;
     auto lin = [](size_t in, size_t out, bool bias) { return in * out * 2 + (bias ? out * 6 : 0); };
+    // the fused kernel's weight image too wherever a kernel is built for the width (the device's
+    // shared-memory limit may still refuse it at upload: then this overestimates)
     auto block = [&](size_t C, size_t heads) {
+        const size_t image = swin_fused_tiles((int)C, (int)heads).empty() ? 0 : swin_image_layout((int)C, (int)heads).total();
         return 4 * C * 4 + lin(C, 3 * C, true) + lin(C, C, true) + lin(C, r * C, true) + lin(r * C, C, true) +
-               heads * N * N * 4;
+               heads * N * N * 4 + image;
     };
     size_t b = (size_t)9 * c.fusion_in_channels() * c0 * 2 + c0 * 4;
     b += block(c0, c.heads[0]) * (c.depth_enc0 + c.depth_dec0) + block(c1, c.heads[1]) * (c.depth_enc1 + c.depth_dec1) +
@@ -170,8 +191,45 @@ int Net::upload(Ctx &ctx, const Model &m) {
         TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
+    TRY(cuda_check(ctx, cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (weights upload)"));
     up_ = true;
+    fused_ = fused_from_env();
+    if (std::getenv("DENOISE_CUDA_DEBUG")) std::fprintf(stderr, "denoise CUDA engine: %s\n", swin_path().c_str());
     return 0;
+}
+
+bool Net::fused_from_env() {
+    const char *e = std::getenv("DENOISE_CUDA_FUSED");
+    return !(e && std::string(e) == "0");
+}
+
+int Net::swin_blocks() const {
+    int n = 0;
+    for (const DevStage *s : {&enc0_, &enc1_, &mid_, &dec1_, &dec0_}) n += (int)s->blocks.size();
+    return n;
+}
+
+int Net::fused_blocks() const {
+    if (!fused_) return 0;
+    int n = 0;
+    for (const DevStage *s : {&enc0_, &enc1_, &mid_, &dec1_, &dec0_})
+        if (s->no_fused.empty()) n += (int)s->blocks.size();
+    return n;
+}
+
+std::string Net::swin_path() const {
+    const int n = swin_blocks(), f = fused_blocks();
+    if (!fused_) return "Swin blocks: correct-first op sequence for all " + std::to_string(n) + " (fused path off)";
+    std::string s = "Swin blocks: fused " + std::to_string(f) + " of " + std::to_string(n);
+    const struct {
+        const char *name;
+        const DevStage *s;
+    } st[] = {{"enc0", &enc0_}, {"enc1", &enc1_}, {"mid", &mid_}, {"dec1", &dec1_}, {"dec0", &dec0_}};
+    std::string why;
+    for (const auto &x : st)
+        if (!x.s->no_fused.empty() && !x.s->blocks.empty())
+            why += std::string(why.empty() ? "" : "; ") + x.name + " (C " + std::to_string(x.s->C) + "): " + x.s->no_fused;
+    return why.empty() ? s : s + "; correct-first: " + why;
 }
 
 size_t Net::workspace_bytes_for(const ModelConfig &c, const NetShape &s) {
@@ -256,8 +314,14 @@ int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, i
     return 0;
 }
 
+int Net::block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
+    return swin_block_fused(ctx, B.image, C, heads, (float)cfg_.ln_eps, x, false, H, W, B.shift);
+}
+
 int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
-    for (const DevBlock &b : S.blocks) TRY(block(ctx, b, S.C, S.heads, x, H, W));
+    const bool fused = fused_ && S.no_fused.empty();
+    for (const DevBlock &b : S.blocks)
+        TRY(fused ? block_fused(ctx, b, S.C, S.heads, x, H, W) : block(ctx, b, S.C, S.heads, x, H, W));
     return 0;
 }
 
