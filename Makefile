@@ -307,9 +307,11 @@ $(B)/tests/%_test: $(OBJ)/tests/%_test.o $(HELPER_LIB) $(LIBDENOISE)
 	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $(ENGINE_LIBS) $(GTEST_LIBS) \
 	    $(if $(HELPER_SRCS),$$($(call ff_pkg,--libs)) $(RPATH_FLAGS))
 
+# gpu_check writes its tile crops as PNG (libpng)
+$(B)/tests/gpu_check: GPU_CHECK_LIBS := -lpng
 $(GPU_CHECKS): $(B)/tests/%: $(OBJ)/tests/%.o $(LIBDENOISE)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS)
+	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS) $(GPU_CHECK_LIBS)
 
 # FF_STAMP is made by the ffmpeg target
 $(FF_STAMP): | ffmpeg

@@ -338,8 +338,10 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     p.tile       = s->tile;
 
     s->engine = denoise_alloc();
-    if (!s->engine)
+    if (!s->engine) {
+        av_log(ctx, AV_LOG_ERROR, "cannot allocate the engine\n");
         return AVERROR(ENOMEM);
+    }
 
     if ((ret = cuda_push(ctx)) < 0)
         return ret;
@@ -386,8 +388,10 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     s->scd_cur   = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_cur));
     s->scd_prev  = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_prev));
     s->scd_count = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_count));
-    if (!s->scd_cur || !s->scd_prev || !s->scd_count)
+    if (!s->scd_cur || !s->scd_prev || !s->scd_count) {
+        av_log(ctx, AV_LOG_ERROR, "cannot allocate the scene detector's block means for %dx%d\n", w, h);
         return AVERROR(ENOMEM);
+    }
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
             s->scd_count[(y / SCD_BLOCK) * s->scd_bw + x / SCD_BLOCK]++;
@@ -582,6 +586,7 @@ static int output_one(AVFilterContext *ctx)
     DenoiseImage img;
     QueuedFrame q;
     AVFrame *out;
+    int64_t pts;
     int ret, rc;
 
     /* the engine returns output t once t + latency is pushed, or after a flush */
@@ -591,15 +596,22 @@ static int output_one(AVFilterContext *ctx)
     av_fifo_peek(s->queue, &q, 1, 0);
     if (!s->hw && !q.disabled) {
         /* software frames: the output is the input frame itself */
-        if ((ret = av_frame_make_writable(q.frame)) < 0)
+        if ((ret = av_frame_make_writable(q.frame)) < 0) {
+            av_log(ctx, AV_LOG_ERROR, "cannot make the frame at pts %"PRId64" writable for its "
+                   "output: %s\n", q.frame->pts, av_err2str(ret));
             return ret;
+        }
         out = q.frame;
     } else {
         /* CUDA frames: a frame of the output pool; a timeline-disabled frame: a scratch frame
          * for its output (the engine still runs it, its neighbours need it) */
         out = ff_get_video_buffer(outlink, s->width, s->height);
-        if (!out)
+        if (!out) {
+            av_log(ctx, AV_LOG_ERROR, "no %s output frame of %dx%d %s for pts %"PRId64"\n",
+                   s->hw ? "CUDA frames pool" : "scratch", s->width, s->height,
+                   av_get_pix_fmt_name(s->format), q.frame->pts);
             return AVERROR(ENOMEM);
+        }
     }
     frame_image(out, &img);
     if ((ret = cuda_push(ctx)) < 0)
@@ -616,6 +628,7 @@ static int output_one(AVFilterContext *ctx)
     }
 
     av_fifo_read(s->queue, &q, 1);
+    pts = q.frame->pts;
     if (q.disabled) {
         if (out != q.frame)
             av_frame_free(&out);
@@ -624,12 +637,19 @@ static int output_one(AVFilterContext *ctx)
         ret = av_frame_copy_props(out, q.frame);
         av_frame_free(&q.frame);
         if (ret < 0) {
+            av_log(ctx, AV_LOG_ERROR, "cannot copy the frame properties onto the output at pts "
+                   "%"PRId64": %s\n", pts, av_err2str(ret));
             av_frame_free(&out);
             return ret;
         }
     }
     ret = ff_filter_frame(outlink, out);
-    return ret < 0 ? ret : 1;
+    if (ret < 0) {
+        av_log(ctx, AV_LOG_ERROR, "sending the output frame at pts %"PRId64" failed: %s\n",
+               pts, av_err2str(ret));
+        return ret;
+    }
+    return 1;
 
 fail:
     if (out != q.frame)
@@ -766,8 +786,11 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
     }
 
     ret = av_fifo_write(s->queue, &q, 1);
-    if (ret < 0)
+    if (ret < 0) {
+        av_log(ctx, AV_LOG_ERROR, "cannot queue the frame at pts %"PRId64" (%zu queued): %s\n",
+               in->pts, av_fifo_can_read(s->queue), av_err2str(ret));
         goto fail;
+    }
     /* the frame is in the queue from here on: uninit frees it */
     if ((ret = cuda_push(ctx)) < 0)
         return ret;

@@ -18,6 +18,7 @@ ca-certificates
 dpkg-dev
 debian-archive-keyring
 zlib1g-dev
+libpng-dev
 libx264-dev
 libplacebo-dev
 libopenblas-dev

@@ -15,7 +15,7 @@
 //  4. the public API, backend CUDA vs backend CPU: golden sequences (and vs PyTorch); the format
 //     families with memory HOST and memory CUDA (a context of its own made current, as FFmpeg's
 //     hwcontext does), with amounts; the trained weights on the sample clips (PSNR within 0.05 dB).
-//  5. tiles vs whole frames (PSNR >= 50 dB, max difference at the seams), a crop written as PPM;
+//  5. tiles vs whole frames (PSNR >= 50 dB, max difference at the seams), a crop written as PNG;
 //     memory caps (one that forces tiles, one too small for anything, a device nearly full so
 //     that cudaMalloc fails and the backend falls back); invalid arguments and a stream of another
 //     context (EINVAL / EDEVICE with a message); two engines at once.
@@ -24,9 +24,11 @@
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <png.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -114,9 +116,11 @@ struct Dev {
     bf16 *h() { return (bf16 *)p; }
     uint8_t *u() { return (uint8_t *)p; }
 };
-// Test transfers run on the legacy default stream, which the engine's non-blocking streams do not
-// wait for, and a pageable cudaMemcpy may return before its DMA lands: uploads wait for the
-// device after the copy and downloads before it, so no kernel reads a half-uploaded input.
+// Harness copies. cudaMemcpy from pageable host memory runs on the legacy default stream and may
+// return before its DMA has landed, and the engine's streams are non-blocking (no implicit order
+// with the legacy stream): the uploads wait for the device, and the downloads wait for every
+// stream's work first, so that no kernel reads an input still in flight or a result not yet
+// written.
 void up(Dev &d, const void *src, size_t n) {
     cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice);
     cudaDeviceSynchronize();
@@ -685,6 +689,7 @@ void conversion_check(cuda::Ctx &ctx, const ConvCase &cc) {
         }
         if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
         std::vector<uint8_t> back((size_t)L.bytes);
+        cudaDeviceSynchronize();
         cudaMemcpy(back.data(), dout.p, back.size(), cudaMemcpyDeviceToHost);
         cuda::copy_from_compact(L, back.data(), dst_fr.image(col));
         return rc;
@@ -1021,6 +1026,7 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
             cudaMalloc(&v[i], fr.plane[i].size());
             cudaMemcpy(v[i], fr.plane[i].data(), fr.plane[i].size(), cudaMemcpyHostToDevice);
         }
+        cudaDeviceSynchronize();  // see up(): the engine's streams do not wait for these copies
         return v;
     };
     auto dev_image = [&](std::vector<void *> &v, HostFrame &fr) {
@@ -1242,8 +1248,10 @@ void golden_api_checks(const char *path) {
 }
 
 // One format through the API: CUDA (memory HOST, and memory CUDA in a context of the test's own
-// where the format is one FFmpeg hands over as CUDA frames) vs CPU, on a clip.
-void api_format_check(const std::string &weights, const Clip &c, const char *fname, Amount amount, bool cuda_memory) {
+// where the format is one FFmpeg hands over as CUDA frames) vs CPU, on a clip; over_input: also
+// the outputs written over their own input frames (one format per layout family runs it).
+void api_format_check(const std::string &weights, const Clip &c, const char *fname, Amount amount, bool cuda_memory,
+                      bool over_input) {
     const Fmt &F = fmt_named(fname);
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
     std::vector<HostFrame> in = clip_frames(F, col, c, true);
@@ -1275,7 +1283,7 @@ void api_format_check(const std::string &weights, const Clip &c, const char *fna
            "%-58s HOST: PSNR noisy %.2f cpu %.3f cuda %.3f dB (|diff| %.4f <= 0.05), cuda vs cpu %.1f dB (>= 40), "
            "max %.3g, other bits changed %zu",
            name, pn, pc, pg, std::fabs(pg - pc), pgc, md, other);
-    {  // the output written over the input frame itself
+    if (over_input) {  // the output written over the input frame itself
         ApiOpts oi = o;
         oi.pull_into_input = true;
         ApiRun ri = run_api(weights, F, col, in, c.W, c.H, oi);
@@ -1351,39 +1359,53 @@ void sample_check(const std::string &weights, const Clip &c) {
 // ==========================================================================================
 // 5. tiles, memory caps, errors, two engines
 
-// A crop around a tile corner: whole frame | tiled | |difference| x 64, as a binary PPM.
-void write_crop(const std::string &path, const std::vector<float> &a, const std::vector<float> &b, int W, int H, int cx,
+// A crop around a tile corner: whole frame | tiled | |difference| x 64, 8-bit R'G'B' (white
+// 4 px gaps between the three), written as PNG with libpng's simplified API. Returns false (and
+// says why) when the file cannot be written.
+bool write_crop(const std::string &path, const std::vector<float> &a, const std::vector<float> &b, int W, int H, int cx,
                 int cy, int size) {
     const int x0 = std::max(0, cx - size / 2), y0 = std::max(0, cy - size / 2);
-    const int w = std::min(size, W - x0), h = std::min(size, H - y0);
-    FILE *f = std::fopen(path.c_str(), "wb");
-    if (!f) return;
-    std::fprintf(f, "P6\n%d %d\n255\n", 3 * w + 8, h);
+    const int w = std::min(size, W - x0), h = std::min(size, H - y0), ow = 3 * w + 8;
     const size_t ps = (size_t)W * H;
-    for (int y = 0; y < h; ++y) {
-        std::vector<uint8_t> row;
-        for (int part = 0; part < 3; ++part) {
+    std::vector<uint8_t> img((size_t)ow * h * 3, 255);
+    for (int y = 0; y < h; ++y)
+        for (int part = 0; part < 3; ++part)
             for (int x = 0; x < w; ++x)
                 for (int k = 0; k < 3; ++k) {
                     const size_t i = k * ps + (size_t)(y0 + y) * W + x0 + x;
                     const float v = part == 0 ? a[i] : part == 1 ? b[i] : std::fabs(a[i] - b[i]) * 64.f;
-                    row.push_back((uint8_t)std::lround(255.f * std::min(1.f, std::max(0.f, v))));
+                    img[((size_t)y * ow + part * (w + 4) + x) * 3 + k] =
+                        (uint8_t)std::lround(255.f * std::min(1.f, std::max(0.f, v)));
                 }
-            if (part < 2)
-                for (int k = 0; k < 4 * 3; ++k) row.push_back(255);
-        }
-        std::fwrite(row.data(), 1, row.size(), f);
+    png_image pi;
+    std::memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    pi.width = (png_uint_32)ow;
+    pi.height = (png_uint_32)h;
+    pi.format = PNG_FORMAT_RGB;
+    if (!png_image_write_to_file(&pi, path.c_str(), 0, img.data(), 0, nullptr)) {
+        std::printf("     crop: cannot write %s: %s\n", path.c_str(), pi.message);
+        return false;
     }
-    std::fclose(f);
+    return true;
 }
 
-void tile_check(const std::string &weights, const Clip &c, int tile, const char *fname) {
+// The whole-frame run of clip c as yuv420p (limited range, chroma left), default options: the
+// reference of the yuv420p tile check, the memory checks and the two-engines check.
+ApiRun whole_yuv420p(const std::string &weights, const Clip &c) {
+    const Fmt &F = fmt_named("yuv420p");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    return run_api(weights, F, col, clip_frames(F, col, c, true), c.W, c.H, ApiOpts());
+}
+
+// whole: the whole-frame run of the same frames and options when already made (whole_yuv420p).
+void tile_check(const std::string &weights, const Clip &c, int tile, const char *fname, const ApiRun *whole = nullptr) {
     const Fmt &F = fmt_named(fname);
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
     std::vector<HostFrame> in = clip_frames(F, col, c, true);
     ApiOpts ow, ot;
     ot.tile = tile;
-    ApiRun rw = run_api(weights, F, col, in, c.W, c.H, ow), rt = run_api(weights, F, col, in, c.W, c.H, ot);
+    ApiRun rw = whole ? *whole : run_api(weights, F, col, in, c.W, c.H, ow), rt = run_api(weights, F, col, in, c.W, c.H, ot);
     char name[128];
     std::snprintf(name, sizeof name, "tiles %s %s %dx%d tile %d", c.name.c_str(), fname, c.W, c.H, tile);
     if (rw.rc || rt.rc) {
@@ -1411,18 +1433,18 @@ void tile_check(const std::string &weights, const Clip &c, int tile, const char 
         const int fs = (int)(3 * ps);
         std::vector<float> fa(a.begin() + (c.N / 2) * fs, a.begin() + (c.N / 2 + 1) * fs),
             fb(b.begin() + (c.N / 2) * fs, b.begin() + (c.N / 2 + 1) * fs);
-        const std::string path = g_out + "/tile_crop_" + c.name + ".ppm";
-        write_crop(path, fa, fb, c.W, c.H, tile, tile, 128);
-        std::printf("     crop (whole | tiled | |diff| x 64) around the tile corner (%d, %d): %s\n", tile, tile, path.c_str());
+        const std::string path = g_out + "/tile_crop_" + c.name + ".png";
+        if (write_crop(path, fa, fb, c.W, c.H, tile, tile, 128))
+            std::printf("     crop (whole | tiled | |diff| x 64) around the tile corner (%d, %d): %s\n", tile, tile,
+                        path.c_str());
     }
 }
 
-void memory_checks(const std::string &weights, const Clip &c) {
+// rw: whole_yuv420p(weights, c).
+void memory_checks(const std::string &weights, const Clip &c, ApiRun rw) {
     const Fmt &F = fmt_named("yuv420p");
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
     std::vector<HostFrame> in = clip_frames(F, col, c, true);
-    ApiOpts ow;
-    ApiRun rw = run_api(weights, F, col, in, c.W, c.H, ow);
     if (rw.rc) {
         result(false, "memory caps: the uncapped run failed: %s", rw.err.c_str());
         return;
@@ -1539,12 +1561,12 @@ void error_checks(const std::string &weights) {
     }
 }
 
-void two_engines_check(const std::string &weights, const Clip &c) {
+// ref: whole_yuv420p(weights, c), one engine alone.
+void two_engines_check(const std::string &weights, const Clip &c, ApiRun ref) {
     const Fmt &F = fmt_named("yuv420p");
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
     std::vector<HostFrame> in = clip_frames(F, col, c, true);
     ApiOpts o;
-    ApiRun ref = run_api(weights, F, col, in, c.W, c.H, o);
     ApiRun r[2];
     std::thread t0([&] { r[0] = run_api(weights, F, col, in, c.W, c.H, o); });
     std::thread t1([&] { r[1] = run_api(weights, F, col, in, c.W, c.H, o); });
@@ -1592,8 +1614,17 @@ int main(int argc, char **argv) {
         std::printf("context: %s\n0 passed, 1 failed\n", ctx.err.c_str());
         return 1;
     }
-    ops_checks(ctx);
-    conversion_checks(ctx);
+    // each part's wall time, so that a run's log shows where the time goes
+    const auto t_start = std::chrono::steady_clock::now();
+    auto timed = [](const std::string &what, const std::function<void()> &fn) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        std::printf("time %-44s %7.1f s\n", what.c_str(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::fflush(stdout);
+    };
+    timed("ops", [&] { ops_checks(ctx); });
+    timed("frame conversions", [&] { conversion_checks(ctx); });
     const std::string golden_w = data_dir() + "/golden_weights.safetensors";
     Model gm;
     std::string err;
@@ -1616,57 +1647,77 @@ int main(int argc, char **argv) {
     }
     const std::string api_w = weights.empty() ? golden_w : weights;
     if (quick) {
-        api_format_check(api_w, small, "nv12", Amount{1.f, 1.f}, true);
+        timed("api nv12 (HOST and CUDA memory)", [&] { api_format_check(api_w, small, "nv12", Amount{1.f, 1.f}, true, true); });
         Clip q = small;
-        tile_check(api_w, q, 64, "p010le");
+        timed("tiles p010le", [&] { tile_check(api_w, q, 64, "p010le"); });
     } else {
-        if (have_gm) {
-            network_check(ctx, gm, "golden-weights", 64, 96, false);
-            network_check(ctx, gm, "golden-weights", 64, 96, true);
-            network_check(ctx, gm, "golden-weights", 32, 32, false);
-        }
-        if (!weights.empty()) {
-            Model tm;
-            if (load_model(weights, &tm, &err)) {
-                network_check(ctx, tm, "trained", 96, 160, false);
-                network_check(ctx, tm, "trained", 96, 160, true);
-            } else {
-                result(false, "trained weights: %s", err.c_str());
+        timed("network", [&] {
+            if (have_gm) {
+                network_check(ctx, gm, "golden-weights", 64, 96, false);
+                network_check(ctx, gm, "golden-weights", 64, 96, true);
+                network_check(ctx, gm, "golden-weights", 32, 32, false);
             }
-        }
-        golden_api_checks("");
+            if (!weights.empty()) {
+                Model tm;
+                if (load_model(weights, &tm, &err)) {
+                    network_check(ctx, tm, "trained", 96, 160, false);
+                    network_check(ctx, tm, "trained", 96, 160, true);
+                } else {
+                    result(false, "trained weights: %s", err.c_str());
+                }
+            }
+        });
+        timed("api golden sequences", [&] { golden_api_checks(""); });
         const Amount one{1.f, 1.f}, part{0.7f, 0.3f};
+        // outputs over their own inputs: once per layout family (planar, semi-planar with shifted
+        // 10-bit words, packed with alpha, float)
+        auto over = [](const char *f) {
+            return !std::strcmp(f, "yuv420p") || !std::strcmp(f, "p010le") || !std::strcmp(f, "bgra") ||
+                   !std::strcmp(f, "gbrpf32le");
+        };
         for (const char *f : {"yuv420p", "nv12", "p010le", "p016le", "yuv444p", "yuv444p16le"})
-            api_format_check(api_w, small, f, one, true);
+            timed(std::string("api ") + f + " (HOST and CUDA memory)",
+                  [&] { api_format_check(api_w, small, f, one, true, over(f)); });
         for (const char *f : {"rgb24", "gbrp", "gbrpf32le", "yuv422p10le", "gray10le", "bgra"})
-            api_format_check(api_w, small, f, one, false);
-        api_format_check(api_w, small, "nv12", part, true);
-        api_format_check(api_w, small, "gbrp", part, false);
-        for (const auto &s : samples) {
-            Clip c;
-            if (load_clip(s.raw, s.w, s.h, s.n, s.name, 20.f, 1, &c)) sample_check(api_w, c);
-            else result(false, "sample %s: cannot read %s", s.name.c_str(), s.raw.c_str());
-        }
+            timed(std::string("api ") + f + " (HOST memory)", [&] { api_format_check(api_w, small, f, one, false, over(f)); });
+        timed("api amounts (nv12, gbrp)", [&] {
+            api_format_check(api_w, small, "nv12", part, true, false);
+            api_format_check(api_w, small, "gbrp", part, false, false);
+        });
+        for (const auto &s : samples)
+            timed("sample " + s.name, [&] {
+                Clip c;
+                if (load_clip(s.raw, s.w, s.h, s.n, s.name, 20.f, 1, &c)) sample_check(api_w, c);
+                else result(false, "sample %s: cannot read %s", s.name.c_str(), s.raw.c_str());
+            });
         // the golden sequences once more on the correct-first path (DENOISE_CUDA_FUSED=0 is read
         // when a backend starts; every other API check runs the default, fused path)
-        setenv("DENOISE_CUDA_FUSED", "0", 1);
-        golden_api_checks("correct-first ");
-        unsetenv("DENOISE_CUDA_FUSED");
+        timed("api golden sequences, correct-first", [&] {
+            setenv("DENOISE_CUDA_FUSED", "0", 1);
+            golden_api_checks("correct-first ");
+            unsetenv("DENOISE_CUDA_FUSED");
+        });
         // tiles on real content at a larger size (the first sample upsampled 4x), and the sample
         Clip big;
         if (!samples.empty() &&
             load_clip(samples[0].raw, samples[0].w, samples[0].h, 7, samples[0].name + "_x4", 20.f, 4, &big)) {
-            tile_check(api_w, big, 384, "yuv420p");
-            tile_check(api_w, small, 128, "p010le");
-            memory_checks(api_w, big);
-            two_engines_check(api_w, big);
+            ApiRun whole;
+            timed("whole-frame run " + big.name, [&] { whole = whole_yuv420p(api_w, big); });
+            timed("tiles " + big.name, [&] { tile_check(api_w, big, 384, "yuv420p", &whole); });
+            timed("tiles " + small.name + " p010le", [&] { tile_check(api_w, small, 128, "p010le"); });
+            timed("memory caps, device nearly full", [&] { memory_checks(api_w, big, whole); });
+            timed("two engines", [&] { two_engines_check(api_w, big, whole); });
         } else {
-            tile_check(api_w, small, 64, "yuv420p");
-            memory_checks(api_w, small);
-            two_engines_check(api_w, small);
+            ApiRun whole;
+            timed("whole-frame run " + small.name, [&] { whole = whole_yuv420p(api_w, small); });
+            timed("tiles " + small.name, [&] { tile_check(api_w, small, 64, "yuv420p", &whole); });
+            timed("memory caps, device nearly full", [&] { memory_checks(api_w, small, whole); });
+            timed("two engines", [&] { two_engines_check(api_w, small, whole); });
         }
-        error_checks(api_w);
+        timed("errors", [&] { error_checks(api_w); });
     }
+    std::printf("time %-44s %7.1f s\n", "gpu_check in all",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
     cuda::ctx_destroy(ctx);
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

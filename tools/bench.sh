@@ -5,19 +5,33 @@
 #      public API with device frames and with host frames (wall clock, engine memory peak) at
 #      960x540, 1920x1080, 3840x2160, and 7680x4320 under a 2 GiB cap (tiles);
 #   2. build/bin/ffmpeg end to end at 1920x1080 and 3840x2160 on testsrc2 content (generated once
-#      into raw files, read with -stream_loop so that generating it costs nothing in the timed
-#      runs): CUDA frames (hwupload_cuda,denoise), software yuv420p and p010le frames (denoise,
-#      host memory), and 7680x4320 yuv420p under a 2 GiB cap when the filter has a GPU memory
-#      option. frames/s = the difference of two runs' frame counts over the difference of their
-#      wall times (start-up and model load cancel); GPU memory = nvidia-smi's largest memory.used
+#      before the timed runs: 8 raw frames per size and format, 16 frames of h264 for NVDEC):
+#        cuda         CUDA frames resident on the GPU: the 8 raw frames uploaded once
+#                     (hwupload_cuda), then tpad=stop=-1:stop_mode=clone repeats the last one as
+#                     new frames that reference the same device buffer: what is timed is FFmpeg's
+#                     graph and denoise on CUDA frames, no host copy; the bar's figure;
+#        cuda+upload  -stream_loop of the raw frames, hwupload_cuda of every frame from host
+#                     memory, then denoise (FFmpeg's upload is a pageable copy on the device
+#                     context's stream, so the CPU thread waits for the GPU at each frame);
+#        nvdec        -hwaccel cuda -hwaccel_output_format cuda of the h264 file (-stream_loop),
+#                     then denoise: a user's hardware-decoding path; left out without NVDEC;
+#        sw_yuv420p, sw_p010le  software frames (-stream_loop of the raw frames), denoise with
+#                     host memory (pinned staging, upload/compute/download overlapped);
+#      and 7680x4320 sw yuv420p under a 2 GiB cap when the filter has a GPU memory option.
+#      frames/s: ffmpeg reports its output frame count every 0.1 s (-progress); each report is
+#      stamped with the wall clock as it arrives and frames/s is the least-squares slope of the
+#      count over the reports from frame WARM to the last frame (start-up, model load, the first
+#      frames and the teardown are outside it). GPU memory = nvidia-smi's largest memory.used
 #      during the run minus the idle value (the whole process: CUDA context, FFmpeg's frames, the
-#      engine) and the engine's own peak from the filter's log when it prints one;
+#      engine) and the engine's own peak from the filter's log ("GPU memory peak", -v verbose);
 #   3. weights/bench_torch.py (PyTorch eager / torch.compile of the same network) when
 #      BENCH_TORCH=1 and python3 with CUDA torch is present.
-# Prints a summary table last, with the bars: CUDA frames >= 90% of the kernel-only frames/s,
-# software yuv420p at 3840x2160 >= 70% of it, a 3840x2160 stream within 3 GiB of GPU memory.
+# Prints each part's duration and a summary table last, with the bars: CUDA frames >= 90% of the
+# kernel-only frames/s, software yuv420p at 3840x2160 >= 70% of it, a 3840x2160 stream within
+# 3 GiB of GPU memory.
 # Environment: BENCH_ITERS (30), BENCH_FRAMES (API frames, 30), BENCH_TORCH (1), BENCH_E2E (1),
-# DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS.
+# BENCH_RUN_TIMEOUT (s per ffmpeg run, 30), BENCH_LOGS (folder for the ffmpeg logs, default a
+# temporary one), DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS.
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
@@ -29,12 +43,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; [ -n "${smi_pid:-}" ] && kill "$smi_pid" 2>/dev/null' EXIT
 rc=0
 FF=$BUILD/bin/ffmpeg
+RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-30}
+LOGS=${BENCH_LOGS:-$tmp}
+mkdir -p "$LOGS" || exit 1
 
 echo "=== kernel-only and API (build/bin/cuda_bench)"
 if [ -x "$BUILD/bin/cuda_bench" ]; then
-    "$BUILD/bin/cuda_bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
+    t_part=$(date +%s)
+    timeout "${BENCH_CB_TIMEOUT:-90}" "$BUILD/bin/cuda_bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
         --sizes 960x540,1920x1080,3840x2160,7680x4320 --cap 7680x4320=2048 | tee "$tmp/cb.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    cst=${PIPESTATUS[0]}
+    [ $cst -eq 124 ] && echo "bench: cuda_bench stopped after ${BENCH_CB_TIMEOUT:-90} s"
+    [ $cst -eq 0 ] || rc=1
+    echo "bench: cuda_bench took $(( $(date +%s) - t_part )) s"
 else
     echo "bench: $BUILD/bin/cuda_bench missing: the CUDA engine is built whenever nvcc is found"
     rc=1
@@ -44,43 +65,61 @@ kfps() { sed -n "s/^cuda-bench *$1 *kernels *[0-9.]* ms\/frame (min [0-9.]*) *\(
 # GPU memory of the device in MiB (all processes), or empty without nvidia-smi
 smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -n 1 | tr -d ' '; }
 
-# run_ff LABEL NFRAMES ARGS...: runs ffmpeg, prints "seconds max_used_MiB engine_peak_MiB"
+# stamp: "wall_clock_s frames" for each frame= line of ffmpeg's -progress output
+stamp() {
+    local l
+    while IFS= read -r l; do
+        case $l in frame=*) echo "${EPOCHREALTIME:-$(date +%s.%N)} ${l#frame=}" ;; esac
+    done
+}
+
+# run_ff LABEL NFRAMES WARM ARGS...: one ffmpeg run of NFRAMES frames to the null muxer (at most
+# BENCH_RUN_TIMEOUT s); prints "frames/s max_used_MiB engine_peak_MiB", or FAIL. frames/s is the
+# least-squares slope of the reported frame count over wall time for WARM <= count < NFRAMES.
 run_ff() {
-    local label=$1 n=$2
-    shift 2
-    local mem=$tmp/mem.$label.$n log=$tmp/ff.$label.$n
+    local label=$1 n=$2 warm=$3
+    shift 3
+    local mem=$tmp/mem.$label log=$LOGS/ff.$label.log prog=$tmp/prog.$label
     : > "$mem"
     if command -v nvidia-smi >/dev/null 2>&1; then
         ( while :; do smi_used >> "$mem"; sleep 0.1; done ) &
         smi_pid=$!
     fi
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$FF" -nostdin -hide_banner -v verbose "$@" -frames:v "$n" -f null - > "$log" 2>&1
-    local st=$?
-    t1=$(date +%s.%N)
+    timeout --foreground -k 5 "$RUN_TIMEOUT" "$FF" -nostdin -hide_banner -v verbose -stats_period 0.1 -progress pipe:1 "$@" \
+        -frames:v "$n" -f null - 2> "$log" | stamp > "$prog"
+    local st=${PIPESTATUS[0]}
     [ -n "${smi_pid:-}" ] && { kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null; smi_pid=; }
-    local peak
-    peak=$(grep -io 'gpu memory peak[^0-9]*[0-9.]* *[MG]i\?B' "$log" | tail -n 1 | sed 's/.*[^0-9.]\([0-9.]*\) *\([MG]\).*/\1 \2/' |
-        awk '{ print ($2 == "G" ? $1 * 1024 : $1) }')
-    if [ $st -ne 0 ]; then
-        echo "bench: ffmpeg $label failed ($st):" >&2
-        tail -n 15 "$log" >&2
+    local peak fps
+    peak=$(sed -n 's/.*GPU memory peak: \([0-9.]*\) MiB.*/\1/p' "$log" | tail -n 1)
+    fps=$(awk -v lo="$warm" -v hi="$n" '$2 >= lo && $2 < hi {
+              if (!k) t0 = $1
+              t = $1 - t0; k++; st += t; sf += $2; stt += t * t; stf += t * $2
+          } END {
+              d = k * stt - st * st
+              if (k < 4 || d <= 0) exit 1
+              printf "%.2f", (k * stf - st * sf) / d
+          }' "$prog")
+    if [ $st -ne 0 ] || [ -z "$fps" ]; then
+        echo "bench: ffmpeg $label failed (exit $st$([ $st -eq 124 ] && echo ", stopped after $RUN_TIMEOUT s"); $(wc -l < "$prog") progress reports; log $log):" >&2
+        grep -E 'rror|failed|[Ii]nvalid|[Cc]annot' "$log" | head -n 8 >&2
+        tail -n 4 "$log" >&2
         echo "FAIL"
         return
     fi
-    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $(sort -n "$mem" | tail -n 1) ${peak:-}"
+    echo "$fps $(sort -n "$mem" | tail -n 1) ${peak:-}"
 }
 
 declare -A E2E MEM PEAK
 if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
     echo "=== end to end (build/bin/ffmpeg)"
+    t_part=$(date +%s)
     idle=$(smi_used)
     # the filter's GPU memory cap option, if it has one: its name, and 2 GiB in its unit
     capline=$("$FF" -hide_banner -h filter=denoise 2>/dev/null | grep -i '^ *gpu_mem' | head -n 1)
     has_cap=$(echo "$capline" | awk '{ print $1 }')
     capval=2048Mi
     echo "$capline" | grep -qi 'MiB' && capval=2048
+    cuda_dev=(-init_hw_device cuda=cu:0 -filter_hw_device cu)
     for size in 1920x1080 3840x2160 7680x4320; do
         nsrc=8
         [ $size = 7680x4320 ] && nsrc=3
@@ -89,34 +128,54 @@ if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
             "$FF" -nostdin -v error -f lavfi -i "testsrc2=s=$size:r=30" -frames:v $nsrc -vf format=$pf \
                 -f rawvideo "$tmp/src.$size.$pf" || { echo "bench: could not make $size $pf" >&2; rc=1; }
         done
-        for cfg in cuda sw_yuv420p sw_p010le; do
-            case $size:$cfg in 7680x4320:cuda|7680x4320:sw_p010le) continue ;; esac
+        if [ $size != 7680x4320 ]; then
+            "$FF" -nostdin -v error -f lavfi -i "testsrc2=s=$size:r=30" -frames:v 16 -vf format=yuv420p \
+                -c:v libx264 -preset ultrafast -qp 20 -g 16 -bf 0 "$tmp/src.$size.mkv" ||
+                echo "bench: could not encode the $size h264 file (nvdec left out)" >&2
+        fi
+        for cfg in cuda cuda_upload nvdec sw_yuv420p sw_p010le; do
+            case $size:$cfg in 7680x4320:sw_yuv420p) ;; 7680x4320:*) continue ;; esac
+            raw=(-f rawvideo -pix_fmt yuv420p -s $size -i "$tmp/src.$size.yuv420p")
+            loop=(-stream_loop -1 "${raw[@]}")
             case $cfg in
-                cuda) pf=yuv420p; pre=(-init_hw_device cuda=cu:0 -filter_hw_device cu); vf="hwupload_cuda,denoise=model=$WEIGHTS" ;;
-                sw_yuv420p) pf=yuv420p; pre=(); vf="denoise=model=$WEIGHTS" ;;
-                sw_p010le) pf=p010le; pre=(); vf="denoise=model=$WEIGHTS" ;;
+                cuda)        args=("${cuda_dev[@]}" "${raw[@]}" -vf "hwupload_cuda,tpad=stop=-1:stop_mode=clone,denoise=model=$WEIGHTS") ;;
+                cuda_upload) args=("${cuda_dev[@]}" "${loop[@]}" -vf "hwupload_cuda,denoise=model=$WEIGHTS") ;;
+                nvdec)       [ -f "$tmp/src.$size.mkv" ] || continue
+                             args=(-hwaccel cuda -hwaccel_output_format cuda -stream_loop -1 -i "$tmp/src.$size.mkv" -vf "denoise=model=$WEIGHTS") ;;
+                sw_yuv420p)  args=("${loop[@]}" -vf "denoise=model=$WEIGHTS") ;;
+                sw_p010le)   args=(-stream_loop -1 -f rawvideo -pix_fmt p010le -s $size -i "$tmp/src.$size.p010le" -vf "denoise=model=$WEIGHTS") ;;
             esac
             if [ $size = 7680x4320 ]; then
                 [ -n "$has_cap" ] || { echo "bench: the filter has no GPU memory option: 7680x4320 via ffmpeg left out (cuda_bench has it)"; continue; }
-                vf="denoise=model=$WEIGHTS:$has_cap=$capval"
-                n1=2 n2=6
-            elif [ $size = 3840x2160 ]; then n1=10 n2=50
-            else n1=10 n2=100
+                args=("${loop[@]}" -vf "denoise=model=$WEIGHTS:$has_cap=$capval")
+                n=6 warm=2
+            elif [ $size = 3840x2160 ]; then n=50 warm=10
+            else n=160 warm=30
             fi
-            in=(-stream_loop -1 -f rawvideo -pix_fmt $pf -s $size -i "$tmp/src.$size.$pf")
-            r1=$(run_ff "$size.$cfg" $n1 "${pre[@]}" "${in[@]}" -vf "$vf")
-            r2=$(run_ff "$size.$cfg" $n2 "${pre[@]}" "${in[@]}" -vf "$vf")
-            if [ "$r1" = FAIL ] || [ "$r2" = FAIL ]; then rc=1; continue; fi
-            set -- $r1; t1=$1
-            set -- $r2; t2=$1; m2=${2:-}; pk=${3:-}
-            fps=$(awk -v a="$t1" -v b="$t2" -v n=$((n2 - n1)) 'BEGIN { printf "%.2f", n / (b - a) }')
-            E2E[$size.$cfg]=$fps
-            [ -n "$m2" ] && [ -n "$idle" ] && MEM[$size.$cfg]=$((m2 - idle))
-            PEAK[$size.$cfg]=$pk
-            echo "e2e $size $cfg: $fps frames/s (runs of $n1 and $n2 frames: ${t1} s, ${t2} s), GPU memory" \
-                 "${MEM[$size.$cfg]:-?} MiB (nvidia-smi, whole process), engine peak ${pk:-not logged} MiB"
+            case $cfg in cuda_upload|nvdec) n=$((n * 3 / 4)) ;; esac
+            r=$(run_ff "$size.$cfg" $n $warm "${args[@]}")
+            if [ "$r" = FAIL ]; then
+                # NVDEC is optional (the machine may have none); every other run must work
+                [ $cfg = nvdec ] && echo "bench: $size nvdec left out (no NVDEC decoding here?)" || rc=1
+                continue
+            fi
+            if [ $cfg = nvdec ] || [ ${cfg%_upload} = cuda ]; then
+                # the frames must have reached denoise as CUDA frames (NVDEC falls back to software)
+                if ! grep -q "for $size cuda/" "$LOGS/ff.$size.$cfg.log"; then
+                    echo "bench: $size $cfg: denoise did not get CUDA frames (log $LOGS/ff.$size.$cfg.log)"
+                    [ $cfg = nvdec ] || rc=1
+                    continue
+                fi
+            fi
+            set -- $r
+            E2E[$size.$cfg]=$1
+            [ -n "${2:-}" ] && [ -n "$idle" ] && MEM[$size.$cfg]=$(($2 - idle))
+            PEAK[$size.$cfg]=${3:-}
+            echo "e2e $size $cfg: $1 frames/s (steady state over frames $warm..$n of one run), GPU memory" \
+                 "${MEM[$size.$cfg]:-?} MiB (nvidia-smi, whole process), engine peak ${3:-not logged} MiB"
         done
     done
+    echo "bench: end to end took $(( $(date +%s) - t_part )) s"
 elif [ "${BENCH_E2E:-1}" = 1 ]; then
     echo "bench: no $FF: end-to-end runs left out"
     rc=1
@@ -134,14 +193,17 @@ fi
 echo
 echo "=== bench summary ($(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -n 1))"
 [ -f "$tmp/cb.log" ] && sed -n '/^cuda-bench summary/,$p' "$tmp/cb.log"
-printf '%-10s %10s %12s %12s %12s %14s %12s\n' size kernel-fps cuda-frames sw-yuv420p sw-p010le "GPU MiB (yuv)" engine-MiB
+echo "cuda: CUDA frames resident on the GPU (the bar's figure); cuda+upload: hwupload_cuda of every frame"
+echo "from host memory; nvdec: h264 decoded by NVDEC; percentages of the kernel-only frames/s"
+printf '%-10s %10s %12s %12s %12s %12s %12s %14s %10s\n' size kernel-fps cuda cuda+upload nvdec sw-yuv420p sw-p010le \
+    "GPU MiB (yuv)" engine-MiB
 bars=0
 for size in 1920x1080 3840x2160 7680x4320; do
     k=$(kfps "$size")
-    pct() { [ -n "${1:-}" ] && [ -n "$k" ] && awk -v a="$1" -v b="$k" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
-    c=${E2E[$size.cuda]:-}; y=${E2E[$size.sw_yuv420p]:-}; q=${E2E[$size.sw_p010le]:-}
-    printf '%-10s %10s %12s %12s %12s %14s %12s\n' "$size" "${k:--}" "${c:--} $(pct "$c")" "${y:--} $(pct "$y")" \
-        "${q:--} $(pct "$q")" "${MEM[$size.sw_yuv420p]:--}" "${PEAK[$size.sw_yuv420p]:--}"
+    cell() { [ -n "${1:-}" ] || { echo -; return; }; [ -n "$k" ] && awk -v a="$1" -v b="$k" 'BEGIN { printf "%s %.0f%%", a, 100 * a / b }' || echo "$1"; }
+    printf '%-10s %10s %12s %12s %12s %12s %12s %14s %10s\n' "$size" "${k:--}" "$(cell "${E2E[$size.cuda]:-}")" \
+        "$(cell "${E2E[$size.cuda_upload]:-}")" "$(cell "${E2E[$size.nvdec]:-}")" "$(cell "${E2E[$size.sw_yuv420p]:-}")" \
+        "$(cell "${E2E[$size.sw_p010le]:-}")" "${MEM[$size.sw_yuv420p]:--}" "${PEAK[$size.sw_yuv420p]:--}"
 done
 check_bar() {  # NAME VALUE OP LIMIT
     if [ -z "$2" ]; then echo "BAR  --   $1: not measured"; bars=1; return; fi

@@ -2,17 +2,28 @@
 # tools/check_cuda_frames.sh: the denoise filter on AV_PIX_FMT_CUDA frames, on a GPU machine, with
 # a build that has the CUDA engine (nothing is built here; tools/check_gpu.sh runs this).
 #
-# For each sw_format (nv12, p010le, p016le, yuv420p, yuv444p, yuv444p16le, bgr0), testsrc2
-# 320x192, 12 frames, the trained weights (else the random test weights):
-#   cuda: format=F,hwupload_cuda,denoise=backend=cuda,showinfo,hwdownload,format=F
+# Source: testsrc2 320x192 at 25 frames/s, N=12 frames (a finite source: every run ends at its
+# EOF, which also drains denoise's queue through the flush path); the trained weights (else the
+# random test weights). For each sw_format F (nv12, p010le, p016le, yuv420p, yuv444p,
+# yuv444p16le, bgr0):
+#   ctrl: format=F,hwupload_cuda,showinfo=checksum=0,hwdownload,format=F   (no denoise)
+#   cuda: format=F,hwupload_cuda,denoise=backend=cuda,showinfo=checksum=0,hwdownload,format=F
 #   host: format=F,denoise=backend=cuda           (the same backend on software frames)
-#   cpu:  format=F,denoise=backend=cpu            (the fp32 reference)
-# and checks: 12 frames out with the input's pts; the frames leaving denoise are CUDA frames
-# (showinfo's fmt:cuda); cuda == host (identical, or PSNR >= 60 dB); cuda vs cpu PSNR >= 40 dB
-# (bf16 storage vs fp32). Then: two denoise instances on one GPU (split) give the same frames;
-# a sw_format with alpha (yuva420p) is refused with its message; the log names the CUDA device.
-# Logs of every run go to $OUT/cuda_frames/ (else next to the outputs in a temporary folder);
-# the summary table is last.
+#   cpu:  format=F,denoise=backend=cpu:threads=8  (the fp32 reference; nv12 and p010le only:
+#         gpu_check compares the two backends through the API for every one of these formats)
+# and checks: N frames out with the input's pts (those of the host run); the frames leaving
+# denoise are CUDA frames (showinfo's fmt:cuda); cuda == host (identical, or PSNR >= 60 dB); cuda
+# vs cpu PSNR >= 40 dB (bf16 storage vs fp32). showinfo runs with checksum=0 on CUDA frames: FFmpeg 7.1's showinfo
+# computes its checksums with av_image_get_linesize(), which returns AVERROR(EINVAL) for a
+# hardware format, and showinfo returns that without a message ("Error while filtering: Invalid
+# argument" from the CLI). The control chain tells a failure of FFmpeg's own CUDA chain from one
+# of denoise; for a failed run the lines that name the cause are printed.
+# Then: hardware decoding (h264 through NVDEC: -hwaccel cuda -hwaccel_output_format cuda, SKIP
+# where the machine has no NVDEC) against software decoding; two denoise instances on one GPU
+# (split, one -frames:v per output) give identical frames; a sw_format with alpha (yuva420p) is
+# refused with its message; the log names the CUDA device.
+# Every ffmpeg run is limited to CF_RUN_TIMEOUT seconds (default 60). Logs of every run go to
+# $OUT/cuda_frames/ (else to a temporary folder); the summary table is last.
 set -u
 TEST_NAME=check_cuda_frames
 . "$(dirname "$0")/../tests/lib.sh"
@@ -26,54 +37,107 @@ mkdir -p "$L" || die "cannot create $L"
 N=12
 SIZE=320x192
 DN="$(filter_model "$model")"
-SRC="testsrc2=s=$SIZE:r=25"
+SRC="testsrc2=s=$SIZE:r=25:d=$(awk -v n=$N 'BEGIN { print n / 25 }')"
+RUN_TIMEOUT=${CF_RUN_TIMEOUT:-60}
 table=$L/summary.txt
 : >"$table"
 
-ff() { # ff LOG ARGS...: run build/bin/ffmpeg, log everything
+ff() { # ff LOG ARGS...: run build/bin/ffmpeg (at most RUN_TIMEOUT s), log everything
     _l=$1; shift
-    "$FFMPEG" -nostdin -hide_banner -v verbose "$@" >"$_l" 2>&1
+    timeout --foreground -k 5 "$RUN_TIMEOUT" "$FFMPEG" -nostdin -hide_banner -v verbose "$@" >"$_l" 2>&1
+    _st=$?
+    [ $_st -eq 124 ] && echo "check_cuda_frames: stopped after $RUN_TIMEOUT s (timeout)" >>"$_l"
+    return $_st
 }
 row() { printf '%-12s %-6s %s\n' "$1" "$2" "$3" >>"$table"; }
+# why LOG: the lines of a failed run that name its cause: errors from any filter or from the
+# CLI, and denoise's own messages; when denoise logged no error, say so.
+why() {
+    grep -E 'rror|failed|[Ii]nvalid|[Cc]annot|not (supported|taken)|timeout|Conversion failed' "$1" |
+        grep -v 'Statistics:' | head -n 8 | sed 's/^/    /'
+    if grep -q 'Parsed_denoise' "$1" && ! grep -q 'Parsed_denoise.*\(failed\|cannot\|error\|refused\|not taken\)' "$1"; then
+        echo "    (denoise logged no error; full log: $1)"
+    fi
+}
 
 for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     c=$TMP/$F.cuda.nut h=$TMP/$F.host.nut p=$TMP/$F.cpu.nut
-    if ! ff "$L/$F.cuda.log" -f lavfi -i "$SRC" -frames:v $N \
-            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo,hwdownload,format=$F" \
+    if ! ff "$L/$F.ctrl.log" -f lavfi -i "$SRC" \
+            -vf "format=$F,hwupload_cuda,showinfo=checksum=0,hwdownload,format=$F" -f null -; then
+        fail "$F: FFmpeg's CUDA chain fails without denoise (hwupload_cuda,hwdownload; log $L/$F.ctrl.log):"
+        why "$L/$F.ctrl.log"
+        row "$F" FAIL "control chain without denoise failed"; continue
+    fi
+    if ! ff "$L/$F.cuda.log" -f lavfi -i "$SRC" \
+            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo=checksum=0,hwdownload,format=$F" \
             -c:v rawvideo -f nut "$c"; then
-        fail "$F: CUDA frames run failed (log $L/$F.cuda.log):"; tail -n 5 "$L/$F.cuda.log"
+        fail "$F: CUDA frames run failed (the same chain without denoise passed; log $L/$F.cuda.log):"
+        why "$L/$F.cuda.log"
         row "$F" FAIL "cuda run failed"; continue
     fi
-    ff "$L/$F.host.log" -f lavfi -i "$SRC" -frames:v $N -vf "format=$F,denoise=backend=cuda:$DN" \
-        -c:v rawvideo -f nut "$h" || { fail "$F: host-frames run failed"; row "$F" FAIL "host run failed"; continue; }
-    ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -frames:v $N -vf "format=$F,denoise=backend=cpu:$DN" \
-        -c:v rawvideo -f nut "$p" || { fail "$F: cpu run failed"; row "$F" FAIL "cpu run failed"; continue; }
+    ff "$L/$F.host.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cuda:$DN" \
+        -c:v rawvideo -f nut "$h" || { fail "$F: host-frames run failed:"; why "$L/$F.host.log"; row "$F" FAIL "host run failed"; continue; }
+    vs_cpu=-
+    case $F in nv12|p010le)
+        ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cpu:threads=8:$DN" \
+            -c:v rawvideo -f nut "$p" || { fail "$F: cpu run failed:"; why "$L/$F.cpu.log"; row "$F" FAIL "cpu run failed"; continue; }
+        vs_cpu=$(psnr "$c" "$p") ;;
+    esac
     n=$(count_frames "$c")
     ncuda=$(grep -c 'Parsed_showinfo.*fmt:cuda' "$L/$F.cuda.log")
-    pts_c=$(frame_pts "$c" | tr '\n' ' ') pts_p=$(frame_pts "$p" | tr '\n' ' ')
-    same=$(psnr "$c" "$h") vs_cpu=$(psnr "$c" "$p")
+    pts_c=$(frame_pts "$c" | tr '\n' ' ') pts_h=$(frame_pts "$h" | tr '\n' ' ')
+    same=$(psnr "$c" "$h")
     ok=1
     [ "$n" = $N ] || { fail "$F: $n frames out of $N"; ok=0; }
     [ "$ncuda" = $N ] || { fail "$F: $ncuda of $N frames left denoise as CUDA frames"; ok=0; }
-    [ "$pts_c" = "$pts_p" ] || { fail "$F: pts differ from the software path: $pts_c / $pts_p"; ok=0; }
+    [ "$pts_c" = "$pts_h" ] || { fail "$F: pts differ from the software path: $pts_c / $pts_h"; ok=0; }
     if [ "$same" != inf ] && ! fcmp "${same:-0}" '>=' 60; then fail "$F: CUDA frames vs host frames PSNR $same dB < 60"; ok=0; fi
-    fcmp "${vs_cpu:-0}" '>=' 40 || { fail "$F: CUDA frames vs CPU backend PSNR $vs_cpu dB < 40"; ok=0; }
+    if [ "$vs_cpu" != - ] && ! fcmp "${vs_cpu:-0}" '>=' 40; then fail "$F: CUDA frames vs CPU backend PSNR $vs_cpu dB < 40"; ok=0; fi
     [ $ok = 1 ] && pass "$F: $n CUDA frames, vs host frames $same dB, vs CPU $vs_cpu dB"
     row "$F" "$([ $ok = 1 ] && echo PASS || echo FAIL)" "frames $n, cuda out $ncuda, vs host $same dB, vs cpu $vs_cpu dB"
 done
 
-# two instances sharing the GPU
-if ff "$L/two.log" -f lavfi -i "$SRC" -frames:v $N -filter_complex \
-        "format=nv12,hwupload_cuda,split[a][b];[a]denoise=backend=cuda:$DN,hwdownload,format=nv12[x];[b]denoise=backend=cuda:$DN,hwdownload,format=nv12[y]" \
-        -map '[x]' -c:v rawvideo -f nut "$TMP/two_x.nut" -map '[y]' -c:v rawvideo -f nut "$TMP/two_y.nut"; then
-    s2=$(psnr "$TMP/two_x.nut" "$TMP/two_y.nut")
-    if [ "$s2" = inf ] && [ "$(count_frames "$TMP/two_x.nut")" = $N ]; then
-        pass "two instances on one GPU: identical outputs"; row two-inst PASS "identical, $N frames each"
+# hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
+# same stream decoded in software (H.264 decoding is bit-exact, so the frames are the same)
+enc=$TMP/src.mkv
+if ! ff "$L/nvdec.enc.log" -f lavfi -i "$SRC" -vf format=yuv420p -c:v libx264 -preset ultrafast -qp 20 "$enc"; then
+    fail "nvdec: could not encode the h264 source:"; why "$L/nvdec.enc.log"; row nvdec FAIL "no h264 source"
+elif ! ff "$L/nvdec.ctrl.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" -vf hwdownload,format=nv12 -f null -; then
+    # without NVDEC the decoder falls back to software frames, which hwdownload refuses
+    skip "nvdec: no NVDEC decoding of h264 into CUDA frames here: $(grep -iE 'nvcuvid|Failed setup|hardware frame|rror' "$L/nvdec.ctrl.log" | head -n 2 | tr '\n' ' ')"
+    row nvdec SKIP "no NVDEC here"
+elif ! ff "$L/nvdec.cuda.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
+        -vf "denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$TMP/nvdec.nut"; then
+    fail "nvdec: -hwaccel cuda -hwaccel_output_format cuda ... -vf denoise failed:"; why "$L/nvdec.cuda.log"
+    row nvdec FAIL "run failed"
+elif ! grep -q 'Parsed_denoise.*for [0-9]*x[0-9]* cuda/' "$L/nvdec.cuda.log"; then
+    fail "nvdec: denoise did not get CUDA frames (log $L/nvdec.cuda.log)"; row nvdec FAIL "not CUDA frames"
+else
+    ff "$L/nvdec.host.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:$DN" -c:v rawvideo -f nut "$TMP/nvdec.host.nut" ||
+        fail "nvdec: software-decoded run failed"
+    nd=$(count_frames "$TMP/nvdec.nut") sd=$(psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut")
+    if [ "$nd" = $N ] && { [ "$sd" = inf ] || fcmp "${sd:-0}" '>=' 60; }; then
+        pass "nvdec: $nd NVDEC-decoded CUDA frames denoised, vs software decoding $sd dB"; row nvdec PASS "frames $nd, vs sw decode $sd dB"
     else
-        fail "two instances on one GPU: PSNR between them $s2 dB"; row two-inst FAIL "PSNR $s2 dB"
+        fail "nvdec: $nd frames of $N, vs software decoding $sd dB (needs >= 60)"; row nvdec FAIL "frames $nd, vs sw decode $sd dB"
+    fi
+fi
+
+# two instances sharing the GPU: -frames:v is an output option, so each output gets its own
+if ff "$L/two.log" -f lavfi -i "$SRC" -filter_complex \
+        "format=nv12,hwupload_cuda,split[a][b];[a]denoise=backend=cuda:$DN,hwdownload,format=nv12[x];[b]denoise=backend=cuda:$DN,hwdownload,format=nv12[y]" \
+        -map '[x]' -frames:v $N -c:v rawvideo -f nut "$TMP/two_x.nut" -map '[y]' -frames:v $N -c:v rawvideo -f nut "$TMP/two_y.nut"; then
+    s2=$(psnr "$TMP/two_x.nut" "$TMP/two_y.nut")
+    nx=$(count_frames "$TMP/two_x.nut") ny=$(count_frames "$TMP/two_y.nut")
+    s1=$( [ -f "$TMP/nv12.cuda.nut" ] && psnr "$TMP/two_x.nut" "$TMP/nv12.cuda.nut")
+    if [ "$s2" = inf ] && [ "$nx" = $N ] && [ "$ny" = $N ]; then
+        pass "two instances on one GPU: identical outputs, $N frames each (vs one instance: ${s1:-?} dB)"
+        row two-inst PASS "identical, $N frames each, vs one instance ${s1:-?} dB"
+    else
+        fail "two instances on one GPU: $nx and $ny frames of $N, PSNR between them $s2 dB"; row two-inst FAIL "frames $nx/$ny, PSNR $s2 dB"
     fi
 else
-    fail "two instances on one GPU: run failed (log $L/two.log)"; tail -n 5 "$L/two.log"; row two-inst FAIL "run failed"
+    fail "two instances on one GPU: run failed (log $L/two.log):"; why "$L/two.log"; row two-inst FAIL "run failed"
 fi
 
 # alpha sw_format refused with a message
@@ -82,7 +146,7 @@ if ff "$L/alpha.log" -f lavfi -i "$SRC" -frames:v 2 -vf "format=yuva420p,hwuploa
 elif grep -q "formats with alpha are not taken" "$L/alpha.log"; then
     pass "yuva420p CUDA frames refused with a message"; row yuva420p PASS "refused with a message"
 else
-    fail "yuva420p CUDA frames refused without the message:"; tail -n 5 "$L/alpha.log"; row yuva420p FAIL "no message"
+    fail "yuva420p CUDA frames refused without the message:"; why "$L/alpha.log"; row yuva420p FAIL "no message"
 fi
 
 # the device is named at info level

@@ -3,17 +3,23 @@
 #   1. build/tests/gpu_check: ops, frame conversions (every format family vs the CPU backend),
 #      the network, the public API (CUDA vs CPU backend, memory HOST and CUDA, amounts, the golden
 #      sequences, the sample clips decoded to rgb48le by build/bin/ffmpeg), tiles vs whole frames
-#      (a crop PPM, converted to PNG, in $CHECK_OUT), memory caps and out-of-memory fallback,
-#      invalid arguments and streams, two engines at once;
+#      (a crop PNG per tile check in $CHECK_OUT), memory caps and out-of-memory fallback, invalid
+#      arguments and streams, two engines at once; each part's wall time on a "time" line;
 #   2. compute-sanitizer --tool memcheck on gpu_check --quick (ops, conversions, a short API run
-#      with tiles);
+#      with tiles), and at the same time (independent processes, small frames)
 #   3. tools/check_cuda_frames.sh: build/bin/ffmpeg on CUDA frames (hwupload_cuda, denoise,
-#      hwdownload) for each sw_format against host frames and the CPU backend, two instances on
-#      one GPU, the alpha refusal, the backend line.
+#      hwdownload) for each sw_format against host frames and the CPU backend, NVDEC decoding, two
+#      instances on one GPU, the alpha refusal, the backend line.
+# Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
+# CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
+# CHECK_CF_TIMEOUT (120); parts 2 and 3 run side by side. Expected on one H200: about 150 + 45 s
+# (tools/device_gpu.sh sets 190, 85, 85).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
-# PASS/FAIL line of check_cuda_frames.sh as one). Exit 0 only when nothing failed; 77 when there is no usable GPU.
-# Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default $OUT
-# when set, else a temporary folder).
+# PASS/FAIL line of check_cuda_frames.sh as one). Exit 0 only when nothing failed; 77 when there
+# is no usable GPU.
+# Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default
+# $OUT when set, else a temporary folder), CHECK_LOGS (check_cuda_frames.sh's per-run logs, in
+# CHECK_LOGS/cuda_frames; default: CHECK_OUT).
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
@@ -29,10 +35,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 CHECK_OUT=${CHECK_OUT:-${OUT:-$tmp}}
-mkdir -p "$CHECK_OUT"
+CHECK_LOGS=${CHECK_LOGS:-$CHECK_OUT}
+mkdir -p "$CHECK_OUT" "$CHECK_LOGS"
 p=0 f=0
 pass() { echo "PASS $*"; p=$((p + 1)); }
 fail() { echo "FAIL $*"; f=$((f + 1)); }
+t0=$(date +%s)
+took() { echo "time check_gpu: $1 took $(( $(date +%s) - $2 )) s (at $(( $(date +%s) - t0 )) s)"; }
 
 FFMPEG=$BUILD/bin/ffmpeg
 [ -x "$FFMPEG" ] || FFMPEG=
@@ -58,53 +67,79 @@ fi
 [ -f "$WEIGHTS" ] && args=(--weights "$WEIGHTS" "${args[@]}")
 
 echo "=== gpu_check"
-"$CHECK" "${args[@]}" --out "$CHECK_OUT" 2>&1 | tee "$tmp/log"
+ts=$(date +%s)
+timeout "${CHECK_GPU_TIMEOUT:-200}" "$CHECK" "${args[@]}" --out "$CHECK_OUT" 2>&1 | tee "$tmp/log"
 rc=${PIPESTATUS[0]}
 [ $rc -eq 77 ] && exit 77
 gp=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/log" | tail -n 1)
 gf=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/log" | tail -n 1)
 p=$((p + ${gp:-0}))
-if [ -z "$gf" ]; then f=$((f + 1)); echo "FAIL gpu_check exited $rc without a summary"; else f=$((f + gf)); fi
-[ $rc -ne 0 ] && [ "${gf:-1}" = 0 ] && fail "gpu_check exited $rc"
-if [ -n "$FFMPEG" ]; then
-    for ppm in "$CHECK_OUT"/tile_crop_*.ppm; do
-        [ -f "$ppm" ] || continue
-        "$FFMPEG" -v error -y -i "$ppm" "${ppm%.ppm}.png" </dev/null && rm -f "$ppm"
-    done
+if [ $rc -eq 124 ]; then
+    # stopped at its budget: count what it printed
+    p=$((p + $(grep -c '^PASS' "$tmp/log"))) f=$((f + $(grep -c '^FAIL' "$tmp/log")))
+    fail "gpu_check stopped after ${CHECK_GPU_TIMEOUT:-200} s (its budget); last part timed: $(grep '^time' "$tmp/log" | tail -n 1)"
+elif [ -z "$gf" ]; then
+    f=$((f + 1)); echo "FAIL gpu_check exited $rc without a summary"
+else
+    f=$((f + gf))
+    [ $rc -ne 0 ] && [ "$gf" = 0 ] && fail "gpu_check exited $rc"
 fi
+took gpu_check "$ts"
 
-echo "=== compute-sanitizer --tool memcheck gpu_check --quick"
+# memcheck and the CUDA-frames checks side by side (separate processes on small frames)
+echo "=== compute-sanitizer --tool memcheck gpu_check --quick, and tools/check_cuda_frames.sh (side by side)"
+ts=$(date +%s)
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
       2>/dev/null | head -n 1 || true)
+san_pid=
 if [ -n "$SAN" ]; then
-    timeout 200 "$SAN" --tool memcheck --error-exitcode 99 "$CHECK" --quick > "$tmp/san" 2>&1
-    src=$?
-    if [ $src -eq 124 ]; then
+    ( s0=$(date +%s)
+      timeout "${CHECK_SAN_TIMEOUT:-120}" "$SAN" --tool memcheck --error-exitcode 99 "$CHECK" --quick > "$tmp/san" 2>&1
+      echo $? > "$tmp/san.rc"; echo $(( $(date +%s) - s0 )) > "$tmp/san.s" ) &
+    san_pid=$!
+fi
+cf_pid=
+if [ -n "$FFMPEG" ]; then
+    ( s0=$(date +%s)
+      OUT=$CHECK_LOGS timeout "${CHECK_CF_TIMEOUT:-120}" sh "$ROOT/tools/check_cuda_frames.sh" > "$tmp/cf" 2>&1
+      echo $? > "$tmp/cf.rc"; echo $(( $(date +%s) - s0 )) > "$tmp/cf.s" ) &
+    cf_pid=$!
+fi
+[ -n "$san_pid" ] && wait "$san_pid"
+[ -n "$cf_pid" ] && wait "$cf_pid"
+
+echo "=== compute-sanitizer --tool memcheck gpu_check --quick"
+if [ -z "$SAN" ]; then
+    fail "memcheck: compute-sanitizer not found"
+else
+    src=$(cat "$tmp/san.rc" 2>/dev/null || echo 1)
+    if [ "$src" -eq 124 ]; then
         grep -v '^PASS' "$tmp/san" | tail -n 10
-        fail "memcheck: gpu_check --quick did not finish within 200 s ($(grep -c '^PASS' "$tmp/san") checks done by then; memcheck errors reported: $(grep -c '^========= Invalid\|^========= Program hit' "$tmp/san"))"
-    elif [ $src -eq 0 ]; then
+        fail "memcheck: gpu_check --quick did not finish within ${CHECK_SAN_TIMEOUT:-120} s ($(grep -c '^PASS' "$tmp/san") checks done by then; memcheck errors reported: $(grep -c '^========= Invalid\|^========= Program hit' "$tmp/san"))"
+    elif [ "$src" -eq 0 ]; then
         tail -n 2 "$tmp/san"
         pass "memcheck: gpu_check --quick ($(grep -c '^PASS' "$tmp/san") checks under memcheck, no error)"
     else
         grep -v '^PASS' "$tmp/san" | tail -n 40
-        fail "memcheck: gpu_check --quick"
+        fail "memcheck: gpu_check --quick (exit $src)"
     fi
-else
-    fail "memcheck: compute-sanitizer not found"
+    echo "time check_gpu: memcheck took $(cat "$tmp/san.s" 2>/dev/null || echo '?') s"
 fi
 
 echo "=== ffmpeg: CUDA frames (tools/check_cuda_frames.sh)"
 if [ -z "$FFMPEG" ]; then
     fail "ffmpeg CUDA frames: no $BUILD/bin/ffmpeg"
 else
-    OUT=$CHECK_OUT sh "$ROOT/tools/check_cuda_frames.sh" > "$tmp/cf" 2>&1
-    crc=$?
+    crc=$(cat "$tmp/cf.rc" 2>/dev/null || echo 1)
     cat "$tmp/cf"
     cp=$(grep -c '^PASS' "$tmp/cf") cfl=$(grep -c '^FAIL' "$tmp/cf")
     p=$((p + cp)) f=$((f + cfl))
-    [ $crc -ne 0 ] && [ $crc -ne 77 ] && [ "$cfl" -eq 0 ] && fail "check_cuda_frames.sh exited $crc"
-    [ $crc -eq 77 ] && echo "SKIP ffmpeg CUDA frames: check_cuda_frames.sh ran nothing (exit 77)"
+    [ "$crc" -eq 124 ] && fail "check_cuda_frames.sh stopped after ${CHECK_CF_TIMEOUT:-120} s (its budget)"
+    [ "$crc" -ne 0 ] && [ "$crc" -ne 124 ] && [ "$crc" -ne 77 ] && [ "$cfl" -eq 0 ] && fail "check_cuda_frames.sh exited $crc"
+    [ "$crc" -eq 77 ] && echo "SKIP ffmpeg CUDA frames: check_cuda_frames.sh ran nothing (exit 77)"
+    echo "time check_gpu: check_cuda_frames.sh took $(cat "$tmp/cf.s" 2>/dev/null || echo '?') s"
 fi
+took "memcheck and CUDA frames (side by side)" "$ts"
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

@@ -281,6 +281,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
             }
         }
     }
+    CU(cudaDeviceSynchronize());  // the device frames' uploads have landed (see above)
     (void)ch;
     const int warm = cap ? 2 : 6, lat = denoise_latency(e);
     int pulled = 0, rc = 0;

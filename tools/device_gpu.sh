@@ -8,9 +8,14 @@
 #       or /work/shared/tools/device-libs.sh); both folders are git-ignored.
 #   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh (BENCH_TORCH=0: no torch.compile
-#       warm-up in this run), writes device.log, check_gpu.log, bench.log, two tile crops and
-#       logs.tar.gz (every log) under $OUT (or ./device-out), and prints both summary blocks
-#       last. About 6 minutes on one H200.
+#       warm-up in this run) and prints the failures, the key checks and the bench summary last.
+# Output, always in $OUT (./device-out when OUT is unset), at most 6 files: device.log (each
+# part's exit status and duration), check_gpu.log and bench.log (written as the parts run, so
+# that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
+# logs.tar.gz (the per-run logs of check_cuda_frames.sh and of bench.sh's ffmpeg runs; written
+# after each part).
+# Budgets: check_gpu.sh 280 s (gpu_check 190, then memcheck and the CUDA-frames checks side by side
+# within 85 s), bench.sh 110 s: about 5 minutes expected on one H200, 6.5 at most.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -46,14 +51,14 @@ if [ "${1:-}" = --pack ]; then
     exit 0
 fi
 
-# $OUT brings back at most 8 files: the logs are written to WORK, and $OUT receives device.log,
-# check_gpu.log, bench.log, two tile crops and logs.tar.gz (everything, check_cuda_frames.sh's
-# per-run logs included)
 OUTDIR=${OUT:-$ROOT/device-out}
+mkdir -p "$OUTDIR" || exit 1
+# per-run logs (many small files) live outside $OUTDIR and come back as logs.tar.gz
 WORK=$(mktemp -d /tmp/device-work.XXXXXX)
-mkdir -p "$OUTDIR"
+trap 'rm -rf "$WORK"' EXIT
 [ -f .device/build.tar.xz ] && [ -f .devlibs/libs.tar.xz ] || {
-    echo "device_gpu: .device/build.tar.xz or .devlibs/libs.tar.xz missing (tools/device_gpu.sh --pack, then carry both)"
+    echo "device_gpu: .device/build.tar.xz or .devlibs/libs.tar.xz missing (tools/device_gpu.sh --pack, then carry both)" |
+        tee "$OUTDIR/device.log"
     exit 1
 }
 t0=$(date +%s)
@@ -65,26 +70,34 @@ export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
     echo "unpacked in $(( $(date +%s) - t0 )) s; $(build/bin/ffmpeg -hide_banner -version | head -n 1)"
-} | tee "$WORK/device.log"
+} | tee "$OUTDIR/device.log"
+pack_logs() { tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null; }
 
-CHECK_OUT=$WORK timeout 360 bash tools/check_gpu.sh > "$WORK/check_gpu.log" 2>&1
+ts=$(date +%s)
+CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=190 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 \
+    timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-280}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
 crc=$?
-echo "check_gpu.sh exit $crc after $(( $(date +%s) - t0 )) s" | tee -a "$WORK/device.log"
-BENCH_TORCH=0 timeout 200 bash tools/bench.sh > "$WORK/bench.log" 2>&1
+echo "check_gpu.sh exit $crc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+pack_logs
+ts=$(date +%s)
+mkdir -p "$WORK/bench"
+BENCH_TORCH=0 BENCH_LOGS=$WORK/bench BENCH_CB_TIMEOUT=45 BENCH_RUN_TIMEOUT=25 \
+    timeout -k 5 "${DEVICE_BENCH_TIMEOUT:-110}" bash tools/bench.sh > "$OUTDIR/bench.log" 2>&1
 brc=$?
-echo "bench.sh exit $brc after $(( $(date +%s) - t0 )) s" | tee -a "$WORK/device.log"
-cp "$WORK/device.log" "$WORK/check_gpu.log" "$WORK/bench.log" "$OUTDIR/"
-ls "$WORK"/tile_crop_*.png 2>/dev/null | head -n 2 | xargs -r cp -t "$OUTDIR/"
-tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null
-OUTDIR_LOGS=$WORK
+echo "bench.sh exit $brc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+pack_logs
 
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
-grep -E '^(FAIL|SKIP)' "$OUTDIR_LOGS/check_gpu.log" | head -n 40
+grep -E '^(FAIL|SKIP)' "$OUTDIR/check_gpu.log" | head -n 40
 grep -E '^PASS (tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|two engines|stream)' \
-    "$OUTDIR_LOGS/check_gpu.log" | cut -c1-220 | head -n 30
-tail -n 1 "$OUTDIR_LOGS/check_gpu.log"
+    "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 30
+grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"
+tail -n 1 "$OUTDIR/check_gpu.log"
 echo
 echo "===== bench (full log: bench.log)"
-sed -n '/^=== bench summary/,$p' "$OUTDIR_LOGS/bench.log"
+grep -E '^bench: .* took' "$OUTDIR/bench.log"
+sed -n '/^=== bench summary/,$p' "$OUTDIR/bench.log"
+echo
+cat "$OUTDIR/device.log"
 [ $crc -eq 0 ] && [ $brc -eq 0 ]

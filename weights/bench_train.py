@@ -12,25 +12,34 @@ data; throughput does not depend on the pixels), for --seconds of steady state a
 and warm-up. Timing: a CUDA event pair around every step (batch generation, noise, forward,
 backward, clipping, AdamW), read after the run; clips/s = clips / (last end - first start).
 
-Variants (weights/train_step.py engines):
+Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions and head):
   v1             model v1's recipe: the v1 attention code, batch 64, AWGN (data.make_noisy), L1,
                  eager (the v1 run compiled the whole model instead: a cold compile took 300 s;
                  its log, weights/ckpt/train.log, has a median of about 1,290 clips/s).
   sdpa-b64       SDPA attention, the v2 recipe (noise mixture, synthetic clips, low-pass loss), batch 64
   sdpa           the same at batch 128
   graph          sdpa + the whole step as one CUDA graph, batch 128
+  graph-math     graph with SDPA held to its math backend (the attention kernels of the first GPU
+                 bench, before the mask was made contiguous): what the fused kernel gains
+  graph-nchw     graph with the convolutions and head in NCHW (model v1's layout): what
+                 channels-last gains
+  graph-b256     graph at batch 256
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
-  graph-b256     graph at batch 256
-The recommendation (printed last and written to --json as "recommended") is the fastest engine
-at batch 128 whose set-up (compile / capture / first step) took at most 60 s, so that data
-loading plus set-up stays under 90 s per training run. Variants that would start after --budget
-seconds are skipped (and say so). First, weights/check_attention.py runs on the device (SDPA vs
-the v1 code, fp32, outputs and gradients); --skip-check leaves it out.
+For each variant: clips/s, step time, set-up (compile / capture / first step), peak memory, the
+time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches)
+and which SDPA backend its kernels ran, forward and backward (check_attention.sdpa_backends on
+one step of the same kernels, after the timing). The recommendation (printed last and written to
+--json as "recommended") is the fastest engine at batch 128 in its default form (sdpa, graph,
+compile, compile-graph) whose set-up took at most 85 s, so that data loading plus set-up stays
+under 90 s per training run. Variants that would start after --budget seconds are skipped (and
+say so). First, weights/check_attention.py runs on the device (the training kernels vs the v1
+code, fp32 and bf16, and which SDPA backend ran); --skip-check leaves it out.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -41,21 +50,25 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
+from check_attention import describe_backends  # noqa: E402
 from data import TILE, Batcher, make_noisy  # noqa: E402
 from model import Config, Denoiser  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 from train_step import StepEngine  # noqa: E402
 
 V1_LOGGED_CLIPS_PER_S = 1290.0
-VARIANTS = {  # name: (engine, batch, recipe)
-    "v1": ("math", 64, "v1"),
-    "sdpa-b64": ("sdpa", 64, "v2"),
-    "sdpa": ("sdpa", 128, "v2"),
-    "graph": ("graph", 128, "v2"),
-    "compile": ("compile", 128, "v2"),
-    "compile-graph": ("compile-graph", 128, "v2"),
-    "graph-b256": ("graph", 256, "v2"),
+VARIANTS = {  # name: (engine, batch, recipe, options)
+    "v1": ("math", 64, "v1", {}),
+    "sdpa-b64": ("sdpa", 64, "v2", {}),
+    "sdpa": ("sdpa", 128, "v2", {}),
+    "graph": ("graph", 128, "v2", {}),
+    "graph-math": ("graph", 128, "v2", {"sdpa_math": True}),
+    "graph-nchw": ("graph", 128, "v2", {"channels_last": False}),
+    "graph-b256": ("graph", 256, "v2", {}),
+    "compile": ("compile", 128, "v2", {}),
+    "compile-graph": ("compile-graph", 128, "v2", {}),
 }
+SETUP_LIMIT_S = 85.0   # compile / capture / first step; data loading takes the rest of 90 s
 
 
 def synthetic_sources(dev, n_frames=240, n_tiles=512, H=480, W=854):
@@ -98,26 +111,38 @@ def sync(dev):
 
 
 def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_div=1, compile_backend="inductor"):
-    engine, B, recipe_name = VARIANTS[name]
-    B = max(2, B // batch_div)
+    engine, B, recipe_name, opts = VARIANTS[name]
+    with contextlib.ExitStack() as stack:
+        if opts.get("sdpa_math"):
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        return _bench_variant(name, engine, max(2, B // batch_div), recipe_name, opts, frames, starts, tiles,
+                              dev, seconds, patch, log, compile_backend)
+
+
+def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, dev, seconds, patch, log,
+                   compile_backend):
     recipe = candidates.RECIPES[recipe_name]
     t0 = time.time()
     torch.manual_seed(0)
     model = Denoiser(Config()).to(dev)
     eng = StepEngine(model, engine, recipe["lowpass_weight"], 4e-4 if B == 64 else 5.6e-4, log=log,
-                     compile_backend=compile_backend)
+                     compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
     batcher = Batcher(tiles, frames, starts, dev, seed=1)
     gen = torch.Generator(device=dev).manual_seed(2)
     noise = NoiseRecipe() if recipe["noise"] == "v2" else None
 
-    def one(lr):
+    def batch():
         with torch.no_grad():
             clean = batcher.clean(B, patch, 0.5, recipe["synth_share"])
             if noise is None:
                 noisy, smap = make_noisy(clean, gen)
             else:
                 noisy, smap, _ = noise(clean, gen)
-        return eng.step(noisy, smap, clean[:, 3], lr)
+        return noisy, smap, clean[:, 3]
+
+    def one(lr):
+        return eng.step(*batch(), lr)
 
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -143,19 +168,31 @@ def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_d
     sync(dev)
     ms = [a.ms_to(b) for a, b in ev]
     total_ms = ev[0][0].ms_to(ev[-1][1])
+    peak = round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else 0.0
+    dms = []                           # batch generation alone
+    for _ in range(20 if dev.type == "cuda" else 2):
+        a, b = Stamp(dev), Stamp(dev)
+        a.record()
+        batch()
+        b.record()
+        dms.append((a, b))
+    sync(dev)
+    backends = eng.attention_backends(*batch())
     r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
+         "options": opts, "channels_last": eng.describe()["channels_last"],
          "steps": len(ev), "clips_per_s": round(len(ev) * B / (total_ms / 1000), 1),
          "step_ms_median": round(statistics.median(ms), 3), "step_ms_p90": round(sorted(ms)[int(0.9 * len(ms))], 3),
-         "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1),
-         "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else 0.0,
-         "mean_loss": round(acc.item() / len(ev), 4), "fallbacks": eng.fallbacks}
+         "data_ms_median": round(statistics.median(a.ms_to(b) for a, b in dms), 3),
+         "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1), "peak_alloc_gib": peak,
+         "mean_loss": round(acc.item() / len(ev), 4), "sdpa_backends": backends,
+         "attention": describe_backends(backends), "fallbacks": eng.fallbacks}
     return r
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="steady-state seconds per variant")
-    ap.add_argument("--variants", default="v1,sdpa-b64,sdpa,graph,graph-b256,compile,compile-graph")
+    ap.add_argument("--variants", default="v1,graph-math,sdpa,graph,graph-nchw,graph-b256,compile,compile-graph")
     ap.add_argument("--patch", type=int, default=128)
     ap.add_argument("--budget", type=float, default=150.0, help="start no variant after this many seconds")
     ap.add_argument("--json")
@@ -204,7 +241,8 @@ def main():
         out["results"].append(r)
     ok = [r for r in out["results"] if "error" not in r]
     v1 = next((r for r in ok if r["variant"] == "v1"), None)
-    cands = [r for r in ok if VARIANTS[r["variant"]][1] == 128 and r["setup_seconds"] <= 60 and r["engine"] == r["requested_engine"]]
+    cands = [r for r in ok if r["variant"] in ("sdpa", "graph", "compile", "compile-graph")
+             and r["setup_seconds"] <= SETUP_LIMIT_S and r["engine"] == r["requested_engine"]]
     best = max(cands, key=lambda r: r["clips_per_s"]) if cands else None
     out["recommended"] = best["engine"] if best else None
     out["fallback_events"] = events
@@ -218,15 +256,15 @@ def main():
           f"after warm-up; attention check: " + ("skipped" if ac is None else
           ("PASS" if ac["pass"] else "FAIL " + "; ".join(ac["failures"])) + "; " + "; ".join(ac["notes"])))
     print(f"{'variant':14s} {'engine':14s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
-          f"{'step ms':>8s} {'setup s':>7s} {'GiB':>6s}")
+          f"{'step ms':>8s} {'data ms':>7s} {'setup s':>7s} {'GiB':>6s}  SDPA backend")
     for r in out["results"]:
         if "error" in r:
             print(f"{r['variant']:14s} ERROR {r['error'][:100]}")
             continue
         x = f"{r['clips_per_s'] / v1['clips_per_s']:.2f}" if v1 else "-"
         print(f"{r['variant']:14s} {r['engine']:14s} {r['batch']:5d} {r['clips_per_s']:9.1f} {x:>6s} "
-              f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['setup_seconds']:7.1f} "
-              f"{r['peak_alloc_gib']:6.1f}")
+              f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['data_ms_median']:7.2f} "
+              f"{r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f}  {r['attention']}")
     for s in out["skipped"]:
         print("skipped:", s)
     print(f"recommended engine: {out['recommended']}  (total {out['total_seconds']} s)")

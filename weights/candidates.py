@@ -2,9 +2,18 @@
 
 A candidate is a model.Config plus the recipe it trains with. Every candidate stays within the
 family (input fusion -> Swin U-Net with 8x8 shifted windows -> 3x3x3 stencil head) and within
-2x model v1's 212 GFLOP per 1080p frame (model.gflop_per_frame). "v1" is the control; "v1-awgn"
-is the same network trained with model v1's recipe (AWGN only, L1 only), which measures what the
-faithfulness recipe costs in AWGN PSNR.
+what the engines are built to run (engine_limits): channels multiples of 32 up to 256 with head
+dim 32 (heads = C / 32), window 8, MLP ratio 4, at most 2x model v1's 212 GFLOP per 1080p frame
+(model.gflop_per_frame); the temporal radius is Config.fusion_radius + head_radius. "v1" is the
+control; "v1-awgn" is the same network trained with model v1's recipe (AWGN only, L1 only), which
+measures what the faithfulness recipe costs in AWGN PSNR.
+
+  v1              channels 32/64/128, depths 2/2/3/2/2                      212.1 GFLOP
+  wide96          channels 32/96/192 (heads 1/3/6): width where tokens are few  342.0
+  deep            depths 2/4/6/4/2                                          313.7
+  frame32         per-frame encoder E 32 (features once per frame, reused)  255.7
+  frame32-r3      frame32 with temporal radius 4 (9 frames)                 274.9
+  frame32-wide96  frame32 with channels 32/96/192                           385.6
 
 Recipes (weights/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
@@ -14,23 +23,47 @@ Recipes (weights/train_step.py applies them):
 """
 from __future__ import annotations
 
-from model import Config
+from model import Config, gflop_per_frame
 
 DEEP = {"enc0": 2, "enc1": 4, "mid": 6, "dec1": 4, "dec0": 2}
+WIDE96 = {"channels": (32, 96, 192), "heads": (1, 3, 6)}
 
 CANDIDATES = {
     "v1": (Config(), "v2"),
     "v1-awgn": (Config(), "v1"),
-    "wide40": (Config(channels=(40, 80, 160), heads=(1, 2, 4), head_dim=40), "v2"),
+    "wide96": (Config(**WIDE96), "v2"),
     "deep": (Config(depths=dict(DEEP)), "v2"),
     "frame32": (Config(fusion="frame", frame_channels=32), "v2"),
     "frame32-r3": (Config(fusion="frame", frame_channels=32, fusion_radius=3), "v2"),
+    "frame32-wide96": (Config(fusion="frame", frame_channels=32, **WIDE96), "v2"),
 }
 
 RECIPES = {
     "v2": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5},
     "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0},
 }
+
+MAX_GFLOP_RATIO = 2.0   # inference cost per 1080p frame against model v1's
+
+
+def engine_limits(cfg: Config) -> list[str]:
+    """What keeps cfg outside what the engines are built for (the fused kernels: channels multiples
+    of 32 up to 256 with head dim 32, window 8, MLP ratio 4) or over the study's cost bound;
+    [] when it is within them."""
+    why = []
+    for c, h in zip(cfg.channels, cfg.heads):
+        if c % 32 or not 32 <= c <= 256:
+            why.append(f"channels {c} not a multiple of 32 in 32..256")
+        if h * 32 != c:
+            why.append(f"heads {h} for channels {c}: head dim must be 32")
+    if cfg.head_dim != 32:
+        why.append(f"head_dim {cfg.head_dim} != 32")
+    if cfg.window != 8 or cfg.mlp_ratio != 4:
+        why.append(f"window {cfg.window} / MLP ratio {cfg.mlp_ratio}: the engines run 8 / 4")
+    ratio = gflop_per_frame(cfg, 1080, 1920) / gflop_per_frame(Config(), 1080, 1920)
+    if ratio > MAX_GFLOP_RATIO:
+        why.append(f"{ratio:.2f}x model v1's GFLOP per 1080p frame > {MAX_GFLOP_RATIO:g}x")
+    return why
 
 
 def get(name: str):

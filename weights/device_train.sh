@@ -10,6 +10,7 @@
 #                       decode its photos/videos into /root/data/cache (parallel, .npy)
 #   bench [ARGS]        (device, foreground, <= 3 min) weights/bench_train.py -> /root/run/bench.json
 #   study [ARGS]        (device) start weights/study.py in the background, return at once
+#                       (candidates one after another; results.md is rewritten as they end)
 #   main MINUTES [CAND] (device) start or resume the main run in the background: resume
 #                       /root/run/main, else continue the study's winner (or CAND) from its study
 #                       checkpoint, else start CAND from scratch; adds MINUTES of training
@@ -17,7 +18,8 @@
 #                       nothing runs any more or SECONDS are (nearly) up
 #   status              (device) processes, last log lines, GPU
 #   pause | resume      (device) SIGSTOP / SIGCONT the study and main process groups (for a GPU
-#                       benchmark; stopped time does not count as training time)
+#                       benchmark; stopped time does not count as training time); pause waits 2 s
+#                       for the queued GPU work and prints the GPU's utilisation
 #   collect             (device) copy results to $OUT now
 #   finish              (device) export the main run to $RUN/denoise-v2.safetensors (bf16), run the
 #                       faithfulness probe on it and, when eval-davis4 was packed (DT_PACK_EVAL=1
@@ -112,7 +114,7 @@ cmd_bench() {
 
 cmd_study() {
     alive "$RUN/study.pid" && { echo "study already running (pid $(cat "$RUN/study.pid"))"; return 0; }
-    [ -f "$RUN/study/results.json" ] && { echo "study already done: $(cat "$RUN/study/winner")"; return 0; }
+    [ -f "$RUN/study/winner" ] && { echo "study already done: $(cat "$RUN/study/winner")"; return 0; }
     ls "$DATA/videos2"/*.mp4 >/dev/null 2>&1 || die "no videos in $DATA/videos2: unpack every pack first"
     mkdir -p "$RUN/study"
     setsid nohup $PY weights/study.py --photos "$DATA/photos" --videos $VIDEOS --cache "$DATA/cache" \
@@ -165,17 +167,25 @@ collect() {
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
     } >"$OUT/status.txt" 2>&1
     # at most 8 files come back: status.txt, logs.tgz (bench, study without checkpoints, main
-    # logs), study_winner.pt, main_last.pt, main_train.log (+ finish: the weight file, finish.tgz)
+    # logs), study_winner.pt, main_last.pt (or its 2 parts), main_train.log (+ finish: the weight
+    # file, finish.tgz)
     logs=$(cd "$RUN" && ls -d bench.json bench.txt study main 2>/dev/null)
     [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
         --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
+    # a file over 16 MiB does not come back: the main run's checkpoint (8 bytes per parameter, 16.5
+    # MB for 2.06 M parameters) then comes in parts of 15 MiB (join: cat main_last.pt.part* >
+    # main_last.pt); the study winner's copy is only a record and is left out when too big
     w=$(cat "$RUN/study/winner" 2>/dev/null)
-    [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ] && cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"
-    [ -f "$RUN/main/last.pt" ] && cp "$RUN/main/last.pt" "$OUT/main_last.pt"
+    if [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ]; then
+        if [ "$(stat -c %s "$RUN/study/$w/last.pt")" -le $((16 * 1048576)) ]; then cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"
+        else echo "study winner's checkpoint over 16 MiB: not copied to \$OUT" >>"$OUT/status.txt"; fi
+    fi
+    if [ -f "$RUN/main/last.pt" ]; then
+        rm -f "$OUT/main_last.pt" "$OUT"/main_last.pt.part*
+        if [ "$(stat -c %s "$RUN/main/last.pt")" -le $((16 * 1048576)) ]; then cp "$RUN/main/last.pt" "$OUT/main_last.pt"
+        else split -b 15M -d -a 1 "$RUN/main/last.pt" "$OUT/main_last.pt.part"; fi
+    fi
     [ -f "$RUN/main/train.log" ] && cp "$RUN/main/train.log" "$OUT/main_train.log"
-    for f in "$OUT"/*.pt; do
-        [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((16 * 1024 * 1024)) ] && echo "warning: $f is over 16 MiB and will not come back" >&2
-    done
     return 0
 }
 
@@ -248,12 +258,16 @@ study) shift; cmd_study "$@" ;;
 main) shift; cmd_main "$@" ;;
 poll) shift; cmd_poll "$@" ;;
 status) cmd_status ;;
-pause) signal_all STOP ;;
+pause)   # the GPU finishes what was queued (well under a second), then is idle
+    signal_all STOP
+    sleep 2
+    command -v nvidia-smi >/dev/null && echo "GPU after pause: $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
+    exit 0 ;;
 resume) signal_all CONT ;;
 collect) collect ;;
 finish) cmd_finish ;;
 *)
-    sed -n '2,29p' "$0" >&2
+    sed -n '2,30p' "$0" >&2
     exit 2
     ;;
 esac

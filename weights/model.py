@@ -46,11 +46,20 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     reused by every window that contains it (an engine keeps E_j in its ring buffer); the fusion
     conv 3x3 reads concat(E_{s-r}, ..., E_{s+r}, sigma/255): (2r+1)*E + 1 -> C0 channels.
 
-Attention kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code):
-  "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as written in WindowAttention.
-  "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in shifted blocks,
-    the region mask) as one additive float mask: (1, h, N, N) broadcast over the windows of an
-    unshifted block; (nWB, h, N, N), the per-window sum repeated over the batch, in a shifted one.
+Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
+  attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
+  attention "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in
+    shifted blocks, the region mask) as one additive float mask, contiguous (PyTorch's fused CUDA
+    kernels need the mask's last dimension at stride 1): (1, h, N, N) broadcast over the windows of
+    an unshifted block; (nWB, h, N, N), the per-window sum repeated over the batch, in a shifted one.
+    Of the fused kernels only the memory-efficient one returns the mask's gradient (which the bias
+    tables learn from); train_step.configure_cuda() keeps SDPA off cuDNN attention for that reason.
+  layout "channels_last" (with sdpa): the 3x3 convolutions run on NHWC tensors (PyTorch's
+    channels-last memory format) with their input channels zero-padded to a multiple of 8 (the
+    weight too: the same sums plus zero terms), the head's conv3d runs as the equal conv2d over
+    [F_{t-1} | F_t | F_{t+1}] (3C channels, index k*C + c, weight W2[o, k*C + c] = W[o, c, k]),
+    and patch merging keeps its LayerNorm output in bf16 (layer_norm_lowp). No NCHW <-> NHWC
+    copies around the U-Net.
 """
 from __future__ import annotations
 
@@ -226,7 +235,10 @@ class WindowAttention(nn.Module):
         nWB, N, C = x.shape
         h, d = self.heads, self.head_dim
         q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
-        bias = self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1)
+        # (h, N, N), contiguous: the gathered table is (N, N, h), last dimension at stride 1
+        # only after the copy (for h > 1 the permuted view has stride h there, which every fused
+        # CUDA kernel refuses)
+        bias = self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1).contiguous()
         if mask is None:
             m = bias.to(q.dtype)[None]
         else:
@@ -248,6 +260,22 @@ def layer_norm_lowp(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(x.device.type, enabled=False):
             return F.layer_norm(x, norm.normalized_shape, norm.weight.to(x.dtype), norm.bias.to(x.dtype), norm.eps)
     return norm(x)
+
+
+def conv2d_nhwc(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """conv(x) for x (B, H, W, Cin) NHWC -> (B, H, W, Cout) NHWC, run on channels-last kernels.
+
+    The input channels (and the weight's) are zero-padded to a multiple of 8, the tile width of
+    bf16 tensor-core convolutions: the same sums plus zero terms. x.permute(0, 3, 1, 2) of a
+    contiguous NHWC tensor is a channels-last NCHW tensor, and so is the output, so neither side
+    needs a copy."""
+    p = (-x.shape[-1]) % 8
+    w = conv.weight
+    x = F.pad(x, (0, p)) if p else x.contiguous()
+    if p:
+        w = F.pad(w, (0, 0, 0, 0, 0, p))
+    y = F.conv2d(x.permute(0, 3, 1, 2), w, conv.bias, conv.stride, conv.padding)
+    return y.permute(0, 2, 3, 1)
 
 
 class SwinBlock(nn.Module):
@@ -345,9 +373,11 @@ class PatchMerge(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(4 * dim, eps=cfg.ln_eps)
         self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+        self.lowp = False   # set by Denoiser.set_engine (channels_last): LayerNorm output in bf16
 
     def forward(self, x):
-        return self.reduction(self.norm(s2d_nhwc(x)))
+        x = s2d_nhwc(x)
+        return self.reduction(layer_norm_lowp(self.norm, x) if self.lowp else self.norm(x))
 
 
 class PatchExpand(nn.Module):
@@ -386,9 +416,13 @@ class UNet(nn.Module):
         self.expand0 = PatchExpand(c1)
         self.skip0 = nn.Linear(2 * c0, c0)
         self.dec0 = Stage(c0, h0, d["dec0"], cfg)
+        self.channels_last = False   # set by Denoiser.set_engine: the fusion conv on NHWC kernels
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        x0 = self.enc0(self.fusion(z).permute(0, 2, 3, 1))
+        if self.channels_last:
+            x0 = self.enc0(conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1)))
+        else:
+            x0 = self.enc0(self.fusion(z).permute(0, 2, 3, 1))
         x1 = self.enc1(self.merge0(x0))
         x2 = self.mid(self.merge1(x1))
         y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)))
@@ -404,8 +438,12 @@ class FrameEncoder(nn.Module):
         nin = 3 * cfg.s2d ** 2 + 1
         self.conv1 = nn.Conv2d(nin, cfg.frame_channels, 3, padding=1)
         self.conv2 = nn.Conv2d(cfg.frame_channels, cfg.frame_channels, 3, padding=1)
+        self.channels_last = False   # set by Denoiser.set_engine: both convs on NHWC kernels
 
     def forward(self, z):
+        if self.channels_last:   # NCHW in and out (channels-last strides), NHWC inside
+            e = conv2d_nhwc(self.conv2, F.gelu(conv2d_nhwc(self.conv1, z.permute(0, 2, 3, 1)), approximate="tanh"))
+            return e.permute(0, 3, 1, 2)
         return self.conv2(F.gelu(self.conv1(z), approximate="tanh"))
 
 
@@ -419,14 +457,22 @@ class Denoiser(nn.Module):
         self.head = nn.Conv3d(self.cfg.channels[0], 3 * self.cfg.s2d ** 2, 3, padding=(0, 1, 1))
         if self.cfg.fusion == "frame":
             self.frame_enc = FrameEncoder(self.cfg)
+        self.channels_last = False
 
-    def set_engine(self, sdpa: bool = False, block_fn=None) -> "Denoiser":
+    def set_engine(self, sdpa: bool = False, block_fn=None, channels_last: bool = False) -> "Denoiser":
         """Choose the kernels, not the function: sdpa=True runs every Swin block through
-        sdpa_block (or block_fn, e.g. torch.compile(sdpa_block)); False restores the v1 code."""
+        sdpa_block (or block_fn, e.g. torch.compile(sdpa_block)), and channels_last (with sdpa)
+        the convolutions and the head on NHWC kernels (module docstring); sdpa=False restores
+        the v1 code."""
         fn = (block_fn or sdpa_block) if sdpa else None
+        nhwc = bool(sdpa and channels_last)
         for m in self.modules():
             if isinstance(m, Stage):
                 m.block_fn = fn
+            elif isinstance(m, (UNet, FrameEncoder, Denoiser)):
+                m.channels_last = nhwc
+            elif isinstance(m, PatchMerge):
+                m.lowp = nhwc
         return self
 
     # -- pieces the engines mirror -------------------------------------------------------------
@@ -468,8 +514,14 @@ class Denoiser(nn.Module):
 
     def head_out(self, feats: list, centre: torch.Tensor) -> torch.Tensor:
         """feats: [F_{t-1}, F_t, F_{t+1}] each (B, h, w, 32); centre (B, 3, H, W) -> (B, 3, H, W)."""
-        f = torch.stack([t.permute(0, 3, 1, 2) for t in feats], dim=2)       # (B, 32, 3, h, w)
-        y = self.head(f).squeeze(2) + F.pixel_unshuffle(centre, 2)
+        if self.channels_last:   # conv3d over exactly 3 time taps == conv2d over the 3C concatenation
+            w = self.head.weight                                              # (O, C, 3, 3, 3)
+            w2 = w.permute(0, 2, 1, 3, 4).reshape(w.shape[0], -1, 3, 3)       # (O, 3C, 3, 3): k*C + c
+            y = F.conv2d(torch.cat(feats, dim=-1).permute(0, 3, 1, 2), w2, self.head.bias, padding=1)
+        else:
+            f = torch.stack([t.permute(0, 3, 1, 2) for t in feats], dim=2)   # (B, 32, 3, h, w)
+            y = self.head(f).squeeze(2)
+        y = y + F.pixel_unshuffle(centre, 2)
         return F.pixel_shuffle(y.clamp(-1.0, 1.0), 2)
 
     def forward(self, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:

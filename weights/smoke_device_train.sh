@@ -46,8 +46,8 @@ for name, d in (("bmx-trees", "train-video"), ("cows", "train-video"), ("sam2-cu
 EOF
 
 export DT_SRC=$W/src DT_DEVICE=cpu DT_PLAN_MINUTES=2
-export DT_BENCH_ARGS="--device cpu --patch 32 --batch-div 32 --seconds 1 --skip-check --variants v1,sdpa,graph,compile --compile-backend aot_eager"
-export DT_STUDY_ARGS="--candidates v1,frame32-r3 --clips 8 --batch 4 -- --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 1"
+export DT_BENCH_ARGS="--device cpu --patch 32 --batch-div 32 --seconds 1 --skip-check --variants v1,graph-math,graph,compile --compile-backend aot_eager --budget 900"
+export DT_STUDY_ARGS="--candidates v1,frame32-r3 --clips 8 --batch 4 --seconds 1500 --deadline 1800 -- --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 1"
 export DT_TRAIN_ARGS="--batch 4 --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 2 --engine sdpa --val-minutes 0.3"
 D="bash weights/device_train.sh"
 
@@ -64,6 +64,8 @@ export OUT=$W/A/out_study
 step $D study
 step $D poll 1500
 want "$OUT/study_winner.pt"; want "$OUT/logs.tgz"; want "$DT_RUN/study/results.md"
+grep -q '"final": true' "$DT_RUN/study/results.json" || fail "study results not final"
+[ "$(grep -c '"event": "candidate_start"' "$DT_RUN/study/study.log")" = 2 ] || fail "the study did not run both candidates"
 export OUT=$W/A/out_main
 step $D main 0.4
 sleep 20; step $D pause; sleep 20; step $D resume

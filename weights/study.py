@@ -1,24 +1,37 @@
 #!/usr/bin/env python3
-"""Architecture study: train several candidates concurrently on one GPU, same clip budget each.
+"""Architecture study: candidates trained one after another, each with the whole GPU, for the same
+number of clips, within a planned duration.
 
   python3 weights/study.py --photos DIR --videos DIR [DIR ...] --cache DIR --out RUN/study
-         [--candidates v1,v1-awgn,...] [--seconds 270] [--deadline 390] [--bench-json FILE]
-         [--clips K] [-- EXTRA train.py ARGS]
+         [--candidates v1,wide96,deep,frame32,frame32-wide96] [--clips 150016] [--seconds 480]
+         [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [-- EXTRA train.py ARGS]
 
-Each candidate (weights/candidates.py) is one weights/train.py process in OUT/<name>/ (all in the
-study's process group, so `kill -- -PGID` ends them together), with the same budget of K
-training clips: a fixed number of clips, not of minutes, so that sharing the GPU is fair.
-K = seconds * 0.8 * rate / sum(cost), rounded down to whole batches, where rate is the single-run
-clips/s at batch 128 of the faster uncompiled engine in the bench JSON (sdpa or graph; that engine
-is used unless --engine says otherwise; without a bench JSON: --rate 2500 and train.py's default
-engine), and cost a candidate's GFLOP per 1080p frame over v1's. Every run validates at K/2 (PSNR) and at K (PSNR and
-the faithfulness probe) on the held-out split, noise seed 777. A run still going at --deadline
-seconds after the start gets SIGTERM (it checkpoints and validates, and is marked incomplete).
+Each candidate (weights/candidates.py; every one within candidates.engine_limits) is one
+weights/train.py process in OUT/<name>/, started when the one before it has ended: K = --clips
+training clips (default 150,016 = 1,172 batches of 128) with a cosine learning rate over them,
+validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-out split, noise
+seed 777. Processes sharing the GPU train slower together than one alone, so each gets it whole.
 
-Results: OUT/results.json and OUT/results.md (params, GFLOP per 1080p frame, clips, concurrent
-clips/s, val PSNR at sigma 10/30/50 and their mean, probe), OUT/winner (the name). The winner is
-the candidate with the v2 recipe and the highest mean val PSNR at the full budget; when a run is
-incomplete, every candidate is compared at K/2 instead. OUT/study.log has one JSON line per event.
+Plan. Candidates run in the given order (v1, the control, first). Before each one starts, its
+duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's
+(a conservative guess: the wider and deeper candidates of the first GPU study trained 1.2 to 1.4x
+slower than v1 at 1.2 to 1.5x its GFLOP), rate the v1-equivalent clips/s (first from the bench
+JSON for the study's engine at batch 128, else --rate; then the mean over the finished candidates
+of their measured clips/s times their cost), overhead the wall time beyond training steps (first
+the bench's set-up + 20 s, then the mean measured). A candidate whose estimate ends after
+--seconds is skipped and the next ones are still considered. One still running at --deadline gets
+SIGTERM (it checkpoints, validates and is marked incomplete). SIGTERM to this process stops the
+running candidate the same way and ends the study.
+
+Engine (--engine auto): from the bench JSON the default-form engine at batch 128 (sdpa, graph,
+compile, compile-graph) with the least set-up + K / clips-per-second; without one, graph.
+
+Results: OUT/results.json and OUT/results.md are rewritten whenever a candidate starts or ends
+(pending, running, skipped, complete, incomplete and failed rows), so a call that collects them
+early gets the table so far; OUT/study.log has one JSON line per event; OUT/winner is written at
+the end. The winner: among the complete v2-recipe candidates the one with the highest mean
+validation PSNR at K, except that a cheaper one (fewer GFLOP per frame) within --tie-db of it
+wins (equal quality at less cost); without a complete candidate, all are compared at K/2.
 """
 from __future__ import annotations
 
@@ -35,7 +48,9 @@ sys.path.insert(0, HERE)
 import candidates  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 
-DEFAULT = "v1,v1-awgn,wide40,deep,frame32,frame32-r3"
+DEFAULT = "v1,wide96,deep,frame32,frame32-wide96"
+STUDY_ENGINES = ("sdpa", "graph", "compile", "compile-graph")
+OVERHEAD_S = 20.0   # start, data loading, two validations and the probe, checkpoints
 
 
 def read_log(path: str) -> list[dict]:
@@ -51,50 +66,87 @@ def read_log(path: str) -> list[dict]:
 
 
 def summarise(name: str, folder: str, K: int, half: int) -> dict:
+    """A candidate's figures from its train.log (whatever it has logged so far)."""
     ev = read_log(os.path.join(folder, "train.log"))
     cfg, recipe = candidates.get(name)
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
          "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K}
     trains = [e for e in ev if e.get("event") == "train"]
     vals = [e for e in ev if e.get("event") == "val"]
+    ends = [e for e in ev if e.get("event") in ("done", "stopped")]
     eng = next((e for e in ev if e.get("event") == "engine"), {})
     r["engine"] = eng.get("engine")
     r["setup_seconds"] = eng.get("setup_seconds_total")
-    r["clips"] = max([e.get("clips", 0) for e in trains + vals] or [0])
+    r["clips"] = max([e.get("clips", 0) for e in trains + vals + ends] or [0])
     r["complete"] = any(e.get("event") == "done" for e in ev) and r["clips"] >= K
     r["clips_per_s"] = round(sum(e["clips_per_s"] for e in trains) / len(trains), 1) if trains else None
-    r["train_minutes"] = max([e.get("train_minutes", 0) for e in trains + vals] or [0])
+    r["train_seconds"] = round(ends[-1]["train_seconds"], 1) if ends else None
     err = [e for e in ev if e.get("event") == "error"]
     if err:
         r["error"] = err[-1]["error"]
-    at_half = [v for v in vals if v["clips"] >= half and v["clips"] < K]
-    final = vals[-1:]
-    for tag, sel in (("half", at_half[:1]), ("final", final)):
+    at_half = [v for v in vals if half <= v["clips"] < K]
+    for tag, sel in (("half", at_half[:1]), ("final", vals[-1:])):
         if sel:
             v = sel[0]
             r[f"val_{tag}"] = {k: v[k] for k in v if k.startswith("val_psnr")}
             r[f"val_{tag}"]["clips"] = v["clips"]
-    if final and "probe" in final[0]:
-        r["probe"] = final[0]["probe"]
-        r["probe_summary"] = final[0].get("probe_summary")
+    if vals and "probe" in vals[-1]:
+        r["probe"] = vals[-1]["probe"]
+        r["probe_summary"] = vals[-1].get("probe_summary")
     return r
 
 
-def table(rows: list[dict], K: int) -> str:
-    h = ("| candidate | recipe | params | GFLOP/1080p frame | clips | clips/s (concurrent) | "
-         "val PSNR s10 / s30 / s50 | mean | at K/2 mean | probe: identity max / flat mean / flat cast / grid8 / neutral chroma / border |")
+def bench_choice(path: str | None, engine: str, K: int) -> dict | None:
+    """The bench result (weights/bench_train.py JSON) of the engine the study runs: --engine, or
+    for auto the one with the least set-up + K / clips-per-second. None without a usable one."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        res = json.load(f).get("results", [])
+    ok = [r for r in res if "error" not in r and r.get("variant") in STUDY_ENGINES
+          and r.get("engine") == r.get("requested_engine") and r.get("clips_per_s")]
+    if engine != "auto":
+        ok = [r for r in ok if r["engine"] == engine]
+    return min(ok, key=lambda r: r["setup_seconds"] + K / r["clips_per_s"]) if ok else None
+
+
+def pick_winner(rows: list[dict], tie_db: float) -> tuple[str | None, str]:
+    """-> (winner, 'K' or 'K/2'): see the module docstring."""
+    done = [r for r in rows if r.get("complete")]
+    key, at = ("val_final", "K") if done else ("val_half", "K/2")
+    elig = [r for r in (done or rows) if r["recipe"] == "v2" and key in r]
+    if not elig:
+        return None, at
+    best = max(r[key]["val_psnr_mean"] for r in elig)
+    close = [r for r in elig if r[key]["val_psnr_mean"] >= best - tie_db]
+    return min(close, key=lambda r: (r["gflop_1080p"], -r[key]["val_psnr_mean"]))["name"], at
+
+
+def table(rows: list[dict], meta: dict) -> str:
+    h = ("| candidate | status | recipe | params | GFLOP/1080p frame | clips | clips/s | train min | "
+         "val PSNR s10 / s30 / s50 | mean | vs v1 | mean at K/2 | probe: identity max / flat mean / flat cast / "
+         "grid8 / neutral chroma / border |")
     lines = [h, "|" + "|".join(["---"] * (h.count("|") - 1)) + "|"]
+    v1 = next((r for r in rows if r["name"] == "v1" and "val_final" in r), None)
     for r in rows:
         v = r.get("val_final", {})
         p = r.get("probe", {})
         pv = " / ".join(f"{p.get(k, float('nan')):.2f}" for k in
                         ("identity_max", "flat_mean", "flat_cast", "grid8", "neutral_chroma", "border_err")) if p else "-"
         half = r.get("val_half", {}).get("val_psnr_mean")
-        lines.append(f"| {r['name']}{'' if r.get('complete') else ' (incomplete)'} | {r['recipe']} | {r['params']:,} | "
-                     f"{r['gflop_1080p']} | {r['clips']:,} | {r.get('clips_per_s') or '-'} | "
-                     + (f"{v['val_psnr_s10']:.2f} / {v['val_psnr_s30']:.2f} / {v['val_psnr_s50']:.2f} | {v['val_psnr_mean']:.2f}"
-                        if v else "- | -") + f" | {half if half is not None else '-'} | {pv} |")
-    return "\n".join(lines) + f"\n\nBudget K = {K:,} clips per candidate (7- or 9-frame clips of 128x128).\n"
+        status = r["status"] + (f" ({r['reason']})" if r.get("reason") else "")
+        d = (f"{v['val_psnr_mean'] - v1['val_final']['val_psnr_mean']:+.2f}"
+             if v and v1 and r["name"] != "v1" and v1.get("complete") else "-")
+        tmin = f"{r['train_seconds'] / 60:.2f}" if r.get("train_seconds") else "-"
+        lines.append(f"| {r['name']} | {status} | {r['recipe']} | {r['params']:,} | {r['gflop_1080p']} | "
+                     f"{r.get('clips', 0):,} | {r.get('clips_per_s') or '-'} | {tmin} | "
+                     + (f"{v['val_psnr_s10']:.2f} / {v['val_psnr_s30']:.2f} / {v['val_psnr_s50']:.2f} | "
+                        f"{v['val_psnr_mean']:.2f}" if v else "- | -")
+                     + f" | {d} | {half if half is not None else '-'} | {pv} |")
+    return ("\n".join(lines) + f"\n\nK = {meta['K']:,} clips per candidate (128x128, batch {meta['batch']}), one "
+            f"candidate at a time on the whole GPU, engine {meta['engine']}; planned {meta['seconds']:.0f} s, "
+            f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
+            f"24 clips of 256x256, AWGN unclipped, noise seed 777.\n")
 
 
 def main():
@@ -104,14 +156,16 @@ def main():
     ap.add_argument("--cache")
     ap.add_argument("--out", required=True)
     ap.add_argument("--candidates", default=DEFAULT)
-    ap.add_argument("--seconds", type=float, default=270.0, help="training time the budget is sized for")
-    ap.add_argument("--deadline", type=float, default=390.0, help="stop runs still going this long after the start")
+    ap.add_argument("--clips", type=int, default=150016, help="K, the clip budget of every candidate")
+    ap.add_argument("--seconds", type=float, default=480.0, help="planned duration: no candidate starts "
+                    "that is estimated to end later")
+    ap.add_argument("--deadline", type=float, default=510.0, help="stop a candidate still running this long after the start")
     ap.add_argument("--bench-json")
-    ap.add_argument("--rate", type=float, default=2500.0, help="single-run clips/s without a bench JSON")
-    ap.add_argument("--clips", type=int, help="fix K instead of sizing it")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=4e-4)
+    ap.add_argument("--rate", type=float, default=1200.0, help="v1's clips/s without a bench JSON")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=5.6e-4)
     ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--tie-db", type=float, default=0.05)
     ap.add_argument("--engine", default="auto")
     ap.add_argument("--device", default=None)
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more train.py arguments")
@@ -129,31 +183,56 @@ def main():
 
     names = [n.strip() for n in a.candidates.split(",") if n.strip()]
     for n in names:
-        candidates.get(n)
+        why = candidates.engine_limits(candidates.get(n)[0])
+        if why:
+            sys.exit(f"study.py: candidate {n} is outside what the engines run: {'; '.join(why)}")
+    K = max(1, a.clips // a.batch) * a.batch
+    half = (K // a.batch // 2) * a.batch
     v1g = gflop_per_frame(Config(), 1080, 1920)
     cost = {n: gflop_per_frame(candidates.get(n)[0], 1080, 1920) / v1g for n in names}
-    rate, engine = a.rate, a.engine
-    if a.bench_json and os.path.exists(a.bench_json):
-        with open(a.bench_json) as f:
-            b = json.load(f)
-        # uncompiled engines only: six processes compiling at once on the machine's cores would
-        # spend minutes of the study's budget
-        ok = [r for r in b.get("results", []) if "error" not in r and r.get("batch") == 128
-              and r.get("engine") in ("sdpa", "graph") and r.get("engine") == r.get("requested_engine")]
-        if ok:
-            best = max(ok, key=lambda r: r["clips_per_s"])
-            rate = best["clips_per_s"]
-            if engine == "auto":
-                engine = best["engine"]
-    K = a.clips or max(20, int(a.seconds * 0.8 * rate / sum(cost.values()) / a.batch)) * a.batch
-    half = (K // a.batch // 2) * a.batch
-    log(event="study_start", candidates=names, budget_clips=K, rate=rate, engine=engine,
-        cost={n: round(c, 2) for n, c in cost.items()},
-        seconds=a.seconds, deadline=a.deadline)
+    b = bench_choice(a.bench_json, a.engine, K)
+    engine = b["engine"] if b else ("graph" if a.engine == "auto" else a.engine)
+    rate = b["clips_per_s"] if b else a.rate
+    overhead = (b["setup_seconds"] if b else 0.0) + OVERHEAD_S
+    meta = {"K": K, "half": half, "batch": a.batch, "engine": engine, "seconds": a.seconds,
+            "deadline": a.deadline, "elapsed": 0.0, "rate_assumed": rate, "overhead_assumed": overhead}
+    log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine,
+        cost={n: round(c, 2) for n, c in cost.items()}, seconds=a.seconds, deadline=a.deadline,
+        bench=b and {k: b[k] for k in ("variant", "clips_per_s", "setup_seconds")})
+    rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half), status="pending") for n in names}
+
+    def write(final=False):
+        meta["elapsed"] = time.time() - t0
+        rs = list(rows.values())
+        winner, at = pick_winner(rs, a.tie_db)
+        res = {"budget_clips": K, "half_clips": half, "engine": engine, "compared_at": at, "winner": winner,
+               "final": final, "meta": meta, "candidates": rs}
+        with open(os.path.join(a.out, "results.json.tmp"), "w") as f:
+            json.dump(res, f, indent=1)
+        os.replace(os.path.join(a.out, "results.json.tmp"), os.path.join(a.out, "results.json"))
+        word = "Winner" if final else "Leading so far"
+        with open(os.path.join(a.out, "results.md.tmp"), "w") as f:
+            f.write(table(rs, meta) + f"\n{word} (v2 recipe, highest mean val PSNR, a cheaper one within "
+                    f"{a.tie_db:g} dB preferred; compared at {at}): **{winner}**\n")
+        os.replace(os.path.join(a.out, "results.md.tmp"), os.path.join(a.out, "results.md"))
+        return winner, at
+
+    stop = {"sig": None}
+    signal.signal(signal.SIGTERM, lambda s, _f: stop.__setitem__("sig", s))
+    write()
     extra = [x for x in a.extra if x != "--"]
-    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // len(names))))
-    procs = {}
+    rates, overheads = [], []
     for n in names:
+        if stop["sig"] is not None:
+            rows[n].update(status="skipped", reason="study stopped")
+            continue
+        elapsed = time.time() - t0
+        est = overhead + K * cost[n] / rate
+        if elapsed + est > a.seconds:
+            rows[n].update(status="skipped", reason=f"needs ~{est:.0f} s, {max(0.0, a.seconds - elapsed):.0f} s left")
+            log(event="skip", candidate=n, estimate_s=round(est, 1), left_s=round(a.seconds - elapsed, 1))
+            write()
+            continue
         d = os.path.join(a.out, n)
         os.makedirs(d, exist_ok=True)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--photos", a.photos, "--videos", *a.videos,
@@ -165,39 +244,38 @@ def main():
         if a.device:
             cmd += ["--device", a.device]
         cmd += extra
-        procs[n] = subprocess.Popen(cmd, stdout=open(os.path.join(d, "stdout"), "w"), stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env)
-    stopped = set()
-    while any(p.poll() is None for p in procs.values()):
-        time.sleep(2)
-        if time.time() - t0 > a.deadline:
-            for n, p in procs.items():
-                if p.poll() is None and n not in stopped:
-                    p.send_signal(signal.SIGTERM)
-                    stopped.add(n)
-                    log(event="deadline_stop", candidate=n, seconds=round(time.time() - t0, 1))
-    rows = []
-    for n, p in procs.items():
-        r = summarise(n, os.path.join(a.out, n), K, half)
-        r["exit"] = p.returncode
-        rows.append(r)
-        log(event="candidate", **{k: v for k, v in r.items() if k != "probe"})
-    complete = all(r.get("complete") for r in rows)
-    key = "val_final" if complete else "val_half"
-    elig = [r for r in rows if r["recipe"] == "v2" and key in r]
-    winner = max(elig, key=lambda r: r[key]["val_psnr_mean"])["name"] if elig else None
-    res = {"budget_clips": K, "half_clips": half, "rate_assumed": rate, "compared_at": key, "winner": winner,
-           "seconds": round(time.time() - t0, 1), "candidates": rows}
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(res, f, indent=1)
-    with open(os.path.join(a.out, "results.md"), "w") as f:
-        f.write(table(rows, K) + f"\nWinner (v2 recipe, highest mean val PSNR, compared at "
-                f"{'K' if complete else 'K/2'}): **{winner}**\n")
+        rows[n].update(status="running", estimate_s=round(est, 1))
+        log(event="candidate_start", candidate=n, estimate_s=round(est, 1), elapsed_s=round(elapsed, 1))
+        write()
+        ts = time.time()
+        p = subprocess.Popen(cmd, stdout=open(os.path.join(d, "stdout"), "a"), stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+        sent = False
+        while p.poll() is None:
+            time.sleep(1)
+            if not sent and (time.time() - t0 > a.deadline or stop["sig"] is not None):
+                p.send_signal(signal.SIGTERM)
+                sent = True
+                log(event="deadline_stop" if stop["sig"] is None else "study_stop", candidate=n,
+                    seconds=round(time.time() - t0, 1))
+        wall = time.time() - ts
+        r = summarise(n, d, K, half)
+        r.update(exit=p.returncode, wall_seconds=round(wall, 1), estimate_s=round(est, 1),
+                 status="complete" if r["complete"] else ("failed" if p.returncode else "incomplete"))
+        rows[n] = r
+        if r.get("train_seconds") and r["clips"]:
+            rates.append(r["clips"] / r["train_seconds"] * cost[n])
+            overheads.append(wall - r["train_seconds"])
+            rate, overhead = sum(rates) / len(rates), sum(overheads) / len(overheads)
+        log(event="candidate", **{k: v for k, v in r.items() if k != "probe"}, rate_now=round(rate, 1),
+            overhead_now=round(overhead, 1))
+        write()
+    winner, at = write(final=True)
     with open(os.path.join(a.out, "winner"), "w") as f:
         f.write((winner or "") + "\n")
-    log(event="study_done", winner=winner, compared_at=key, seconds=res["seconds"])
-    print(table(rows, K))
-    print("winner:", winner)
+    log(event="study_done", winner=winner, compared_at=at, seconds=round(time.time() - t0, 1))
+    with open(os.path.join(a.out, "results.md")) as f:
+        print(f.read())
     return 0 if winner else 1
 
 

@@ -315,7 +315,7 @@ def run(args, log, dev):
 
     def val_event(probe_too=True):
         last_val["step"] = state["step"]
-        model.set_engine(sdpa=True)      # eager kernels: no recompiles for the validation shapes
+        model.set_engine(sdpa=True, channels_last=eng.channels_last)   # eager: no recompiles for the validation shapes
         r = validate(model, val)
         if probe_too and not args.no_probe:
             p = probe(model, dev)

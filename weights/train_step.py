@@ -11,6 +11,9 @@ The network function is model.Denoiser's whatever the engine; engines only chang
 Every engine falls back cleanly: a failed compile or capture is logged with its reason and the
 step continues on the next simpler engine (compile-graph -> compile -> sdpa, graph -> sdpa).
 
+Every engine but math also runs the convolutions and the head on NHWC kernels (channels_last,
+model.Denoiser.set_engine); configure_cuda() fixes the process-wide CUDA settings they rely on.
+
 Mixed precision: bf16 autocast on CUDA (weights, AdamW and the loss in fp32); autocast's weight
 cache is off (a captured graph must not depend on it). The step never reads a value back to the
 host: it returns the loss as a device tensor.
@@ -30,6 +33,22 @@ from model import Denoiser, sdpa_block
 
 ENGINES = ("math", "sdpa", "compile", "graph", "compile-graph")
 FALLBACK = {"compile-graph": "compile", "compile": "sdpa", "graph": "sdpa", "sdpa": "math"}
+
+
+def configure_cuda() -> None:
+    """Process-wide CUDA settings of the training engines (no effect without CUDA):
+      - SDPA never runs on cuDNN attention, which PyTorch prefers on sm90 with a recent cuDNN:
+        its backward (_cudnn_attention_backward) returns the gradients of q, k and v only, none
+        for the additive mask that carries the relative position bias, so the bias tables could
+        not learn. Flash attention takes no mask, so SDPA runs the memory-efficient kernel (whose
+        backward returns the mask's gradient), or its math backend where that cannot run;
+        check_attention.sdpa_backends() reports which one ran.
+      - cudnn.benchmark: cuDNN times its convolution algorithms on the first call of each shape
+        and keeps the fastest (training shapes are fixed).
+    """
+    if torch.cuda.is_available():
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cudnn.benchmark = True
 
 
 def loss_fn(out: torch.Tensor, target: torch.Tensor, lowpass_weight: float) -> torch.Tensor:
@@ -88,11 +107,15 @@ class StepEngine:
     -> loss (device scalar). `accum` splits the batch into that many micro-batches."""
 
     def __init__(self, model: Denoiser, engine: str, lowpass_weight: float, lr: float, accum: int = 1,
-                 compile_backend: str = "inductor", compile_mode: str | None = None, log=print):
+                 compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
+                 channels_last: bool = True):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.model, self.lowpass_weight, self.accum, self.log = model, lowpass_weight, accum, log
         self.cuda = next(model.parameters()).is_cuda
+        self.channels_last = channels_last   # NHWC convolutions and head (not with the math engine)
+        if self.cuda:
+            configure_cuda()
         self.compile_backend, self.compile_mode = compile_backend, compile_mode
         self.requested = engine
         self.fallbacks: list[str] = []
@@ -133,9 +156,9 @@ class StepEngine:
                         setattr(dynamo.config, k, max(getattr(dynamo.config, k), 64))
                 self.compiled = torch.compile(sdpa_block, backend=self.compile_backend, mode=self.compile_mode,
                                               dynamic=False)
-            self.model.set_engine(sdpa=True, block_fn=self.compiled)
+            self.model.set_engine(sdpa=True, block_fn=self.compiled, channels_last=self.channels_last)
         else:
-            self.model.set_engine(sdpa=True)
+            self.model.set_engine(sdpa=True, channels_last=self.channels_last)
 
     def _switch(self, why: str):
         """Fall back one engine; rebuild the optimiser when capturability changes (its state moves)."""
@@ -224,7 +247,23 @@ class StepEngine:
                     torch.cuda.synchronize()
                 self._switch(f"{type(e).__name__}: {e}")
 
+    def attention_backends(self, noisy, smap, target) -> dict:
+        """Which SDPA backend this engine's kernels run, forward and backward: one forward and
+        backward of the step's loss (torch.autograd.grad: no gradient is stored, no optimiser
+        step) under the profiler (check_attention.sdpa_backends). A captured graph replays the
+        kernels of the eager sdpa path, so the graph engines report that path."""
+        from check_attention import sdpa_backends
+        n = noisy.shape[0] // self.accum
+        params = [p for p in self.model.parameters() if p.requires_grad]
+
+        def fwd_bwd():
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda, cache_enabled=False):
+                out = self.model(noisy[:n] * 2 - 1, smap[:n])
+            torch.autograd.grad(loss_fn(out, target[:n] * 2 - 1, self.lowpass_weight), params)
+        return sdpa_backends(fwd_bwd)
+
     def describe(self) -> dict:
         return {"engine": self.engine, "requested": self.requested, "accum": self.accum,
+                "channels_last": self.channels_last and self.engine != "math",
                 "compile_backend": self.compile_backend if "compile" in self.engine else None,
                 "fallbacks": self.fallbacks, "setup_seconds": round(self.compile_seconds, 1)}

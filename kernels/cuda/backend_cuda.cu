@@ -404,6 +404,7 @@ private:
         TRY(cuda::ctx_create(ctx_, spec_.device, host_));
         TRY(net_.upload(ctx_, m_));
         TRY(cuda::dev_alloc(ctx_, (void **)&noise_, (size_t)kNoiseBytes, "blue-noise tile"));
+        // on the compute stream, which reads it (see Net::put)
         TRY(ck(cudaMemcpyAsync(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice, ctx_.stream),
                "cudaMemcpyAsync (blue noise)"));
         if (host_) {

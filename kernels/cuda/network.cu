@@ -74,9 +74,9 @@ int Net::put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what) {
     wallocs_.push_back(p);
     wbytes_ += host.size() * sizeof(T);
     *dst = (T *)p;
-    // ordered on the compute stream (a plain cudaMemcpy on the legacy stream is not ordered before
-    // the non-blocking compute stream's kernels); the pageable source is consumed before the call
-    // returns, and upload() waits for the copies at its end
+    // on the compute stream: a plain cudaMemcpy (legacy default stream) may return before its
+    // DMA lands, and the non-blocking compute stream would not wait for it; from pageable memory
+    // cudaMemcpyAsync returns once `host` is staged, so the vector may go right after
     return cuda_check(ctx, cudaMemcpyAsync(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, ctx.stream),
                       "cudaMemcpyAsync (weights)");
 }
