@@ -129,6 +129,11 @@ struct Row {
     double ms = 0, fps = 0, gib = 0;
 };
 std::vector<Row> g_rows;
+struct PathRow {
+    int W, H;
+    double fused, correct_first;  // kernel-only ms per frame, medians
+};
+std::vector<PathRow> g_paths;
 
 int bench_kernels(const Model &M, int W, int H, int iters) {
     const ModelConfig &cfg = M.cfg;
@@ -174,11 +179,15 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
     cudaEvent_t a, b;
     CU(cudaEventCreate(&a));
     CU(cudaEventCreate(&b));
+    cuda::OpTimer timer;
+    bool timing_ops = false;  // mark frame_in / frame_out on `timer` too
     auto one = [&](int i) -> int {
+        if (timing_ops) CK(timer.mark(ctx, "frame_in"));
         CK(cuda::frame_in(ctx, src, fmt, fc, W, H, 0, 0, hp, wp, fr[i % fr.size()]));
         CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, h2, w2, F[i % 3]));
         const cuda::bf16 *Fp[3] = {F[0], F[1], F[2]};
         CK(net.head(ctx, Fp, fr[3], h2, w2, change, true));
+        if (timing_ops) CK(timer.mark(ctx, "frame_out"));
         CK(cuda::frame_out(ctx, change, 0, 0, hp, wp, src, dst, fmt, fc, W, H, 0, H, 0, W, Amount(), noise));
         return 0;
     };
@@ -186,6 +195,8 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
     const size_t nF = (size_t)h2 * w2 * c0;
     std::vector<uint16_t> Fh[2];
     double med[2] = {0, 0};
+    std::vector<std::pair<std::string, double>> per_op[2];  // ms per op kind, mean of kOpFrames frames
+    const int kOpFrames = 5;
     for (int path = 0; path < 2; ++path) {  // 0: fused (the default), 1: correct-first
         net.set_fused(path == 0);
         // the features of one fixed input on this path, for the comparison of the two
@@ -216,7 +227,43 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         std::fflush(stdout);
         g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + (path ? " kernels correct-first" : " kernels fused"),
                           med[path], 1000.0 / med[path], ctx.peak / 1073741824.0});
+        // the per-op split, outside the timed loop: an event before each op group of kOpFrames
+        // frames (the events add a little time of their own; the table's total is printed beside
+        // the median above)
+        net.set_op_timer(&timer);
+        timing_ops = true;
+        for (int i = 0; i < kOpFrames; ++i)
+            if (one(i)) return 1;
+        CK(timer.mark(ctx, "end"));
+        CK(timer.collect(ctx, &per_op[path]));
+        net.set_op_timer(nullptr);
+        timing_ops = false;
+        for (auto &k : per_op[path]) k.second /= kOpFrames;
     }
+    {  // side by side, in the order the fused path runs them, then the correct-first-only kinds
+        std::vector<std::string> kinds;
+        for (int path = 0; path < 2; ++path)
+            for (const auto &k : per_op[path])
+                if (std::find(kinds.begin(), kinds.end(), k.first) == kinds.end()) kinds.push_back(k.first);
+        auto get = [&](int path, const std::string &k) {
+            for (const auto &x : per_op[path])
+                if (x.first == k) return x.second;
+            return 0.0;
+        };
+        double tot[2] = {0, 0};
+        std::printf("cuda-bench %5dx%-5d per op kind, ms per frame (mean of %d frames, CUDA events between op groups):\n",
+                    W, H, kOpFrames);
+        std::printf("  %-36s %10s %14s\n", "op", "fused", "correct-first");
+        for (const std::string &k : kinds) {
+            const double f = get(0, k), c = get(1, k);
+            tot[0] += f;
+            tot[1] += c;
+            std::printf("  %-36s %10.3f %14.3f\n", k.c_str(), f, c);
+        }
+        std::printf("  %-36s %10.3f %14.3f   (timed loop medians %.3f / %.3f)\n", "total", tot[0], tot[1], med[0], med[1]);
+        std::fflush(stdout);
+    }
+    g_paths.push_back({W, H, med[0], med[1]});
     double num = 0, den = 0;
     for (size_t i = 0; i < nF; ++i) {
         const double u = bf16_value(Fh[0][i]), v = bf16_value(Fh[1][i]);
@@ -421,5 +468,12 @@ int main(int argc, char **argv) {
     }
     std::printf("\ncuda-bench summary\n%-36s %10s %10s %12s\n", "measure", "ms/frame", "frames/s", "GPU GiB");
     for (const Row &r : g_rows) std::printf("%-36s %10.3f %10.2f %12.2f\n", r.what.c_str(), r.ms, r.fps, r.gib);
+    if (!g_paths.empty()) {
+        std::printf("cuda-bench Swin-block paths, kernel-only ms per frame (medians)\n%-12s %10s %14s %8s\n", "frame",
+                    "fused", "correct-first", "speedup");
+        for (const PathRow &r : g_paths)
+            std::printf("%-12s %10.3f %14.3f %7.2fx\n", (std::to_string(r.W) + "x" + std::to_string(r.H)).c_str(), r.fused,
+                        r.correct_first, r.correct_first / r.fused);
+    }
     return rc;
 }

@@ -5,8 +5,9 @@
 #      count self-check, the refusals, the correct-first sequence (whole and chunked) against the
 #      CPU, then the timings (fused vs the correct-first op sequence vs the cuBLASLt bf16 GEMM
 #      ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame, the C 32 size sweep);
-#   2. compute-sanitizer --tool memcheck  fused_check --quick;
-#   3. compute-sanitizer --tool racecheck fused_check --quick.
+#   2. compute-sanitizer --tool memcheck  fused_check --quick and
+#   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
+# Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
 # Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
 # before the run are printed, and the summary warns when there were any (pause them, e.g. a
 # trainer with kill -STOP, for the run) and when fused_check itself saw contended samples.
@@ -50,15 +51,17 @@ summary_of() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
 
 p=0 f=0
 echo "=== fused_check (log: $OUT/fused_check.log)"
-timeout 300 "$BIN" > "$OUT/fused_check.log" 2>&1
+t0=$SECONDS
+timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" > "$OUT/fused_check.log" 2>&1
 rc=$?
+echo "fused_check took $((SECONDS - t0)) s"
 grep -E '^(FAIL|SKIP)' "$OUT/fused_check.log"
 [ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
 last=$(summary_of "$OUT/fused_check.log")
 if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
     p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
 else
-    echo "fused_check: no summary line (exit $rc; timeout 300 s: 124):"
+    echo "fused_check: no summary line (exit $rc; timeout ${FUSED_CHECK_TIMEOUT:-200} s: 124):"
     tail -n 20 "$OUT/fused_check.log"
     f=1
 fi
@@ -66,6 +69,15 @@ fi
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
+# both sanitizer passes side by side (after the timings, which want the GPU to themselves)
+t0=$SECONDS
+declare -A spid
+if [ -n "$SAN" ]; then
+    for tool in memcheck racecheck; do
+        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$OUT/$tool.log" 2>&1 &
+        spid[$tool]=$!
+    done
+fi
 for tool in memcheck racecheck; do
     log=$OUT/$tool.log
     echo "=== compute-sanitizer --tool $tool fused_check --quick (log: $log)"
@@ -74,8 +86,9 @@ for tool in memcheck racecheck; do
         f=$((f + 1))
         continue
     fi
-    timeout 150 "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$log" 2>&1
+    wait "${spid[$tool]}"
     src=$?
+    echo "$tool done after $((SECONDS - t0)) s"
     # the sanitizer's own verdict: memcheck "ERROR SUMMARY: 0 errors", racecheck "RACECHECK
     # SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
     verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)

@@ -287,6 +287,41 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     return 0;
 }
 
+int Net::mark(Ctx &ctx, const char *kind, int C) {
+    if (!timer_) return 0;
+    return timer_->mark(ctx, C ? std::string(kind) + " C " + std::to_string(C) : std::string(kind));
+}
+
+OpTimer::~OpTimer() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+int OpTimer::mark(Ctx &ctx, const std::string &kind) {
+    if (used_ == events_.size()) {
+        cudaEvent_t e = nullptr;
+        TRY(cuda_check(ctx, cudaEventCreate(&e), "cudaEventCreate (op timer)"));
+        events_.push_back(e);
+        kinds_.emplace_back();
+    }
+    kinds_[used_] = kind;
+    return cuda_check(ctx, cudaEventRecord(events_[used_++], ctx.stream), "cudaEventRecord (op timer)");
+}
+
+int OpTimer::collect(Ctx &ctx, std::vector<std::pair<std::string, double>> *ms) {
+    const size_t n = used_;
+    used_ = 0;
+    if (n == 0) return 0;
+    TRY(cuda_check(ctx, cudaEventSynchronize(events_[n - 1]), "cudaEventSynchronize (op timer)"));
+    for (size_t i = 0; i + 1 < n; ++i) {
+        float t = 0;
+        TRY(cuda_check(ctx, cudaEventElapsedTime(&t, events_[i], events_[i + 1]), "cudaEventElapsedTime (op timer)"));
+        auto it = std::find_if(ms->begin(), ms->end(), [&](const std::pair<std::string, double> &p) { return p.first == kinds_[i]; });
+        if (it == ms->end()) ms->emplace_back(kinds_[i], t);
+        else it->second += t;
+    }
+    return 0;
+}
+
 int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
     const int64_t n = (int64_t)H * W;
     const int ws = cfg_.window, N = ws * ws, Ch = cfg_.mlp_ratio * C;
@@ -296,25 +331,35 @@ int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, i
     for (int w0 = 0; w0 < nwin; w0 += per) {
         const int w1 = std::min(nwin, w0 + per);
         const int64_t nc = (int64_t)(w1 - w0) * N;
+        TRY(mark(ctx, "LN1 + window gather", C));
         TRY(layernorm_window(ctx, x, H, W, C, ws, B.shift, w0, w1, B.n1.g, B.n1.b, eps, a_));
+        TRY(mark(ctx, "qkv linear", C));
         TRY(linear(ctx, a_, nc, C, C, B.qkv.w, B.qkv.b16, 3 * C, q_, false, 3 * C, 0.f));
+        TRY(mark(ctx, "window attention", C));
         TRY(window_attention(ctx, q_, nullptr, H, W, C, heads, ws, B.shift, w0, w1, B.relb, b_));
+        TRY(mark(ctx, "proj linear", C));
         TRY(linear(ctx, b_, nc, C, C, B.proj.w, B.proj.b16, C, a_, false, C, 0.f));
+        TRY(mark(ctx, "window scatter-add", C));
         TRY(window_scatter_add(ctx, a_, nullptr, H, W, C, ws, B.shift, w0, w1, x));
     }
     const int64_t tper = std::max<int64_t>(1, std::min(ea_ / C, eq_ / Ch));
     for (int64_t t0 = 0; t0 < n; t0 += tper) {
         const int64_t nc = std::min(n, t0 + tper) - t0;
         float *xt = x + t0 * C;
+        TRY(mark(ctx, "LN2", C));
         TRY(layernorm_rows(ctx, xt, nc, C, B.n2.g, B.n2.b, eps, a_));
+        TRY(mark(ctx, "fc1 linear", C));
         TRY(linear(ctx, a_, nc, C, C, B.fc1.w, B.fc1.b16, Ch, q_, false, Ch, 0.f));
+        TRY(mark(ctx, "GELU", C));
         TRY(gelu_tanh(ctx, q_, nc, Ch, nullptr));
+        TRY(mark(ctx, "fc2 linear + residual", C));
         TRY(linear(ctx, q_, nc, Ch, Ch, B.fc2.w, B.fc2.b32, C, xt, true, C, 1.f));
     }
     return 0;
 }
 
 int Net::block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
+    TRY(mark(ctx, "Swin block fused", C));
     return swin_block_fused(ctx, B.image, C, heads, (float)cfg_.ln_eps, x, false, H, W, B.shift);
 }
 
@@ -333,7 +378,9 @@ int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x,
     for (int r0 = 0; r0 < ho; r0 += rows) {
         const int r1 = std::min(ho, r0 + rows);
         const int64_t nt = (int64_t)(r1 - r0) * wo;
+        TRY(mark(ctx, "patch merge s2d + LN", C));
         TRY(merge_s2d_layernorm(ctx, x + (size_t)2 * r0 * W * C, 2 * (r1 - r0), W, C, n.g, n.b, eps, a_));
+        TRY(mark(ctx, "patch merge linear", C));
         TRY(linear(ctx, a_, nt, C4, C4, red.w, nullptr, Co, out + (size_t)r0 * wo * Co, true, Co, 0.f));
     }
     return 0;
@@ -352,9 +399,12 @@ int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const floa
     for (int r0 = 0; r0 < h; r0 += rows) {
         const int r1 = std::min(h, r0 + rows);
         const int64_t nt = (int64_t)(r1 - r0) * w;
+        TRY(mark(ctx, "patch expand cast + linear", C));
         TRY(cast_to_bf16(ctx, lo + (size_t)r0 * w * C, nt * C, a_));
         TRY(linear(ctx, a_, nt, C, C, ex.w, ex.b16, C2, q_, false, C2, 0.f));
+        TRY(mark(ctx, "patch expand d2s + concat", C));
         TRY(d2s_concat(ctx, q_, r1 - r0, w, C2, skipmap + (size_t)2 * r0 * W2 * Cs, Cs, a_));
+        TRY(mark(ctx, "patch expand skip linear", C));
         TRY(linear(ctx, a_, 4 * nt, Ck, Ck, skip.w, skip.b32, Co, out + (size_t)2 * r0 * W2 * Co, true, Co, 0.f));
     }
     return 0;
@@ -372,6 +422,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
     const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
     const int64_t n0 = (int64_t)h * w;
+    TRY(mark(ctx, "fusion conv 3x3"));
     TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
     TRY(stage(ctx, enc0_, x0_, h, w));
     TRY(merge(ctx, merge0_n_, merge0_r_, x0_, h, w, c0, x1_));
@@ -382,6 +433,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     TRY(stage(ctx, dec1_, x1_, h1, w1));
     TRY(expand(ctx, expand0_, skip0_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
     TRY(stage(ctx, dec0_, x0_, h, w));
+    TRY(mark(ctx, "features cast to bf16"));
     return cast_to_bf16(ctx, x0_, n0 * c0, F);
 }
 
@@ -394,9 +446,11 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
     for (int r0 = 0; r0 < h; r0 += band) {
         const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);
         const int64_t ng = (int64_t)(g1 - g0) * w;
+        TRY(mark(ctx, "head temporal GEMM"));
         for (int dt = 0; dt < 3; ++dt)
             TRY(linear(ctx, F[dt] + (size_t)g0 * w * c0, ng, c0, c0, head_w_[dt], nullptr, head_gc_, G_, true, head_gc_,
                        dt ? 1.f : 0.f));
+        TRY(mark(ctx, "head stencil"));
         TRY(head_stencil(ctx, G_, head_gc_, g0, h, w, r0, r1, head_b_, cfg_.head_out_channels(), centre, out,
                          as_change));
     }

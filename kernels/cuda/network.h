@@ -45,6 +45,30 @@ struct DevStage {
     std::string no_fused;  // why the fused kernel cannot run this stage ("" when it can)
 };
 
+// GPU time per op kind of the work between marks (benchmarks: the per-kernel table). A mark
+// records a CUDA event on ctx.stream and tags it with a kind; the time from one mark to the next
+// is the earlier mark's kind's, so a sequence of marks splits a stream's work without gaps. One
+// event per op group: not for a timed loop.
+class OpTimer {
+public:
+    OpTimer() = default;
+    ~OpTimer();
+    OpTimer(const OpTimer &) = delete;
+    OpTimer &operator=(const OpTimer &) = delete;
+    // Record a mark of `kind` on ctx.stream (events are created as needed and reused). 0 or
+    // DENOISE_EDEVICE with the runtime's message in ctx.err.
+    int mark(Ctx &ctx, const std::string &kind);
+    // Wait for the last mark, add the time (ms) between consecutive marks to each earlier mark's
+    // kind in *ms (kinds in order of first appearance; entries already in *ms are added to), and
+    // drop the marks. 0 or DENOISE_EDEVICE.
+    int collect(Ctx &ctx, std::vector<std::pair<std::string, double>> *ms);
+
+private:
+    std::vector<cudaEvent_t> events_;
+    std::vector<std::string> kinds_;
+    size_t used_ = 0;
+};
+
 // What the workspace is sized for: domains up to h x w tokens (multiples of 4 windows), the
 // token-wise phases in chunks of at most `chunk` level-0 tokens (raised to at least two rows of
 // the domain and 4096), the head in bands of `band` rows.
@@ -100,6 +124,9 @@ public:
     std::string swin_path() const;
     // The default path: false when DENOISE_CUDA_FUSED is "0".
     static bool fused_from_env();
+    // Mark each op group of features() and head() on t (null: none, the default), with kinds such
+    // as "Swin block fused C 32", "qkv linear C 64", "patch merge linear", "head stencil".
+    void set_op_timer(OpTimer *t) { timer_ = t; }
 
 private:
     int block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
@@ -117,6 +144,8 @@ private:
     ModelConfig cfg_;
     bool up_ = false;
     bool fused_ = true;
+    OpTimer *timer_ = nullptr;
+    int mark(Ctx &ctx, const char *kind, int C = 0);  // timer_->mark(kind + " C <C>" if C), or 0
     std::vector<void *> wallocs_, wsallocs_;
     size_t wbytes_ = 0, wsbytes_ = 0;
 
