@@ -1,6 +1,11 @@
 // fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) on a GPU: checks,
-// then timings. Built only with ./configure --enable-cuda-engine; run by tools/fused_check.sh.
+// then timings. Built with the CUDA engine; run by tools/fused_check.sh.
 // Not GoogleTest: one line per check, the last line "N passed, N failed".
+//
+// Every host <-> device transfer and fill here is queued on the context's compute stream (a
+// non-blocking stream, like the engine's) and waited for: a plain cudaMemcpy / cudaMemset runs on
+// the legacy default stream, which such a stream does not wait for, and a pageable upload may
+// still be in flight when cudaMemcpy returns, so a kernel could read a map half uploaded.
 //
 // Checks (every instantiated tile, fp32 and bf16 residual stream, shift 0 and 4):
 //  1. against the CPU reference block (kernels/cpu ops as kernels/cpu/unet.cpp runs them) on fresh
@@ -10,19 +15,25 @@
 //     stages' grids, the other widths at the grid of a level a wider model would give them).
 //     The map sits between two guard bands poisoned with 0xFF bytes (NaN) that must stay
 //     untouched; no token may come back bit-identical to its input (every token written); pass:
-//     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; max abs
-//     printed;
+//     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite (output and
+//     reference); on a failure the line says where the first non-finite or worst value is;
 //  2. the instrumented kernel's mma count == the descriptor's mma_per_cta x CTAs, and its output
 //     equals the plain kernel's;
 //  3. bad calls refused with DENOISE_EINVAL and a message;
 //  4. (full mode) the correct-first op sequence (kernels/cuda/ops.h) that the timings compare
-//     against, against the same CPU reference.
-// Timings (full mode, CUDA events after 3 warm-ups, median of --iters, default 30): the token
-// grids of 960x540, 1920x1080 and 3840x2160 frames (padded to multiples of 64 px) for model v1's
-// stages (C 32 at h/2, C 64 at h/4, C 128 at h/8): the fused block per tile, fp32 and bf16
-// residual, shift 0 and 4, the correct-first op sequence (and its per-op split), a bf16 cuBLASLt
-// 8192^3 matmul and a device-to-device copy as the machine's ceilings in the same run; the
-// whole-frame total of model v1's eleven blocks.
+//     against, against the same CPU reference: as one chunk, and in chunks of a few windows /
+//     tokens with the chunk buffers holding only the chunk (Net::block's contract).
+// Timings (full mode, CUDA events after 3 warm-ups, --iters samples, default 30; each line gives
+// the median and the min): the token grids of 960x540, 1920x1080 and 3840x2160 frames (padded to
+// multiples of 64 px) for model v1's stages (C 32 at h/2, C 64 at h/4, C 128 at h/8): the fused
+// block per tile, fp32 and bf16 residual, shift 0 and 4, the correct-first op sequence (and its
+// per-op split), a bf16 cuBLASLt 8192^3 matmul and a device-to-device copy as the machine's
+// ceilings in the same run; the whole-frame total of model v1's eleven blocks. Then the C 32 size
+// sweep, the diagnostic of the level-0 block between the 1080p and the 4K grid: per grid and tile,
+// CTAs, resident CTAs per SM, waves, min / median / max, ns per token against 1080p's, with the L2
+// flushed before each launch for the default tile, and the 4K grid run as four 1080p-sized bands.
+// A median far above its min (> 1.3x and > 0.5 ms) means something else ran on the GPU during the
+// samples (another process's time slices): such lines are marked '!' and counted at the end.
 // Usage: fused_check [--quick] [--iters N]   (--quick: checks on small maps only, for
 //   compute-sanitizer memcheck / racecheck)
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
@@ -92,13 +103,20 @@ struct Dev {
     }
 };
 
-// cudaMemcpy / cudaMemset run on the legacy default stream, which the non-blocking g_ctx.stream
-// does not wait for (and a pageable upload may return before its DMA lands): every upload waits
-// for the device, and every download after work on g_ctx.stream waits for the device first.
-void upload(Dev &d, const void *src, size_t n) {
-    ck(cudaMemcpy(d.p, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (upload)");
+// Transfers and fills, ordered on the compute stream and waited for (see the top).
+void h2d(void *dst, const void *src, size_t n) {
+    ck(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_ctx.stream), "cudaMemcpyAsync H2D");
+    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (H2D)");
 }
+void d2h(void *dst, const void *src, size_t n) {
+    ck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, g_ctx.stream), "cudaMemcpyAsync D2H");
+    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (D2H)");
+}
+void fill(void *dst, int byte, size_t n) {
+    ck(cudaMemsetAsync(dst, byte, n, g_ctx.stream), "cudaMemsetAsync");
+    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (memset)");
+}
+void upload(Dev &d, const void *src, size_t n) { h2d(d.p, src, n); }
 
 std::vector<uint16_t> bf16_of(const float *p, size_t n) {
     std::vector<uint16_t> v(n);
@@ -144,47 +162,67 @@ struct DevBlock {
         relb = put32(rb.w.rel_bias.data(), rb.w.rel_bias.size());
     }
     ~DevBlock() {
-        cudaFree(image);
+        dev_free(g_ctx, image);
         for (Dev *d : bufs) delete d;
     }
 };
 
-// Workspace of the correct-first sequence for n tokens of C channels.
+// Workspace of the correct-first sequence: chunk buffers for wper windows (the attention half)
+// and tper tokens (the MLP half) of C channels, each holding only its chunk from its start, as
+// Net::block's buffers do (kernels/cuda/network.cu).
 struct SeqWs {
+    int wper;
+    int64_t tper;
     Dev tb, qkv, att, hid;
-    SeqWs(int64_t n, int C) : tb(2 * n * C), qkv(6 * n * C), att(2 * n * C), hid(8 * n * C) {}
+    SeqWs(int wper_, int64_t tper_, int C)
+        : wper(wper_),
+          tper(tper_),
+          tb(2 * (size_t)std::max<int64_t>(64 * (int64_t)wper_, tper_) * C),
+          qkv(6 * 64 * (size_t)wper_ * C),
+          att(2 * 64 * (size_t)wper_ * C),
+          hid(8 * (size_t)tper_ * C) {}
 };
 
-// kernels/cuda/network.cu's Net::block, op for op; ev (10 events, may be null) brackets the ops.
+// kernels/cuda/network.cu's Net::block, op for op and chunk for chunk; ev (10 events, may be null:
+// only with the whole map in one chunk) brackets the ops.
 int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &ws, cudaEvent_t *ev) {
     Ctx &ctx = g_ctx;
     const int C = B.C, Ch = 4 * C;
     const int64_t n = (int64_t)H * W;
     const int nwin = (H / 8) * (W / 8);
+    if (ev && (ws.wper < nwin || ws.tper < n)) fatal("unfused_block: per-op events need the map in one chunk");
     bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
     int rc;
     int e = 0;
     auto mark = [&] {
         if (ev) cudaEventRecord(ev[e++], ctx.stream);
     };
-    mark();
-    if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, 0, nwin, B.n1g, B.n1b, kEps, tb))) return rc;
-    mark();
-    if ((rc = linear(ctx, tb, n, C, C, B.qkv_w, B.qkv_b16, 3 * C, qkv, false, 3 * C, 0.f))) return rc;
-    mark();
-    if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, 0, nwin, B.relb, att))) return rc;
-    mark();
-    if ((rc = linear(ctx, att, n, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
-    mark();
-    if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, 0, nwin, x))) return rc;
-    mark();
-    if ((rc = layernorm_rows(ctx, x, n, C, B.n2g, B.n2b, kEps, tb))) return rc;
-    mark();
-    if ((rc = linear(ctx, tb, n, C, C, B.fc1_w, B.fc1_b16, Ch, hid, false, Ch, 0.f))) return rc;
-    mark();
-    if ((rc = gelu_tanh(ctx, hid, n, Ch, nullptr))) return rc;
-    mark();
-    if ((rc = linear(ctx, hid, n, Ch, Ch, B.fc2_w, B.fc2_b32, C, x, true, C, 1.f))) return rc;
+    for (int w0 = 0; w0 < nwin; w0 += ws.wper) {
+        const int w1 = std::min(nwin, w0 + ws.wper);
+        const int64_t nc = (int64_t)(w1 - w0) * 64;
+        mark();
+        if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, w0, w1, B.n1g, B.n1b, kEps, tb))) return rc;
+        mark();
+        if ((rc = linear(ctx, tb, nc, C, C, B.qkv_w, B.qkv_b16, 3 * C, qkv, false, 3 * C, 0.f))) return rc;
+        mark();
+        if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, w0, w1, B.relb, att))) return rc;
+        mark();
+        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
+        mark();
+        if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += ws.tper) {
+        const int64_t nc = std::min(n, t0 + ws.tper) - t0;
+        float *xt = x + t0 * C;
+        mark();
+        if ((rc = layernorm_rows(ctx, xt, nc, C, B.n2g, B.n2b, kEps, tb))) return rc;
+        mark();
+        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b16, Ch, hid, false, Ch, 0.f))) return rc;
+        mark();
+        if ((rc = gelu_tanh(ctx, hid, nc, Ch, nullptr))) return rc;
+        mark();
+        if ((rc = linear(ctx, hid, nc, Ch, Ch, B.fc2_w, B.fc2_b32, C, xt, true, C, 1.f))) return rc;
+    }
     mark();
     return 0;
 }
@@ -206,13 +244,12 @@ struct GuardedMap {
     static constexpr size_t kGuard = 4096;
     size_t bytes;
     Dev d;
-    explicit GuardedMap(size_t b) : bytes(b), d(b + 2 * kGuard) { ck(cudaMemset(d.p, 0xFF, b + 2 * kGuard), "cudaMemset"); }
+    explicit GuardedMap(size_t b) : bytes(b), d(b + 2 * kGuard) { fill(d.p, 0xFF, b + 2 * kGuard); }
     void *map() const { return d.as<uint8_t>() + kGuard; }
     bool guards_intact() const {
         std::vector<uint8_t> g(kGuard);
         for (int side = 0; side < 2; ++side) {
-            ck(cudaMemcpy(g.data(), d.as<uint8_t>() + (side ? kGuard + bytes : 0), kGuard, cudaMemcpyDeviceToHost),
-               "cudaMemcpy guard");
+            d2h(g.data(), d.as<uint8_t>() + (side ? kGuard + bytes : 0), kGuard);
             for (uint8_t b : g)
                 if (b != 0xFF) return false;
         }
@@ -228,13 +265,12 @@ void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, in
     std::vector<uint16_t> xb;
     if (bf16) {
         xb = bf16_of(x0.data(), n);
-        ck(cudaMemcpy(m.map(), xb.data(), 2 * n, cudaMemcpyHostToDevice), "cudaMemcpy x");
+        h2d(m.map(), xb.data(), 2 * n);
     } else {
-        ck(cudaMemcpy(m.map(), x0.data(), 4 * n, cudaMemcpyHostToDevice), "cudaMemcpy x");
+        h2d(m.map(), x0.data(), 4 * n);
     }
     Dev cnt(8);
-    ck(cudaMemset(cnt.p, 0, 8), "cudaMemset");
-    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (inputs)");
+    fill(cnt.p, 0, 8);
     SwinFusedParams p;
     p.tw = t.TW;
     p.nw = t.NW;
@@ -244,13 +280,34 @@ void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, in
     ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel");
     out->resize(n);
     if (bf16) {
-        ck(cudaMemcpy(xb.data(), m.map(), 2 * n, cudaMemcpyDeviceToHost), "cudaMemcpy x");
+        d2h(xb.data(), m.map(), 2 * n);
         for (size_t i = 0; i < n; ++i) (*out)[i] = swin_ref::from_bf16(xb[i]);
     } else {
-        ck(cudaMemcpy(out->data(), m.map(), 4 * n, cudaMemcpyDeviceToHost), "cudaMemcpy x");
+        d2h(out->data(), m.map(), 4 * n);
     }
     *guards_ok = m.guards_intact();
-    if (mma) ck(cudaMemcpy(mma, cnt.p, 8, cudaMemcpyDeviceToHost), "cudaMemcpy count");
+    if (mma) d2h(mma, cnt.p, 8);
+}
+
+// Where element i of an (H, W, C) map is, for failure lines: "token (y, x) window (wy, wx) ch c".
+std::string where(int64_t i, int W, int C) {
+    if (i < 0) return "-";
+    const int64_t t = i / C;
+    const int y = (int)(t / W), x = (int)(t % W);
+    char b[96];
+    std::snprintf(b, sizeof b, "token (%d, %d) window (%d, %d) ch %d", y, x, y / 8, x / 8, (int)(i % C));
+    return b;
+}
+
+// Windows of an (H, W, C) map with at least one non-finite element.
+int64_t windows_with_nonfinite(const std::vector<float> &v, int H, int W, int C) {
+    std::vector<char> bad((size_t)(H / 8) * (W / 8), 0);
+    for (size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i])) {
+            const int64_t t = (int64_t)i / C;
+            bad[(size_t)((t / W) / 8 * (W / 8) + (t % W) / 8)] = 1;
+        }
+    return std::count(bad.begin(), bad.end(), 1);
 }
 
 // tokens whose C outputs are all bit-identical to the input (not written)
@@ -276,12 +333,19 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
     run_fused(B, x0, H, W, shift, bf16, t, one_cta, &out, &guards, nullptr);
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
     const int64_t same = unchanged_tokens(out, x0, C);
-    result(swin_ref::passes(e) && guards && same == 0,
+    const bool ok = swin_ref::passes(e) && guards && same == 0;
+    std::string detail;
+    if (!ok) {
+        detail = "; reference non-finite " + std::to_string(e.ref_nonfinite) + ", first non-finite output at " +
+                 where(e.first_nonfinite, W, C) + " (" + std::to_string(windows_with_nonfinite(out, H, W, C)) + " of " +
+                 std::to_string((H / 8) * (W / 8)) + " windows), worst finite at " + where(e.worst, W, C);
+    }
+    result(ok,
            "fused C %3d hd %2d tile %d/%d%s %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
-           "max abs %.2e, non-finite %lld, unwritten tokens %lld, guards %s",
+           "max abs %.2e, non-finite %lld, unwritten tokens %lld, guards %s%s",
            C, t.HD, t.TW, t.NW, one_cta ? " 1-CTA build" : "", W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2,
-           swin_ref::kRelL2, e.delta_rel_l2,
-           swin_ref::kDeltaRelL2, e.max_abs, (long long)e.nonfinite, (long long)same, guards ? "intact" : "WRITTEN");
+           swin_ref::kRelL2, e.delta_rel_l2, swin_ref::kDeltaRelL2, e.max_abs, (long long)e.nonfinite, (long long)same,
+           guards ? "intact" : "WRITTEN", detail.c_str());
 }
 
 void check_mma_count(const Tile &t, int H, int W) {
@@ -308,7 +372,7 @@ void check_refusals() {
     swin_ref::RandomBlock rb(64, 2, 0, 77);
     DevBlock B(rb);
     Dev x(4 * 16 * 16 * 64 + 16);
-    ck(cudaMemset(x.p, 0, x.bytes), "cudaMemset");
+    fill(x.p, 0, x.bytes);
     struct Bad {
         const char *what;
         const uint8_t *img;
@@ -339,31 +403,49 @@ void check_refusals() {
     ck(cudaStreamSynchronize(g_ctx.stream), "fused kernel");
 }
 
-void check_unfused(int C, int H, int W, int shift) {
-    const int heads = C / 32;
+// wper / tper: windows / tokens per chunk (0: the whole map in one chunk).
+void check_unfused(int C, int H, int W, int shift, int wper, int64_t tper) {
+    const int heads = C / 32, nwin = (H / 8) * (W / 8);
     const size_t n = (size_t)H * W * C;
-    swin_ref::RandomBlock rb(C, heads, shift, 555);
+    swin_ref::RandomBlock rb(C, heads, shift, 555 + C + wper);
     DevBlock B(rb);
-    std::vector<float> x0 = swin_ref::random_map(n, 556), ref = x0, out(n);
+    std::vector<float> x0 = swin_ref::random_map(n, 556 + C + wper), ref = x0, out(n);
     swin_ref::reference_block(rb.w, C, heads, ref.data(), H, W, kEps);
     Dev x(4 * n);
     upload(x, x0.data(), 4 * n);
-    SeqWs ws((int64_t)H * W, C);
+    SeqWs ws(wper ? wper : nwin, tper ? tper : (int64_t)H * W, C);
     ok_or_die(unfused_block(B, x.as<float>(), H, W, shift, ws, nullptr), "correct-first sequence");
-    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (correct-first sequence)");
-    ck(cudaMemcpy(out.data(), x.p, 4 * n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    d2h(out.data(), x.p, 4 * n);
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
-    result(swin_ref::passes(e), "correct-first op sequence C %d %dx%d shift %d vs CPU: rel L2 %.2e, change rel L2 %.2e, max abs %.2e",
-           C, W, H, shift, e.rel_l2, e.delta_rel_l2, e.max_abs);
+    char chunks[64];
+    if (wper)
+        std::snprintf(chunks, sizeof chunks, "chunks of %d windows / %lld tokens", wper, (long long)tper);
+    else
+        std::snprintf(chunks, sizeof chunks, "one chunk");
+    result(swin_ref::passes(e),
+           "correct-first op sequence C %d %dx%d shift %d %s vs CPU: rel L2 %.2e, change rel L2 %.2e, max abs %.2e, "
+           "non-finite %lld, worst at %s",
+           C, W, H, shift, chunks, e.rel_l2, e.delta_rel_l2, e.max_abs, (long long)e.nonfinite, where(e.worst, W, C).c_str());
 }
 
 // ---- timing
-template <class F>
-double median_ms(int iters, F &&f) {
+struct Stat {
+    double min = 0, med = 0, max = 0;  // ms
+    // another process's time slices land inside most samples: the median sits far above the min
+    bool contended() const { return med > 1.3 * min && med - min > 0.5; }
+    const char *flag() const { return contended() ? "!" : " "; }
+};
+int g_timed = 0, g_contended = 0;
+
+// f() timed `iters` times after 3 warm-ups, each sample between two events on the compute stream;
+// pre() runs before each sample's first event (queued work that is not timed, e.g. an L2 flush).
+template <class F, class P>
+Stat time_ms(int iters, F &&f, P &&pre) {
     for (int i = 0; i < 3; ++i) ok_or_die(f(), "warm-up");
     std::vector<cudaEvent_t> ev(2 * iters);
     for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
     for (int i = 0; i < iters; ++i) {
+        pre();
         ck(cudaEventRecord(ev[2 * i], g_ctx.stream), "cudaEventRecord");
         ok_or_die(f(), "timed call");
         ck(cudaEventRecord(ev[2 * i + 1], g_ctx.stream), "cudaEventRecord");
@@ -377,11 +459,21 @@ double median_ms(int iters, F &&f) {
     }
     for (auto &e : ev) cudaEventDestroy(e);
     std::sort(t.begin(), t.end());
-    return t[iters / 2];
+    Stat st;
+    st.min = t.front();
+    st.med = t[iters / 2];
+    st.max = t.back();
+    ++g_timed;
+    if (st.contended()) ++g_contended;
+    return st;
+}
+template <class F>
+Stat time_ms(int iters, F &&f) {
+    return time_ms(iters, f, [] {});
 }
 
 struct Ceiling {
-    double tflops = 0, gbs = 0;
+    double tflops = 0, gbs = 0;  // at the min
 };
 
 Ceiling measure_ceilings(int iters) {
@@ -393,32 +485,37 @@ Ceiling measure_ceilings(int iters) {
     for (size_t i = 0; i < h.size(); ++i) h[i] = swin_ref::to_bf16(r[i & ((1u << 20) - 1)]);
     upload(a, h.data(), 2 * h.size());
     upload(w, h.data(), 2 * h.size());
-    const double ms = median_ms(iters, [&] {
+    const Stat g = time_ms(iters, [&] {
         return linear(g_ctx, a.as<bf16>(), N, (int)N, (int)N, w.as<bf16>(), nullptr, (int)N, o.p, false, (int)N, 0.f);
     });
-    c.tflops = 2.0 * N * N * N / (ms * 1e-3) / 1e12;
-    std::printf("ceiling: cuBLASLt bf16 GEMM 8192^3 (fp32 accumulate, bf16 out): %.3f ms = %.0f TFLOP/s\n", ms, c.tflops);
+    c.tflops = 2.0 * N * N * N / (g.min * 1e-3) / 1e12;
+    std::printf("ceiling:%s cuBLASLt bf16 GEMM 8192^3 (fp32 accumulate, bf16 out): median %.3f ms, min %.3f ms = %.0f "
+                "TFLOP/s (at the min; %.0f at the median)\n",
+                g.flag(), g.med, g.min, c.tflops, 2.0 * N * N * N / (g.med * 1e-3) / 1e12);
     const size_t bytes = (size_t)1 << 30;
     Dev s(bytes), d(bytes);
-    ck(cudaMemset(s.p, 1, bytes), "cudaMemset");
-    const double cms = median_ms(iters, [&] {
+    fill(s.p, 1, bytes);
+    const Stat cp = time_ms(iters, [&] {
         return cuda_check(g_ctx, cudaMemcpyAsync(d.p, s.p, bytes, cudaMemcpyDeviceToDevice, g_ctx.stream), "copy");
     });
-    c.gbs = 2.0 * bytes / (cms * 1e-3) / 1e9;
-    std::printf("ceiling: device-to-device copy of 1 GiB: %.3f ms = %.0f GB/s (read + write)\n", cms, c.gbs);
+    c.gbs = 2.0 * bytes / (cp.min * 1e-3) / 1e9;
+    std::printf("ceiling:%s device-to-device copy of 1 GiB: median %.3f ms, min %.3f ms = %.0f GB/s (read + write, at "
+                "the min)\n",
+                cp.flag(), cp.med, cp.min, c.gbs);
     return c;
 }
 
 struct StageTime {
-    double fused[2][2] = {};  // [bf16][shift 4]: the default tile and build
-    double best[2] = {};      // [bf16]: the fastest tile and build (mean of both shifts)
+    double fused[2][2] = {};      // [bf16][shift 4]: the default tile and build, median
+    double fused_min[2][2] = {};  // the same, min
+    double best[2] = {};          // [bf16]: the fastest tile and build (mean of both shifts' medians)
     std::string best_name[2];
-    double unfused[2] = {};   // [shift 4]
+    double unfused[2] = {};  // [shift 4], median
 };
 
 StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, int iters, const Ceiling &ceil) {
     StageTime st;
-    const int heads = C / 32;
+    const int heads = C / 32, nwin = (H / 8) * (W / 8);
     const int64_t n = (int64_t)H * W;
     const double gflop = swin_block_flop(C, n) / 1e9;
     swin_ref::RandomBlock rb(C, heads, 0, 4242 + C);
@@ -441,16 +538,19 @@ StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, 
                     p.nw = ts[ti].nw;
                     p.one_cta_regs = one == 1;
                     void *x = bf ? x16.p : x32.p;
-                    const double ms = median_ms(iters, [&] {
+                    const Stat t = time_ms(iters, [&] {
                         return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, H, W, sh ? 4 : 0, &p);
                     });
-                    if (ti == 0 && one == 0) st.fused[bf][sh] = ms;
-                    both += ms / 2;
-                    const double tf = gflop / ms, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (ms * 1e-3) / 1e9;
-                    std::printf("time %-9s %-4s C %3d %4dx%-4d fused tile %d/%d %-12s%s %s shift %d: %8.4f ms %6.1f TFLOP/s "
-                                "(%4.1f%% of GEMM ceiling) %6.0f GB/s\n",
-                                frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, one ? "1-CTA build" : "default build",
-                                ti == 0 && one == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0, ms, tf,
+                    if (ti == 0 && one == 0) {
+                        st.fused[bf][sh] = t.med;
+                        st.fused_min[bf][sh] = t.min;
+                    }
+                    both += t.med / 2;
+                    const double tf = gflop / t.med, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (t.med * 1e-3) / 1e9;
+                    std::printf("time%s %-9s %-4s C %3d %4dx%-4d fused tile %d/%d %-13s%s %s shift %d: %8.4f ms (min %.4f) "
+                                "%6.1f TFLOP/s (%4.1f%% of GEMM ceiling) %6.0f GB/s\n",
+                                t.flag(), frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, one ? "1-CTA build" : "default build",
+                                ti == 0 && one == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0, t.med, t.min, tf,
                                 100.0 * tf / ceil.tflops, gb);
                 }
                 if (st.best[bf] == 0 || both < st.best[bf]) {
@@ -458,9 +558,10 @@ StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, 
                     st.best_name[bf] = std::to_string(ts[ti].tw) + "/" + std::to_string(ts[ti].nw) + (one ? " 1cta" : "");
                 }
             }
-    SeqWs ws(n, C);
+    SeqWs ws(nwin, n, C);
     for (int sh = 0; sh < 2; ++sh) {
-        st.unfused[sh] = median_ms(iters, [&] { return unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, nullptr); });
+        const Stat t = time_ms(iters, [&] { return unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, nullptr); });
+        st.unfused[sh] = t.med;
         // per-op split of the sequence (separate runs, events between the ops)
         std::vector<std::vector<double>> per(9);
         std::vector<cudaEvent_t> ev(10);
@@ -475,16 +576,105 @@ StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, 
             }
         }
         for (auto &e : ev) cudaEventDestroy(e);
-        std::printf("time %-9s %-4s C %3d %4dx%-4d correct-first sequence shift %d: %8.4f ms %6.1f TFLOP/s |", frame, stage,
-                    C, W, H, sh ? 4 : 0, st.unfused[sh], gflop / st.unfused[sh]);
+        std::printf("time%s %-9s %-4s C %3d %4dx%-4d correct-first sequence shift %d: %8.4f ms (min %.4f) %6.1f TFLOP/s | "
+                    "medians:",
+                    t.flag(), frame, stage, C, W, H, sh ? 4 : 0, t.med, t.min, gflop / t.med);
+        double sum = 0;
         for (int k = 0; k < 9; ++k) {
             std::sort(per[k].begin(), per[k].end());
+            sum += per[k][per[k].size() / 2];
             std::printf(" %s %.4f", kSeqOps[k], per[k][per[k].size() / 2]);
         }
-        std::printf("\n");
+        std::printf(" (sum %.4f)\n", sum);
     }
     std::fflush(stdout);
     return st;
+}
+
+// The level-0 block (C 32) between the 1080p and the 4K token grid: what changes with the size.
+// Per grid, tile and residual precision (default build, shift 0): CTAs, resident CTAs per SM
+// (cudaOccupancy...), waves (CTAs / (SMs x resident)), min / median / max ms, ns per token at the
+// min and its ratio to the 1080p grid's. Then the default tile fp32 with a 256 MiB memset before
+// each sample (the map and the weight image start cold in L2), and the 4K grid as four bands of
+// 272 rows, one launch each (shift 0 never crosses a band: the same work as one launch).
+void size_sweep(int iters) {
+    const int C = 32, heads = 1;
+    swin_ref::RandomBlock rb(C, heads, 0, 777);
+    DevBlock B(rb);
+    const struct {
+        int W, H;
+        const char *what;
+    } grids[] = {{960, 544, "1080p L0"}, {1920, 544, "2x"}, {960, 1088, "2x (tall)"}, {1920, 816, "3x"}, {1920, 1088, "4K L0"}};
+    const int64_t nmax = (int64_t)1920 * 1088;
+    Dev x32(4 * (size_t)nmax * C), x16(2 * (size_t)nmax * C);
+    const size_t flush_bytes = (size_t)256 << 20;
+    Dev flush(flush_bytes);
+    {
+        const std::vector<float> x0 = swin_ref::random_map((size_t)nmax * C, 778);
+        upload(x32, x0.data(), x32.bytes);
+        const std::vector<uint16_t> h = bf16_of(x0.data(), x0.size());
+        upload(x16, h.data(), x16.bytes);
+    }
+    int sms = 0;
+    ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g_ctx.device), "cudaDeviceGetAttribute");
+    const std::vector<SwinFusedTile> ts = swin_fused_tiles(C, heads);
+    std::printf("\nC 32 size sweep (shift 0, default build; ns/token at the min, 'x 1080p' = that over the 1080p grid's; "
+                "! = median > 1.3 x min: contended):\n");
+    std::printf("  %-9s %-10s %8s %-4s %-4s %-5s %7s %6s %6s | %8s %8s %8s | %7s %7s %7s\n", "grid", "", "tokens", "tile",
+                "res", "L2", "CTAs", "CTA/SM", "waves", "min ms", "median", "max", "ns/tok", "x 1080p", "TFLOP/s");
+    std::vector<double> base(2 * ts.size() + 1, 0);  // ns/token at 1080p: [2 ti + bf], last: cold
+    auto row = [&](const char *grid, const char *what, int64_t n, const SwinFusedTile &t, bool bf, bool cold, int64_t ctas,
+                   int occ, const Stat &s, double &b) {
+        const double ns = s.min * 1e6 / (double)n;
+        if (b == 0) b = ns;
+        std::printf("%s %-9s %-10s %8lld %d/%-2d %-4s %-5s %7lld %6d %6.1f | %8.4f %8.4f %8.4f | %7.3f %7.2f %7.1f\n", s.flag(),
+                    grid, what, (long long)n, t.tw, t.nw, bf ? "bf16" : "fp32", cold ? "cold" : "warm", (long long)ctas,
+                    occ, occ ? (double)ctas / ((double)sms * occ) : 0.0, s.min, s.med, s.max, ns, ns / b,
+                    swin_block_flop(C, n) / 1e9 / s.min);
+    };
+    for (const auto &g : grids) {
+        const int64_t n = (int64_t)g.W * g.H, nwin = n / 64;
+        char grid[32];
+        std::snprintf(grid, sizeof grid, "%dx%d", g.W, g.H);
+        for (size_t ti = 0; ti < ts.size(); ++ti)
+            for (int bf = 0; bf < 2; ++bf) {
+                SwinFusedParams p;
+                p.tw = ts[ti].tw;
+                p.nw = ts[ti].nw;
+                int occ = 0;
+                ok_or_die(swin_block_fused_occupancy(g_ctx, C, heads, bf == 1, &p, &occ), "swin_block_fused_occupancy");
+                void *x = bf ? x16.p : x32.p;
+                const Stat s = time_ms(iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, g.H, g.W, 0, &p); });
+                row(grid, g.what, n, ts[ti], bf == 1, false, (nwin + p.tw - 1) / p.tw, occ, s, base[2 * ti + bf]);
+            }
+        SwinFusedParams p;
+        p.tw = ts[0].tw;
+        p.nw = ts[0].nw;
+        int occ = 0;
+        ok_or_die(swin_block_fused_occupancy(g_ctx, C, heads, false, &p, &occ), "swin_block_fused_occupancy");
+        int k = 0;
+        const Stat s = time_ms(
+            iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, x32.p, false, g.H, g.W, 0, &p); },
+            [&] { ck(cudaMemsetAsync(flush.p, ++k & 0xff, flush_bytes, g_ctx.stream), "cudaMemsetAsync (L2 flush)"); });
+        row(grid, g.what, n, ts[0], false, true, (nwin + p.tw - 1) / p.tw, occ, s, base.back());
+    }
+    // 4K as four 1920x272 bands (default tile, fp32, warm)
+    SwinFusedParams p;
+    p.tw = ts[0].tw;
+    p.nw = ts[0].nw;
+    double smin = 0, smed = 0;
+    bool cont = false;
+    for (int band = 0; band < 4; ++band) {
+        float *xb = x32.as<float>() + (size_t)band * 272 * 1920 * C;
+        const Stat s = time_ms(iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, xb, false, 272, 1920, 0, &p); });
+        smin += s.min;
+        smed += s.med;
+        cont = cont || s.contended();
+    }
+    std::printf("%s %-20s %8lld %d/%-2d fp32 warm  4 launches of 1920x272 | sum of mins %.4f ms, of medians %.4f ms (%.3f "
+                "ns/token at the min)\n",
+                cont ? "!" : " ", "1920x1088 as 4 bands", (long long)nmax, p.tw, p.nw, smin, smed, smin * 1e6 / (double)nmax);
+    std::fflush(stdout);
 }
 
 }  // namespace
@@ -558,9 +748,12 @@ int main(int argc, char **argv) {
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
     }
-    // 4. the sequence the timings compare against
-    check_unfused(32, 16, 24, 4);
-    check_unfused(128, 16, 24, 4);
+    // 4. the sequence the timings compare against, whole and in Net::block's chunks
+    check_unfused(32, 16, 24, 4, 0, 0);
+    check_unfused(32, 16, 24, 4, 2, 100);
+    check_unfused(128, 16, 24, 4, 0, 0);
+    check_unfused(128, 16, 24, 4, 2, 100);
+    check_unfused(64, 24, 40, 0, 4, 256);
 
     // timings
     const Ceiling ceil = measure_ceilings(iters);
@@ -578,10 +771,11 @@ int main(int argc, char **argv) {
         tab.emplace_back();
         for (const auto &s : stages) tab.back().push_back(time_stage(f.name, s.name, s.C, hp / s.div, wp / s.div, iters, ceil));
     }
-    std::printf("\nper block (ms, mean of shift 0 and 4; fused: the default tile and build, best: the fastest of all):\n");
-    std::printf("%-10s %-4s %4s %10s %7s | %9s %7s %7s | %9s %7s | %-19s | %-19s | %10s %8s\n", "frame", "st", "C",
-                "tokens", "GFLOP", "fused f32", "TFLOP/s", "GB/s", "fused b16", "GB/s", "best f32 (tile)", "best b16 (tile)",
-                "sequence", "speedup");
+    std::printf("\nper block (ms, medians, mean of shift 0 and 4; fused: the default tile and build, min: its fastest "
+                "sample; best: the fastest tile and build):\n");
+    std::printf("%-10s %-4s %4s %10s %7s | %9s %9s %7s %7s | %9s %7s | %-19s | %-19s | %10s %8s\n", "frame", "st", "C",
+                "tokens", "GFLOP", "fused f32", "f32 min", "TFLOP/s", "GB/s", "fused b16", "GB/s", "best f32 (tile)",
+                "best b16 (tile)", "sequence", "speedup");
     for (size_t fi = 0; fi < 3; ++fi) {
         const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
         for (size_t si = 0; si < 3; ++si) {
@@ -590,11 +784,11 @@ int main(int argc, char **argv) {
             const int64_t n = (int64_t)(hp / stages[si].div) * (wp / stages[si].div);
             const double g = swin_block_flop(C, n) / 1e9;
             const double f32 = (st.fused[0][0] + st.fused[0][1]) / 2, b16 = (st.fused[1][0] + st.fused[1][1]) / 2,
-                         seq = (st.unfused[0] + st.unfused[1]) / 2;
+                         seq = (st.unfused[0] + st.unfused[1]) / 2, f32min = (st.fused_min[0][0] + st.fused_min[0][1]) / 2;
             char bf[2][64];
             for (int b = 0; b < 2; ++b) std::snprintf(bf[b], sizeof bf[b], "%.4f (%s)", st.best[b], st.best_name[b].c_str());
-            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %7.1f %7.0f | %9.4f %7.0f | %-19s | %-19s | %10.4f %7.1fx\n",
-                        frames[fi].name, stages[si].name, C, (long long)n, g, f32, g / f32,
+            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %9.4f %7.1f %7.0f | %9.4f %7.0f | %-19s | %-19s | %10.4f %7.1fx\n",
+                        frames[fi].name, stages[si].name, C, (long long)n, g, f32, f32min, g / f32,
                         swin_block_bytes_per_token(C, false) * (double)n / (f32 * 1e-3) / 1e9, b16,
                         swin_block_bytes_per_token(C, true) * (double)n / (b16 * 1e-3) / 1e9, bf[0], bf[1], seq,
                         seq / f32);
@@ -604,8 +798,8 @@ int main(int argc, char **argv) {
     // shifts 0, 4, 0)
     std::printf("\nmodel v1's eleven Swin blocks per frame (ms; GEMM ceiling %.0f TFLOP/s, copy %.0f GB/s):\n", ceil.tflops,
                 ceil.gbs);
-    std::printf("%-10s %8s | %10s %10s | %9s %9s | %10s | %8s\n", "frame", "GFLOP", "fused f32", "fused b16", "best f32",
-                "best b16", "sequence", "speedup");
+    std::printf("%-10s %8s | %10s %10s %10s | %9s %9s | %10s | %8s\n", "frame", "GFLOP", "fused f32", "f32 min",
+                "fused b16", "best f32", "best b16", "sequence", "speedup");
     for (size_t fi = 0; fi < 3; ++fi) {
         const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
         auto total = [&](auto get) {
@@ -614,6 +808,7 @@ int main(int argc, char **argv) {
             return t + 2 * get(tab[fi][2], 0) + get(tab[fi][2], 1);
         };
         const double f32 = total([](const StageTime &s, int sh) { return s.fused[0][sh]; });
+        const double f32min = total([](const StageTime &s, int sh) { return s.fused_min[0][sh]; });
         const double b16 = total([](const StageTime &s, int sh) { return s.fused[1][sh]; });
         const double seq = total([](const StageTime &s, int sh) { return s.unfused[sh]; });
         const double bb32 = total([](const StageTime &s, int) { return s.best[0]; });
@@ -621,9 +816,15 @@ int main(int argc, char **argv) {
         double g = 0;
         for (int si = 0; si < 3; ++si)
             g += (si == 2 ? 3 : 4) * swin_block_flop(stages[si].C, (int64_t)(hp / stages[si].div) * (wp / stages[si].div)) / 1e9;
-        std::printf("%-10s %8.1f | %10.3f %10.3f | %9.3f %9.3f | %10.3f | %7.1fx\n", frames[fi].name, g, f32, b16, bb32, bb16,
-                    seq, seq / f32);
+        std::printf("%-10s %8.1f | %10.3f %10.3f %10.3f | %9.3f %9.3f | %10.3f | %7.1fx\n", frames[fi].name, g, f32, f32min,
+                    b16, bb32, bb16, seq, seq / f32);
     }
+    size_sweep(iters);
+    std::printf("\ntiming: %d of %d measurements contended (median > 1.3 x min and > 0.5 ms above it)%s\n", g_contended,
+                g_timed,
+                g_contended ? ": something else ran on the GPU (another process's time slices); the min columns are "
+                              "the better estimate; rerun with the GPU to itself"
+                            : "");
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     ctx_destroy(g_ctx);
     return g_fail ? 1 : 0;

@@ -49,6 +49,7 @@
 #include "../kernels/cuda/frame_layout.h"
 #include "../kernels/cuda/network.h"
 #include "../kernels/cuda/ops.h"
+#include "../kernels/cuda/swin_block_fused.h"
 #include "../kernels/denoise.h"
 #include "../kernels/model.h"
 #include "../kernels/safetensors.h"
@@ -768,6 +769,9 @@ void conversion_checks(cuda::Ctx &ctx) {
 
 // ==========================================================================================
 // 3. network
+// Both Swin-block paths (fused kernels, the correct-first op sequence) on the same inputs against
+// the same CPU results; then the two paths against each other (they must differ: bf16 roundings
+// in other places, so a zero difference means the switch did nothing).
 void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int w, bool chunked) {
     const ModelConfig &cfg = M.cfg;
     const int c0 = cfg.channels[0], nf = 2 * cfg.fusion_radius + 1;
@@ -781,6 +785,18 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
         result(false, "network %s: %s", label, ctx.err.c_str());
         return;
     }
+    {  // the fused path covers exactly the stages whose (C, heads) the device runs
+        const int C[3] = {cfg.channels[0], cfg.channels[1], cfg.channels[2]};
+        const int depth[3] = {cfg.depth_enc0 + cfg.depth_dec0, cfg.depth_enc1 + cfg.depth_dec1, cfg.depth_mid};
+        int want = 0;
+        std::string why;
+        for (int k = 0; k < 3; ++k)
+            if (cuda::swin_block_fused_supported(ctx.device, C[k], cfg.heads[k], &why) == 0) want += depth[k];
+        net.set_fused(true);
+        result(net.fused_blocks() == want && net.swin_blocks() == depth[0] + depth[1] + depth[2],
+               "network %s fused path: %d of %d Swin blocks fused (the device runs %d): %s", label, net.fused_blocks(),
+               net.swin_blocks(), want, net.swin_path().c_str());
+    }
     std::vector<std::vector<float>> fr;
     std::vector<std::unique_ptr<Dev>> dfr;
     for (int k = 0; k < nf + 2; ++k) {
@@ -792,40 +808,64 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
     cpu::Workspace ws;
     std::vector<float> fin((size_t)h * w * cfg.fusion_in_channels());
     std::vector<std::vector<float>> Fc(3, std::vector<float>((size_t)h * w * c0));
-    std::vector<std::unique_ptr<Dev>> Fg;
-    bool ok = true;
     for (int s = 0; s < 3; ++s) {
         std::vector<const float *> cwin;
-        std::vector<const bf16 *> gwin;
-        for (int k = 0; k < nf; ++k) {
-            cwin.push_back(fr[s + k].data());
-            gwin.push_back(dfr[s + k]->h());
-        }
+        for (int k = 0; k < nf; ++k) cwin.push_back(fr[s + k].data());
         cpu::build_fusion_input(cwin.data(), nf, h, w, sigma, fin.data());
         cpu::unet_forward(cm, fin.data(), h, w, Fc[s].data(), ws);
-        Fg.emplace_back(new Dev(Fc[s].size() * 2));
-        cuda::poison(ctx, Fg.back()->p, Fg.back()->bytes);
-        rc = net.features(ctx, gwin.data(), nf, sigma, h, w, Fg.back()->h());
-        if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
-        char name[96];
-        std::snprintf(name, sizeof name, "network %s%s F_s (s=%d) %dx%d", label, chunked ? " chunked" : "", s, w, h);
-        const int before = g_fail;
-        check(name, down_bf(*Fg.back(), Fc[s].size()), Fc[s], 0.25, rc, ctx.err);
-        ok = ok && g_fail == before;
     }
-    if (ok) {
-        std::vector<float> ref((size_t)h * w * 12);
+    std::vector<float> ref((size_t)h * w * 12);
+    {
         const float *Fp[3] = {Fc[0].data(), Fc[1].data(), Fc[2].data()};
-        const float *centre = fr[nf / 2 + 1].data();
-        cpu::head_forward(cm, Fp, centre, h, w, ref.data(), ws);
+        cpu::head_forward(cm, Fp, fr[nf / 2 + 1].data(), h, w, ref.data(), ws);
+    }
+    std::vector<float> Fpath[2];  // F_0 of each path
+    for (int path = 0; path < 2; ++path) {
+        const bool fused = path == 0;
+        net.set_fused(fused);
+        const char *pname = fused ? "fused" : "correct-first";
+        std::vector<std::unique_ptr<Dev>> Fg;
+        bool ok = true;
+        for (int s = 0; s < 3; ++s) {
+            std::vector<const bf16 *> gwin;
+            for (int k = 0; k < nf; ++k) gwin.push_back(dfr[s + k]->h());
+            Fg.emplace_back(new Dev(Fc[s].size() * 2));
+            cuda::poison(ctx, Fg.back()->p, Fg.back()->bytes);
+            rc = net.features(ctx, gwin.data(), nf, sigma, h, w, Fg.back()->h());
+            if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+            char name[112];
+            std::snprintf(name, sizeof name, "network %s %s%s F_s (s=%d) %dx%d", label, pname, chunked ? " chunked" : "", s,
+                          w, h);
+            const int before = g_fail;
+            std::vector<float> got = down_bf(*Fg.back(), Fc[s].size());
+            check(name, got, Fc[s], 0.25, rc, ctx.err);
+            ok = ok && g_fail == before;
+            if (s == 0) Fpath[path] = got;
+        }
+        if (!ok) continue;
         Dev dout(ref.size() * 4);
         cuda::poison(ctx, dout.p, dout.bytes);
         const bf16 *Fd[3] = {Fg[0]->h(), Fg[1]->h(), Fg[2]->h()};
         rc = net.head(ctx, Fd, dfr[nf / 2 + 1]->h(), h, w, dout.f(), false);
         if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
-        char name[96];
-        std::snprintf(name, sizeof name, "network %s%s head output", label, chunked ? " chunked" : "");
+        char name[112];
+        std::snprintf(name, sizeof name, "network %s %s%s head output", label, pname, chunked ? " chunked" : "");
         check(name, down_f(dout, ref.size()), ref, 0.1, rc, ctx.err);
+    }
+    if (!Fpath[0].empty() && Fpath[0].size() == Fpath[1].size() && net.swin_blocks() > 0) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < Fpath[0].size(); ++i) {
+            const double d = (double)Fpath[0][i] - Fpath[1][i];
+            num += d * d;
+            den += (double)Fpath[1][i] * Fpath[1][i];
+        }
+        const double r = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+        net.set_fused(true);
+        const bool any = net.fused_blocks() > 0;
+        // each path is within 1e-2 of the CPU (above), so within 2e-2 of the other
+        result(any ? r > 0 && r < 2e-2 : r == 0,
+               "network %s%s fused vs correct-first F_0: rel L2 %.2e (%s)", label, chunked ? " chunked" : "", r,
+               any ? "> 0: the paths differ, < 2e-2" : "no block fused on this device: == 0");
     }
     net.destroy(ctx);
 }
@@ -1008,11 +1048,13 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
     const int N = (int)in.size();
     r.out = in;  // output frames start as copies (their non-colour bits must survive)
     std::vector<std::vector<void *>> dout;
-    if (dev)
+    if (dev) {
         for (int t = 0; t < N; ++t) {
             dplanes.push_back(to_dev(in[t]));
             dout.push_back(to_dev(r.out[t]));
         }
+        cudaDeviceSynchronize();  // the legacy-stream uploads landed before the engine's stream reads them
+    }
     int t = 0;
     auto drain = [&]() {
         int q;
@@ -1156,7 +1198,7 @@ std::vector<HostFrame> clip_frames(const Fmt &F, const DenoiseColor &col, const 
     return v;
 }
 
-void golden_api_checks() {
+void golden_api_checks(const char *path) {
     StFile g;
     std::string err;
     if (!load_safetensors(data_dir() + "/golden_tensors.safetensors", &g, &err)) {
@@ -1186,7 +1228,7 @@ void golden_api_checks() {
         oc.sigma = og.sigma = sigma;
         ApiRun rc = run_api(wpath, F, col, frames, W, H, oc), rg = run_api(wpath, F, col, frames, W, H, og);
         char name[96];
-        std::snprintf(name, sizeof name, "api golden %s N=%d %dx%d vs CPU", key, N, W, H);
+        std::snprintf(name, sizeof name, "api %sgolden %s N=%d %dx%d vs CPU", path, key, N, W, H);
         if (rc.rc || rg.rc) {
             result(false, "%-40s cpu: %s cuda: %s", name, rc.err.c_str(), rg.err.c_str());
             continue;
@@ -1200,7 +1242,7 @@ void golden_api_checks() {
                         b.push_back(2.f * (float)get_value(rc.out[t], F.f, k, x, y) - 1.f);
                     }
         check(name, a, b, 0.1);
-        std::snprintf(name, sizeof name, "api golden %s vs PyTorch", key);
+        std::snprintf(name, sizeof name, "api %sgolden %s vs PyTorch", path, key);
         check(name, a, r, 0.1);
     }
 }
@@ -1272,22 +1314,46 @@ void api_format_check(const std::string &weights, const Clip &c, const char *fna
            name, m3, n3, other3);
 }
 
+// The trained weights on a clip: the CUDA engine on both Swin-block paths (fused, the default;
+// correct-first with DENOISE_CUDA_FUSED=0, read when a backend starts) against one CPU run, each
+// within 0.05 dB of its PSNR, and the two paths' outputs against each other (close, not identical:
+// identical would mean the switch did nothing).
 void sample_check(const std::string &weights, const Clip &c) {
     const Fmt &F = fmt_named("rgb48le");
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_FULL, 0, 0);
     std::vector<HostFrame> in = clip_frames(F, col, c, true), cl = clip_frames(F, col, c, false);
     ApiOpts ocpu, og;
     ocpu.backend = DENOISE_BACKEND_CPU;
-    ApiRun rc = run_api(weights, F, col, in, c.W, c.H, ocpu), rg = run_api(weights, F, col, in, c.W, c.H, og);
-    if (rc.rc || rg.rc) {
-        result(false, "sample %s: cpu: %s cuda: %s", c.name.c_str(), rc.err.c_str(), rg.err.c_str());
+    ApiRun rc = run_api(weights, F, col, in, c.W, c.H, ocpu);
+    if (rc.rc) {
+        result(false, "sample %s: cpu: %s", c.name.c_str(), rc.err.c_str());
         return;
     }
-    std::vector<float> clean = rgb_all(F, cl, col, c.W, c.H), noisy = rgb_all(F, in, col, c.W, c.H),
-                       oc = rgb_all(F, rc.out, col, c.W, c.H), og2 = rgb_all(F, rg.out, col, c.W, c.H);
-    const double pn = psnr(noisy, clean), pc = psnr(oc, clean), pg = psnr(og2, clean);
-    result(std::fabs(pg - pc) <= 0.05, "sample %-26s %dx%d N=%d rgb48le PSNR noisy %.3f cpu %.3f cuda %.3f dB |diff| %.4f (<= 0.05)",
-           c.name.c_str(), c.W, c.H, c.N, pn, pc, pg, std::fabs(pg - pc));
+    const std::vector<float> clean = rgb_all(F, cl, col, c.W, c.H), noisy = rgb_all(F, in, col, c.W, c.H),
+                             oc = rgb_all(F, rc.out, col, c.W, c.H);
+    const double pn = psnr(noisy, clean), pc = psnr(oc, clean);
+    std::vector<float> out[2];
+    for (int path = 0; path < 2; ++path) {
+        const char *name = path ? "correct-first " : "";
+        if (path) setenv("DENOISE_CUDA_FUSED", "0", 1);
+        ApiRun rg = run_api(weights, F, col, in, c.W, c.H, og);
+        if (path) unsetenv("DENOISE_CUDA_FUSED");
+        if (rg.rc) {
+            result(false, "sample %s%s: cuda: %s", name, c.name.c_str(), rg.err.c_str());
+            continue;
+        }
+        out[path] = rgb_all(F, rg.out, col, c.W, c.H);
+        const double pg = psnr(out[path], clean);
+        result(std::fabs(pg - pc) <= 0.05,
+               "sample %s%-26s %dx%d N=%d rgb48le PSNR noisy %.3f cpu %.3f cuda %.3f dB |diff| %.4f (<= 0.05)", name,
+               c.name.c_str(), c.W, c.H, c.N, pn, pc, pg, std::fabs(pg - pc));
+    }
+    if (!out[0].empty() && out[0].size() == out[1].size()) {
+        const double p = psnr(out[0], out[1]);
+        result(p > 40.0 && std::isfinite(p),
+               "sample %-26s fused vs correct-first outputs: %.1f dB (> 40, and not identical: the paths differ)",
+               c.name.c_str(), p);
+    }
 }
 
 // ==========================================================================================
@@ -1601,7 +1667,7 @@ int main(int argc, char **argv) {
                 }
             }
         });
-        timed("api golden sequences", [&] { golden_api_checks(); });
+        timed("api golden sequences", [&] { golden_api_checks(""); });
         const Amount one{1.f, 1.f}, part{0.7f, 0.3f};
         // outputs over their own inputs: once per layout family (planar, semi-planar with shifted
         // 10-bit words, packed with alpha, float)
@@ -1624,6 +1690,13 @@ int main(int argc, char **argv) {
                 if (load_clip(s.raw, s.w, s.h, s.n, s.name, 20.f, 1, &c)) sample_check(api_w, c);
                 else result(false, "sample %s: cannot read %s", s.name.c_str(), s.raw.c_str());
             });
+        // the golden sequences once more on the correct-first path (DENOISE_CUDA_FUSED=0 is read
+        // when a backend starts; every other API check runs the default, fused path)
+        timed("api golden sequences, correct-first", [&] {
+            setenv("DENOISE_CUDA_FUSED", "0", 1);
+            golden_api_checks("correct-first ");
+            unsetenv("DENOISE_CUDA_FUSED");
+        });
         // tiles on real content at a larger size (the first sample upsampled 4x), and the sample
         Clip big;
         if (!samples.empty() &&

@@ -103,39 +103,48 @@ inline float from_bf16(uint16_t h) {
 }
 
 struct Error {
-    double rel_l2 = 0, max_abs = 0;  // of the output against the reference output
+    double rel_l2 = 0, max_abs = 0;  // of the output against the reference output (finite pairs)
     double delta_rel_l2 = 0;          // of the block's change (out - in) against the reference change
-    int64_t nonfinite = 0;
+    int64_t nonfinite = 0;            // output elements that are NaN or Inf
+    int64_t ref_nonfinite = 0;        // reference elements that are (the reference itself failed)
+    int64_t first_nonfinite = -1;     // element index of the first non-finite output (-1: none)
+    int64_t worst = -1;               // element index of the largest finite |out - ref|
 };
 
-// out, ref: the block's output and the reference's; in: their common input.
+// out, ref: the block's output and the reference's; in: their common input. Pairs where either
+// side is non-finite are counted, not summed.
 inline Error compare(const float *out, const float *ref, const float *in, int64_t n) {
-    double num = 0, den = 0, dnum = 0, dden = 0, m = 0;
-    int64_t bad = 0;
+    double num = 0, den = 0, dnum = 0, dden = 0, m = -1;
+    Error e;
     for (int64_t i = 0; i < n; ++i) {
-        if (!std::isfinite(out[i])) {
-            ++bad;
-            continue;
+        const bool of = std::isfinite(out[i]), rf = std::isfinite(ref[i]);
+        if (!rf) ++e.ref_nonfinite;
+        if (!of) {
+            if (e.nonfinite++ == 0) e.first_nonfinite = i;
         }
+        if (!of || !rf) continue;
         const double d = (double)out[i] - ref[i], dr = (double)ref[i] - in[i];
         num += d * d;
         den += (double)ref[i] * ref[i];
         dnum += d * d;
         dden += dr * dr;
-        m = std::max(m, std::fabs(d));
+        if (std::fabs(d) > m) {
+            m = std::fabs(d);
+            e.worst = i;
+        }
     }
-    Error e;
     e.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
     e.delta_rel_l2 = dden > 0 ? std::sqrt(dnum / dden) : std::sqrt(dnum);
-    e.max_abs = bad ? INFINITY : m;
-    e.nonfinite = bad;
+    e.max_abs = e.nonfinite ? INFINITY : std::max(m, 0.0);
     return e;
 }
 
 // Pass criteria shared by the CPU emulation test and the GPU check: relative L2 of the output
-// < 1e-2 and of the change < 3e-2, every element finite.
+// < 1e-2 and of the change < 3e-2, every element of output and reference finite.
 constexpr double kRelL2 = 1e-2, kDeltaRelL2 = 3e-2;
-inline bool passes(const Error &e) { return e.nonfinite == 0 && e.rel_l2 < kRelL2 && e.delta_rel_l2 < kDeltaRelL2; }
+inline bool passes(const Error &e) {
+    return e.nonfinite == 0 && e.ref_nonfinite == 0 && e.rel_l2 < kRelL2 && e.delta_rel_l2 < kDeltaRelL2;
+}
 
 }  // namespace swin_ref
 

@@ -3,7 +3,10 @@
 //  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
 //           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
 //           events after warm-up, median of --iters; the U-Net workspace shaped as the backend's
-//           whole-frame plan (chunks of 2^18 tokens, head bands of 32 MiB);
+//           whole-frame plan (chunks of 2^18 tokens, head bands of 32 MiB); twice, with the
+//           Swin blocks fused (the engine's default: the `kernels` line) and as the correct-first
+//           op sequence (`kernels-correct-first`, DENOISE_CUDA_FUSED=0's path), and the relative
+//           L2 between the two paths' features F (they differ only by bf16 roundings);
 //  api-cuda the public API with frames in device memory (memory CUDA, the current context, one
 //           stream): push/pull of --frames frames, wall clock from the first pull to the stream's
 //           end, frames/s, and the engine's peak device memory (denoise_gpu_memory_peak);
@@ -55,6 +58,13 @@ double gflop_per_frame(const ModelConfig &c, int H, int W) {
     macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0;
     macs += n0 * c0 * 27 * 12;
     return 2 * macs / 1e9;
+}
+
+double bf16_value(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
 }
 
 DenoisePixelFormat yuv420p() {
@@ -119,6 +129,11 @@ struct Row {
     double ms = 0, fps = 0, gib = 0;
 };
 std::vector<Row> g_rows;
+struct PathRow {
+    int W, H;
+    double fused, correct_first;  // kernel-only ms per frame, medians
+};
+std::vector<PathRow> g_paths;
 
 int bench_kernels(const Model &M, int W, int H, int iters) {
     const ModelConfig &cfg = M.cfg;
@@ -151,12 +166,12 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
             im.linesize[p] = p ? cw : W;
         }
         cuda::copy_to_compact(L, im, compact.data());
-        CU(cudaMemcpy(nat, compact.data(), compact.size(), cudaMemcpyHostToDevice));
+        // on the compute stream: a legacy-stream cudaMemcpy would not be ordered before its kernels
+        CU(cudaMemcpyAsync(nat, compact.data(), compact.size(), cudaMemcpyHostToDevice, ctx.stream));
         std::vector<float> nz((size_t)kBlueNoiseSize * kBlueNoiseSize);
         for (size_t i = 0; i < nz.size(); ++i) nz[i] = (float)((i * 2654435761u) % 1000) / 1000.f;
-        CU(cudaMemcpy(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice));
-        // a pageable cudaMemcpy may return before its DMA lands; ctx.stream does not wait for it
-        CU(cudaDeviceSynchronize());
+        CU(cudaMemcpyAsync(noise, nz.data(), nz.size() * 4, cudaMemcpyHostToDevice, ctx.stream));
+        CU(cudaStreamSynchronize(ctx.stream));
     }
     const FrameColor fc = frame_color(fmt, bt709());
     const cuda::DevFrame src = cuda::compact_frame(L, nat), dst = cuda::compact_frame(L, out);
@@ -164,35 +179,100 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
     cudaEvent_t a, b;
     CU(cudaEventCreate(&a));
     CU(cudaEventCreate(&b));
+    cuda::OpTimer timer;
+    bool timing_ops = false;  // mark frame_in / frame_out on `timer` too
     auto one = [&](int i) -> int {
+        if (timing_ops) CK(timer.mark(ctx, "frame_in"));
         CK(cuda::frame_in(ctx, src, fmt, fc, W, H, 0, 0, hp, wp, fr[i % fr.size()]));
         CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, h2, w2, F[i % 3]));
         const cuda::bf16 *Fp[3] = {F[0], F[1], F[2]};
         CK(net.head(ctx, Fp, fr[3], h2, w2, change, true));
+        if (timing_ops) CK(timer.mark(ctx, "frame_out"));
         CK(cuda::frame_out(ctx, change, 0, 0, hp, wp, src, dst, fmt, fc, W, H, 0, H, 0, W, Amount(), noise));
         return 0;
     };
-    for (int i = 0; i < 3; ++i)
-        if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
-    CU(cudaStreamSynchronize(ctx.stream));
-    std::vector<float> ms;
-    for (int i = 0; i < iters; ++i) {
-        CU(cudaEventRecord(a, ctx.stream));
-        if (one(i)) return 1;
-        CU(cudaEventRecord(b, ctx.stream));
-        CU(cudaEventSynchronize(b));
-        float t = 0;
-        CU(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
+    const double gf = gflop_per_frame(cfg, H, W);
+    const size_t nF = (size_t)h2 * w2 * c0;
+    std::vector<uint16_t> Fh[2];
+    double med[2] = {0, 0};
+    std::vector<std::pair<std::string, double>> per_op[2];  // ms per op kind, mean of kOpFrames frames
+    const int kOpFrames = 5;
+    for (int path = 0; path < 2; ++path) {  // 0: fused (the default), 1: correct-first
+        net.set_fused(path == 0);
+        // the features of one fixed input on this path, for the comparison of the two
+        CK(net.features(ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f, h2, w2, F[0]));
+        Fh[path].resize(nF);
+        CU(cudaMemcpyAsync(Fh[path].data(), F[0], nF * 2, cudaMemcpyDeviceToHost, ctx.stream));
+        CU(cudaStreamSynchronize(ctx.stream));
+        for (int i = 0; i < 3; ++i)
+            if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
+        CU(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> ms;
+        for (int i = 0; i < iters; ++i) {
+            CU(cudaEventRecord(a, ctx.stream));
+            if (one(i)) return 1;
+            CU(cudaEventRecord(b, ctx.stream));
+            CU(cudaEventSynchronize(b));
+            float t = 0;
+            CU(cudaEventElapsedTime(&t, a, b));
+            ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        med[path] = ms[ms.size() / 2];
+        std::printf("cuda-bench %5dx%-5d %-8s %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
+                    "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB); %s\n",
+                    W, H, path ? "kernels-correct-first" : "kernels", med[path], ms[0], 1000.0 / med[path], gf,
+                    gf / med[path], ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
+                    net.workspace_bytes() / 1048576.0, net.swin_path().c_str());
+        std::fflush(stdout);
+        g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + (path ? " kernels correct-first" : " kernels fused"),
+                          med[path], 1000.0 / med[path], ctx.peak / 1073741824.0});
+        // the per-op split, outside the timed loop: an event before each op group of kOpFrames
+        // frames (the events add a little time of their own; the table's total is printed beside
+        // the median above)
+        net.set_op_timer(&timer);
+        timing_ops = true;
+        for (int i = 0; i < kOpFrames; ++i)
+            if (one(i)) return 1;
+        CK(timer.mark(ctx, "end"));
+        CK(timer.collect(ctx, &per_op[path]));
+        net.set_op_timer(nullptr);
+        timing_ops = false;
+        for (auto &k : per_op[path]) k.second /= kOpFrames;
     }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2], gf = gflop_per_frame(cfg, H, W);
-    std::printf("cuda-bench %5dx%-5d kernels  %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
-                "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB)\n",
-                W, H, med, ms[0], 1000.0 / med, gf, gf / med, ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
-                net.workspace_bytes() / 1048576.0);
-    std::fflush(stdout);
-    g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + " kernels", med, 1000.0 / med, ctx.peak / 1073741824.0});
+    {  // side by side, in the order the fused path runs them, then the correct-first-only kinds
+        std::vector<std::string> kinds;
+        for (int path = 0; path < 2; ++path)
+            for (const auto &k : per_op[path])
+                if (std::find(kinds.begin(), kinds.end(), k.first) == kinds.end()) kinds.push_back(k.first);
+        auto get = [&](int path, const std::string &k) {
+            for (const auto &x : per_op[path])
+                if (x.first == k) return x.second;
+            return 0.0;
+        };
+        double tot[2] = {0, 0};
+        std::printf("cuda-bench %5dx%-5d per op kind, ms per frame (mean of %d frames, CUDA events between op groups):\n",
+                    W, H, kOpFrames);
+        std::printf("  %-36s %10s %14s\n", "op", "fused", "correct-first");
+        for (const std::string &k : kinds) {
+            const double f = get(0, k), c = get(1, k);
+            tot[0] += f;
+            tot[1] += c;
+            std::printf("  %-36s %10.3f %14.3f\n", k.c_str(), f, c);
+        }
+        std::printf("  %-36s %10.3f %14.3f   (timed loop medians %.3f / %.3f)\n", "total", tot[0], tot[1], med[0], med[1]);
+        std::fflush(stdout);
+    }
+    g_paths.push_back({W, H, med[0], med[1]});
+    double num = 0, den = 0;
+    for (size_t i = 0; i < nF; ++i) {
+        const double u = bf16_value(Fh[0][i]), v = bf16_value(Fh[1][i]);
+        num += (u - v) * (u - v);
+        den += v * v;
+    }
+    std::printf("cuda-bench %5dx%-5d fused vs correct-first: %.2fx faster, features F rel L2 %.2e (bf16 roundings "
+                "only; the CPU comparison is gpu_check's)\n",
+                W, H, med[1] / med[0], den > 0 ? std::sqrt(num / den) : std::sqrt(num));
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     net.destroy(ctx);
@@ -388,5 +468,12 @@ int main(int argc, char **argv) {
     }
     std::printf("\ncuda-bench summary\n%-36s %10s %10s %12s\n", "measure", "ms/frame", "frames/s", "GPU GiB");
     for (const Row &r : g_rows) std::printf("%-36s %10.3f %10.2f %12.2f\n", r.what.c_str(), r.ms, r.fps, r.gib);
+    if (!g_paths.empty()) {
+        std::printf("cuda-bench Swin-block paths, kernel-only ms per frame (medians)\n%-12s %10s %14s %8s\n", "frame",
+                    "fused", "correct-first", "speedup");
+        for (const PathRow &r : g_paths)
+            std::printf("%-12s %10.3f %14.3f %7.2fx\n", (std::to_string(r.W) + "x" + std::to_string(r.H)).c_str(), r.fused,
+                        r.correct_first, r.correct_first / r.fused);
+    }
     return rc;
 }

@@ -14,8 +14,9 @@
 # that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh and of bench.sh's ffmpeg runs; written
 # after each part).
-# Budgets: check_gpu.sh 280 s (gpu_check 190, then memcheck and the CUDA-frames checks side by side
-# within 85 s), bench.sh 110 s: about 5 minutes expected on one H200, 6.5 at most.
+# Budgets: check_gpu.sh 320 s (gpu_check 230: its API checks run both Swin-block paths; then
+# memcheck and the CUDA-frames checks side by side within 85 s), bench.sh 125 s (cuda_bench 60:
+# both paths and the per-op split): about 5.5 minutes expected on one H200, 7.5 at most.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -74,15 +75,15 @@ export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 pack_logs() { tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null; }
 
 ts=$(date +%s)
-CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=190 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 \
-    timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-280}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
+CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=230 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 \
+    timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-320}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
 crc=$?
 echo "check_gpu.sh exit $crc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
 ts=$(date +%s)
 mkdir -p "$WORK/bench"
-BENCH_TORCH=0 BENCH_LOGS=$WORK/bench BENCH_CB_TIMEOUT=45 BENCH_RUN_TIMEOUT=25 \
-    timeout -k 5 "${DEVICE_BENCH_TIMEOUT:-110}" bash tools/bench.sh > "$OUTDIR/bench.log" 2>&1
+BENCH_TORCH=0 BENCH_LOGS=$WORK/bench BENCH_CB_TIMEOUT=60 BENCH_RUN_TIMEOUT=25 \
+    timeout -k 5 "${DEVICE_BENCH_TIMEOUT:-125}" bash tools/bench.sh > "$OUTDIR/bench.log" 2>&1
 brc=$?
 echo "bench.sh exit $brc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
@@ -90,8 +91,8 @@ pack_logs
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
 grep -E '^(FAIL|SKIP)' "$OUTDIR/check_gpu.log" | head -n 40
-grep -E '^PASS (tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|two engines|stream)' \
-    "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 30
+grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|two engines|stream)' \
+    "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 40
 grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"
 tail -n 1 "$OUTDIR/check_gpu.log"
 echo

@@ -1,17 +1,23 @@
 #!/bin/bash
-# tools/fused_check.sh: the fused Swin block kernel on a GPU machine, in one go (about 3-5 min on
+# tools/fused_check.sh: the fused Swin block kernel on a GPU machine, in one go (about 2-3 min on
 # an H200); builds nothing:
 #   1. build/tests/fused_check: every instantiated tile against the CPU reference block, the mma
-#      count self-check, the refusals, then the timings (fused vs the correct-first op sequence vs
-#      the cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame);
-#   2. compute-sanitizer --tool memcheck  fused_check --quick;
-#   3. compute-sanitizer --tool racecheck fused_check --quick.
+#      count self-check, the refusals, the correct-first sequence (whole and chunked) against the
+#      CPU, then the timings (fused vs the correct-first op sequence vs the cuBLASLt bf16 GEMM
+#      ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame, the C 32 size sweep);
+#   2. compute-sanitizer --tool memcheck  fused_check --quick and
+#   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
+# Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
+# Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
+# before the run are printed, and the summary warns when there were any (pause them, e.g. a
+# trainer with kill -STOP, for the run) and when fused_check itself saw contended samples.
 # Full logs in $OUT (the device tool's output folder; default: a new folder under /tmp): fused_check.log,
 # memcheck.log, racecheck.log, device.txt. Prints a summary and a final "N passed, N failed"
 # (each sanitizer pass counts as one check). Exit 0 only when nothing failed.
-# Needs: build/tests/fused_check (./configure --enable-cuda-engine && make build/tests/fused_check)
-# and, on a machine without the build machine's Debian libraries (OpenBLAS for the CPU
-# reference), .devlibs/libs.tar.xz from ../shared/tools/device-libs.sh, unpacked here.
+# Needs build/tests/fused_check: built here, or unpacked from .device/build.tar.xz
+# (tools/device_gpu.sh --pack) when that is carried instead; and, on a machine without the build
+# machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
+# ../shared/tools/device-libs.sh, unpacked here.
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
@@ -19,8 +25,11 @@ BIN=$BUILD/tests/fused_check
 OUT=${OUT:-$(mktemp -d /tmp/fused_check.XXXXXX)}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
+if [ ! -x "$BIN" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
+    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/fused_check || exit 1
+fi
 if [ ! -x "$BIN" ]; then
-    echo "fused_check.sh: $BIN missing: ./configure --enable-cuda-engine && make $BIN"
+    echo "fused_check.sh: $BIN missing: ./configure && make $BIN (or carry .device from tools/device_gpu.sh --pack)"
     echo "0 passed, 1 failed"
     exit 1
 fi
@@ -28,7 +37,8 @@ if [ -f "$ROOT/.devlibs/libs.tar.xz" ]; then
     mkdir -p /tmp/devlibs && tar xJf "$ROOT/.devlibs/libs.tar.xz" -C /tmp/devlibs &&
         export LD_LIBRARY_PATH=/tmp/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
-{ nvidia-smi 2>&1; ldd "$BIN" 2>&1; } > "$OUT/device.txt"
+others=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
+{ nvidia-smi 2>&1; echo "compute processes before the run: ${others:-none}"; ldd "$BIN" 2>&1; } > "$OUT/device.txt"
 if ldd "$BIN" | grep -q 'not found'; then
     echo "fused_check.sh: libraries missing for $BIN (carry .devlibs):"
     ldd "$BIN" | grep 'not found'
@@ -36,17 +46,22 @@ if ldd "$BIN" | grep -q 'not found'; then
     exit 1
 fi
 
+# The last "N passed, N failed" line of a log (sanitizers print their own summary after it).
+summary_of() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
+
 p=0 f=0
 echo "=== fused_check (log: $OUT/fused_check.log)"
-timeout 240 "$BIN" > "$OUT/fused_check.log" 2>&1
+t0=$SECONDS
+timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" > "$OUT/fused_check.log" 2>&1
 rc=$?
+echo "fused_check took $((SECONDS - t0)) s"
 grep -E '^(FAIL|SKIP)' "$OUT/fused_check.log"
 [ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
-last=$(tail -n 1 "$OUT/fused_check.log")
+last=$(summary_of "$OUT/fused_check.log")
 if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
     p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
 else
-    echo "fused_check: no summary line (exit $rc; timeout 240 s: 124):"
+    echo "fused_check: no summary line (exit $rc; timeout ${FUSED_CHECK_TIMEOUT:-200} s: 124):"
     tail -n 20 "$OUT/fused_check.log"
     f=1
 fi
@@ -54,28 +69,50 @@ fi
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
+# both sanitizer passes side by side (after the timings, which want the GPU to themselves)
+t0=$SECONDS
+declare -A spid
+if [ -n "$SAN" ]; then
+    for tool in memcheck racecheck; do
+        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$OUT/$tool.log" 2>&1 &
+        spid[$tool]=$!
+    done
+fi
 for tool in memcheck racecheck; do
-    echo "=== compute-sanitizer --tool $tool fused_check --quick (log: $OUT/$tool.log)"
+    log=$OUT/$tool.log
+    echo "=== compute-sanitizer --tool $tool fused_check --quick (log: $log)"
     if [ -z "$SAN" ]; then
         echo "FAIL $tool: compute-sanitizer not found"
         f=$((f + 1))
         continue
     fi
-    timeout 150 "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$OUT/$tool.log" 2>&1
+    wait "${spid[$tool]}"
     src=$?
-    if [ $src -eq 0 ] && tail -n 1 "$OUT/$tool.log" | grep -q ' passed, 0 failed$'; then
-        echo "PASS $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1)"
+    echo "$tool done after $((SECONDS - t0)) s"
+    # the sanitizer's own verdict: memcheck "ERROR SUMMARY: 0 errors", racecheck "RACECHECK
+    # SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+    verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
+    clean=no
+    [[ $verdict =~ ERROR\ SUMMARY:\ 0\ errors ]] && clean=yes
+    [[ $verdict =~ \(0\ errors, ]] && clean=yes
+    checks=$(summary_of "$log")
+    if [ $src -eq 0 ] && [ $clean = yes ] && [[ $checks =~ \ 0\ failed$ ]]; then
+        echo "PASS $tool: ${verdict#========= } ($checks under $tool)"
         p=$((p + 1))
     else
-        echo "FAIL $tool (exit $src; 99: errors found, 124: timeout):"
-        grep -E '=========|FAIL' "$OUT/$tool.log" | head -n 30
+        echo "FAIL $tool (exit $src; 99: errors found, 124: timeout; checks: ${checks:-no summary line}; ${verdict:-no sanitizer summary}):"
+        grep -E '^=========|^FAIL' "$log" | head -n 30
         f=$((f + 1))
     fi
 done
 
 echo
 echo "=== summary (full log: $OUT/fused_check.log)"
-grep -E '^(device|ceiling):' "$OUT/fused_check.log"
-sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -v ' passed, .* failed$'
+grep -E '^(device|ceiling)' "$OUT/fused_check.log"
+sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+if [ -n "$others" ]; then
+    echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
+    echo "$others" | sed 's/^/  /'
+fi
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

@@ -229,6 +229,7 @@ public:
                            : std::string("whole frames")) +
                   ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
                   std::to_string(p.net.chunk) + " tokens";
+        i->swin = net_.uploaded() ? net_.swin_path() : "";
         return true;
     }
 

@@ -19,6 +19,7 @@ struct CudaPlanInfo {
     int64_t planned_bytes = 0;
     int64_t chunk = 0;        // level-0 tokens per chunk of the token-wise phases
     std::string text;         // one line: "whole frames, 2.01 GiB planned, chunks of 262144 tokens"
+    std::string swin;         // the Swin-block path (cuda::Net::swin_path): "Swin blocks: fused 11 of 11"
 };
 
 // The plan of a backend made by cuda_backend_new (false for any other backend). Valid after

@@ -1,7 +1,10 @@
 // Model v1 on the GPU from the ops of ops.h (weights/model.py's UNet and Denoiser.head_out).
 //
-// Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock), attention half per chunk of
-// windows [w0, w1) (nc = 64 (w1 - w0) tokens):
+// Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock): where the stage's width has a
+// fused kernel that fits the device (swin_block_fused.h), one launch of swin_block_fused on x in
+// place (all phases per tile of windows in shared memory and registers; x read and written once,
+// 8 C bytes per token). Otherwise (or with DENOISE_CUDA_FUSED=0) the correct-first sequence,
+// attention half per chunk of windows [w0, w1) (nc = 64 (w1 - w0) tokens):
 //   layernorm_window (LN1 + shifted window gather)  -> a    (nc, C)  bf16
 //   linear qkv (+ bias epilogue)                    -> q    (nc, 3C) bf16
 //   window_attention (bias table, shift mask)       -> b    (nc, C)  bf16
@@ -21,8 +24,11 @@
 #include "network.h"
 
 #include "common.cuh"
+#include "swin_block_fused.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace denoise {
 namespace cuda {
@@ -95,6 +101,8 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
     d->C = s.C;
     d->heads = s.heads;
     d->blocks.resize(s.blocks.size());
+    const int sup = swin_block_fused_supported(ctx.device, s.C, s.heads, &d->no_fused);
+    if (sup == DENOISE_EDEVICE) return fail(ctx, sup, d->no_fused);
     for (size_t i = 0; i < s.blocks.size(); ++i) {
         const BlockW &b = s.blocks[i];
         DevBlock &o = d->blocks[i];
@@ -106,6 +114,13 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
         TRY(put_linear(ctx, &o.fc2, b.fc2));
         TRY(put(ctx, &o.relb, b.rel_bias, "relative position bias"));
         o.shift = b.shift;
+        if (d->no_fused.empty()) {
+            std::vector<uint8_t> img;
+            std::string err;
+            const int rc = swin_weight_image_pack(b, s.C, s.heads, &img, &err);
+            if (rc) return fail(ctx, rc, "fused Swin block weight image: " + err);
+            TRY(put(ctx, &o.image, img, "fused Swin block weight image"));
+        }
     }
     return 0;
 }
@@ -114,9 +129,12 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     const size_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio;
     const size_t N = (size_t)c.window * c.window;
     auto lin = [](size_t in, size_t out, bool bias) { return in * out * 2 + (bias ? out * 6 : 0); };
+    // the fused kernel's weight image too wherever a kernel is built for the width (the device's
+    // shared-memory limit may still refuse it at upload: then this overestimates)
     auto block = [&](size_t C, size_t heads) {
+        const size_t image = swin_fused_tiles((int)C, (int)heads).empty() ? 0 : swin_image_layout((int)C, (int)heads).total();
         return 4 * C * 4 + lin(C, 3 * C, true) + lin(C, C, true) + lin(C, r * C, true) + lin(r * C, C, true) +
-               heads * N * N * 4;
+               heads * N * N * 4 + image;
     };
     size_t b = (size_t)9 * c.fusion_in_channels() * c0 * 2 + c0 * 4;
     b += block(c0, c.heads[0]) * (c.depth_enc0 + c.depth_dec0) + block(c1, c.heads[1]) * (c.depth_enc1 + c.depth_dec1) +
@@ -173,8 +191,45 @@ int Net::upload(Ctx &ctx, const Model &m) {
         TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
+    TRY(cuda_check(ctx, cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (weights upload)"));
     up_ = true;
+    fused_ = fused_from_env();
+    if (std::getenv("DENOISE_CUDA_DEBUG")) std::fprintf(stderr, "denoise CUDA engine: %s\n", swin_path().c_str());
     return 0;
+}
+
+bool Net::fused_from_env() {
+    const char *e = std::getenv("DENOISE_CUDA_FUSED");
+    return !(e && std::string(e) == "0");
+}
+
+int Net::swin_blocks() const {
+    int n = 0;
+    for (const DevStage *s : {&enc0_, &enc1_, &mid_, &dec1_, &dec0_}) n += (int)s->blocks.size();
+    return n;
+}
+
+int Net::fused_blocks() const {
+    if (!fused_) return 0;
+    int n = 0;
+    for (const DevStage *s : {&enc0_, &enc1_, &mid_, &dec1_, &dec0_})
+        if (s->no_fused.empty()) n += (int)s->blocks.size();
+    return n;
+}
+
+std::string Net::swin_path() const {
+    const int n = swin_blocks(), f = fused_blocks();
+    if (!fused_) return "Swin blocks: correct-first op sequence for all " + std::to_string(n) + " (fused path off)";
+    std::string s = "Swin blocks: fused " + std::to_string(f) + " of " + std::to_string(n);
+    const struct {
+        const char *name;
+        const DevStage *s;
+    } st[] = {{"enc0", &enc0_}, {"enc1", &enc1_}, {"mid", &mid_}, {"dec1", &dec1_}, {"dec0", &dec0_}};
+    std::string why;
+    for (const auto &x : st)
+        if (!x.s->no_fused.empty() && !x.s->blocks.empty())
+            why += std::string(why.empty() ? "" : "; ") + x.name + " (C " + std::to_string(x.s->C) + "): " + x.s->no_fused;
+    return why.empty() ? s : s + "; correct-first: " + why;
 }
 
 size_t Net::workspace_bytes_for(const ModelConfig &c, const NetShape &s) {
@@ -232,6 +287,41 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     return 0;
 }
 
+int Net::mark(Ctx &ctx, const char *kind, int C) {
+    if (!timer_) return 0;
+    return timer_->mark(ctx, C ? std::string(kind) + " C " + std::to_string(C) : std::string(kind));
+}
+
+OpTimer::~OpTimer() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+int OpTimer::mark(Ctx &ctx, const std::string &kind) {
+    if (used_ == events_.size()) {
+        cudaEvent_t e = nullptr;
+        TRY(cuda_check(ctx, cudaEventCreate(&e), "cudaEventCreate (op timer)"));
+        events_.push_back(e);
+        kinds_.emplace_back();
+    }
+    kinds_[used_] = kind;
+    return cuda_check(ctx, cudaEventRecord(events_[used_++], ctx.stream), "cudaEventRecord (op timer)");
+}
+
+int OpTimer::collect(Ctx &ctx, std::vector<std::pair<std::string, double>> *ms) {
+    const size_t n = used_;
+    used_ = 0;
+    if (n == 0) return 0;
+    TRY(cuda_check(ctx, cudaEventSynchronize(events_[n - 1]), "cudaEventSynchronize (op timer)"));
+    for (size_t i = 0; i + 1 < n; ++i) {
+        float t = 0;
+        TRY(cuda_check(ctx, cudaEventElapsedTime(&t, events_[i], events_[i + 1]), "cudaEventElapsedTime (op timer)"));
+        auto it = std::find_if(ms->begin(), ms->end(), [&](const std::pair<std::string, double> &p) { return p.first == kinds_[i]; });
+        if (it == ms->end()) ms->emplace_back(kinds_[i], t);
+        else it->second += t;
+    }
+    return 0;
+}
+
 int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
     const int64_t n = (int64_t)H * W;
     const int ws = cfg_.window, N = ws * ws, Ch = cfg_.mlp_ratio * C;
@@ -241,26 +331,42 @@ int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, i
     for (int w0 = 0; w0 < nwin; w0 += per) {
         const int w1 = std::min(nwin, w0 + per);
         const int64_t nc = (int64_t)(w1 - w0) * N;
+        TRY(mark(ctx, "LN1 + window gather", C));
         TRY(layernorm_window(ctx, x, H, W, C, ws, B.shift, w0, w1, B.n1.g, B.n1.b, eps, a_));
+        TRY(mark(ctx, "qkv linear", C));
         TRY(linear(ctx, a_, nc, C, C, B.qkv.w, B.qkv.b16, 3 * C, q_, false, 3 * C, 0.f));
+        TRY(mark(ctx, "window attention", C));
         TRY(window_attention(ctx, q_, nullptr, H, W, C, heads, ws, B.shift, w0, w1, B.relb, b_));
+        TRY(mark(ctx, "proj linear", C));
         TRY(linear(ctx, b_, nc, C, C, B.proj.w, B.proj.b16, C, a_, false, C, 0.f));
+        TRY(mark(ctx, "window scatter-add", C));
         TRY(window_scatter_add(ctx, a_, nullptr, H, W, C, ws, B.shift, w0, w1, x));
     }
     const int64_t tper = std::max<int64_t>(1, std::min(ea_ / C, eq_ / Ch));
     for (int64_t t0 = 0; t0 < n; t0 += tper) {
         const int64_t nc = std::min(n, t0 + tper) - t0;
         float *xt = x + t0 * C;
+        TRY(mark(ctx, "LN2", C));
         TRY(layernorm_rows(ctx, xt, nc, C, B.n2.g, B.n2.b, eps, a_));
+        TRY(mark(ctx, "fc1 linear", C));
         TRY(linear(ctx, a_, nc, C, C, B.fc1.w, B.fc1.b16, Ch, q_, false, Ch, 0.f));
+        TRY(mark(ctx, "GELU", C));
         TRY(gelu_tanh(ctx, q_, nc, Ch, nullptr));
+        TRY(mark(ctx, "fc2 linear + residual", C));
         TRY(linear(ctx, q_, nc, Ch, Ch, B.fc2.w, B.fc2.b32, C, xt, true, C, 1.f));
     }
     return 0;
 }
 
+int Net::block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
+    TRY(mark(ctx, "Swin block fused", C));
+    return swin_block_fused(ctx, B.image, C, heads, (float)cfg_.ln_eps, x, false, H, W, B.shift);
+}
+
 int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
-    for (const DevBlock &b : S.blocks) TRY(block(ctx, b, S.C, S.heads, x, H, W));
+    const bool fused = fused_ && S.no_fused.empty();
+    for (const DevBlock &b : S.blocks)
+        TRY(fused ? block_fused(ctx, b, S.C, S.heads, x, H, W) : block(ctx, b, S.C, S.heads, x, H, W));
     return 0;
 }
 
@@ -272,7 +378,9 @@ int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x,
     for (int r0 = 0; r0 < ho; r0 += rows) {
         const int r1 = std::min(ho, r0 + rows);
         const int64_t nt = (int64_t)(r1 - r0) * wo;
+        TRY(mark(ctx, "patch merge s2d + LN", C));
         TRY(merge_s2d_layernorm(ctx, x + (size_t)2 * r0 * W * C, 2 * (r1 - r0), W, C, n.g, n.b, eps, a_));
+        TRY(mark(ctx, "patch merge linear", C));
         TRY(linear(ctx, a_, nt, C4, C4, red.w, nullptr, Co, out + (size_t)r0 * wo * Co, true, Co, 0.f));
     }
     return 0;
@@ -291,9 +399,12 @@ int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const floa
     for (int r0 = 0; r0 < h; r0 += rows) {
         const int r1 = std::min(h, r0 + rows);
         const int64_t nt = (int64_t)(r1 - r0) * w;
+        TRY(mark(ctx, "patch expand cast + linear", C));
         TRY(cast_to_bf16(ctx, lo + (size_t)r0 * w * C, nt * C, a_));
         TRY(linear(ctx, a_, nt, C, C, ex.w, ex.b16, C2, q_, false, C2, 0.f));
+        TRY(mark(ctx, "patch expand d2s + concat", C));
         TRY(d2s_concat(ctx, q_, r1 - r0, w, C2, skipmap + (size_t)2 * r0 * W2 * Cs, Cs, a_));
+        TRY(mark(ctx, "patch expand skip linear", C));
         TRY(linear(ctx, a_, 4 * nt, Ck, Ck, skip.w, skip.b32, Co, out + (size_t)2 * r0 * W2 * Co, true, Co, 0.f));
     }
     return 0;
@@ -311,6 +422,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
     const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
     const int64_t n0 = (int64_t)h * w;
+    TRY(mark(ctx, "fusion conv 3x3"));
     TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
     TRY(stage(ctx, enc0_, x0_, h, w));
     TRY(merge(ctx, merge0_n_, merge0_r_, x0_, h, w, c0, x1_));
@@ -321,6 +433,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     TRY(stage(ctx, dec1_, x1_, h1, w1));
     TRY(expand(ctx, expand0_, skip0_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
     TRY(stage(ctx, dec0_, x0_, h, w));
+    TRY(mark(ctx, "features cast to bf16"));
     return cast_to_bf16(ctx, x0_, n0 * c0, F);
 }
 
@@ -333,9 +446,11 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
     for (int r0 = 0; r0 < h; r0 += band) {
         const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);
         const int64_t ng = (int64_t)(g1 - g0) * w;
+        TRY(mark(ctx, "head temporal GEMM"));
         for (int dt = 0; dt < 3; ++dt)
             TRY(linear(ctx, F[dt] + (size_t)g0 * w * c0, ng, c0, c0, head_w_[dt], nullptr, head_gc_, G_, true, head_gc_,
                        dt ? 1.f : 0.f));
+        TRY(mark(ctx, "head stencil"));
         TRY(head_stencil(ctx, G_, head_gc_, g0, h, w, r0, r1, head_b_, cfg_.head_out_channels(), centre, out,
                          as_change));
     }

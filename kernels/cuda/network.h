@@ -1,13 +1,20 @@
-// Model v1 on the GPU, correct-first form: the weights uploaded once (bf16 GEMM operands, fp32
-// norms/biases/bias tables, packed from the model layer's PyTorch layouts), one U-Net pass F_s
-// and the head on a domain of h x w tokens, each a sequence of the ops of ops.h on one stream.
-// The token-wise phases run in chunks (windows for the attention half, rows of tokens for the
-// MLP half, the merges and the expands, bands of rows for the head) so that the workspace is
-// bounded independently of the domain size except for the three residual-stream maps.
+// Model v1 on the GPU: the weights uploaded once (bf16 GEMM operands, fp32 norms/biases/bias
+// tables, packed from the model layer's PyTorch layouts; per Swin block also the fused kernel's
+// weight image), one U-Net pass F_s and the head on a domain of h x w tokens, on one stream.
+// Each Swin block runs as one fused kernel (swin_block_fused.h) where one is built for its width
+// and fits the device, else as the correct-first sequence of the ops of ops.h. The token-wise
+// phases of the correct-first path run in chunks (windows for the attention half, rows of tokens
+// for the MLP half, the merges and the expands, bands of rows for the head) so that the workspace
+// is bounded independently of the domain size except for the three residual-stream maps.
+//
+// Environment: DENOISE_CUDA_FUSED=0 makes upload() choose the correct-first sequence for every
+// block (any other value or unset: fused where supported); DENOISE_CUDA_DEBUG (any value) prints
+// the chosen path and the reason of any correct-first block to stderr once per upload.
 // Host-only header (g++-includable with -I$CUDA_HOME/include).
 #ifndef DENOISE_CUDA_NETWORK_H
 #define DENOISE_CUDA_NETWORK_H
 
+#include <string>
 #include <vector>
 
 #include "../model.h"
@@ -29,11 +36,37 @@ struct DevBlock {
     DevNorm n1, n2;
     DevLinear qkv, proj, fc1, fc2;
     float *relb = nullptr;  // (heads, 64, 64)
+    uint8_t *image = nullptr;  // the fused kernel's weight image (null: the stage runs correct-first)
     int shift = 0;
 };
 struct DevStage {
     int C = 0, heads = 0;
     std::vector<DevBlock> blocks;
+    std::string no_fused;  // why the fused kernel cannot run this stage ("" when it can)
+};
+
+// GPU time per op kind of the work between marks (benchmarks: the per-kernel table). A mark
+// records a CUDA event on ctx.stream and tags it with a kind; the time from one mark to the next
+// is the earlier mark's kind's, so a sequence of marks splits a stream's work without gaps. One
+// event per op group: not for a timed loop.
+class OpTimer {
+public:
+    OpTimer() = default;
+    ~OpTimer();
+    OpTimer(const OpTimer &) = delete;
+    OpTimer &operator=(const OpTimer &) = delete;
+    // Record a mark of `kind` on ctx.stream (events are created as needed and reused). 0 or
+    // DENOISE_EDEVICE with the runtime's message in ctx.err.
+    int mark(Ctx &ctx, const std::string &kind);
+    // Wait for the last mark, add the time (ms) between consecutive marks to each earlier mark's
+    // kind in *ms (kinds in order of first appearance; entries already in *ms are added to), and
+    // drop the marks. 0 or DENOISE_EDEVICE.
+    int collect(Ctx &ctx, std::vector<std::pair<std::string, double>> *ms);
+
+private:
+    std::vector<cudaEvent_t> events_;
+    std::vector<std::string> kinds_;
+    size_t used_ = 0;
 };
 
 // What the workspace is sized for: domains up to h x w tokens (multiples of 4 windows), the
@@ -54,7 +87,9 @@ public:
     Net &operator=(const Net &) = delete;
 
     // Pack and upload m's weights (fp32 on the host, rounded to bf16 for the GEMM operands and the
-    // fusion conv). Synchronous; once. DENOISE_EINVAL for a configuration these kernels do not run.
+    // fusion conv; per Swin block of a stage the fused kernel runs on ctx's device, its weight
+    // image too), on ctx.stream, waited for. Once. DENOISE_EINVAL for a configuration these
+    // kernels do not run.
     int upload(Ctx &ctx, const Model &m);
     bool uploaded() const { return up_; }
     // Device bytes upload() allocates for cfg (to plan memory before anything is allocated).
@@ -77,8 +112,25 @@ public:
     size_t weight_bytes() const { return wbytes_; }
     size_t workspace_bytes() const { return wsbytes_; }
 
+    // The Swin-block path: fused (where the stage supports it) or the correct-first sequence for
+    // every block. upload() sets it from DENOISE_CUDA_FUSED; benchmarks and checks switch it
+    // between calls (both paths' weights stay uploaded).
+    void set_fused(bool on) { fused_ = on; }
+    bool fused() const { return fused_; }
+    int swin_blocks() const;  // Swin blocks of the model
+    int fused_blocks() const;  // of those, the ones that run fused now
+    // One line: "Swin blocks: fused 11 of 11" / "Swin blocks: correct-first op sequence for all 11
+    // (fused path off)" / "Swin blocks: fused 8 of 11; correct-first: mid (C 128): <reason>".
+    std::string swin_path() const;
+    // The default path: false when DENOISE_CUDA_FUSED is "0".
+    static bool fused_from_env();
+    // Mark each op group of features() and head() on t (null: none, the default), with kinds such
+    // as "Swin block fused C 32", "qkv linear C 64", "patch merge linear", "head stencil".
+    void set_op_timer(OpTimer *t) { timer_ = t; }
+
 private:
     int block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
+    int block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
     int stage(Ctx &ctx, const DevStage &S, float *x, int H, int W);
     int merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x, int H, int W, int C, float *out);
     int expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const float *lo, int h, int w, int C,
@@ -91,6 +143,9 @@ private:
 
     ModelConfig cfg_;
     bool up_ = false;
+    bool fused_ = true;
+    OpTimer *timer_ = nullptr;
+    int mark(Ctx &ctx, const char *kind, int C = 0);  // timer_->mark(kind + " C <C>" if C), or 0
     std::vector<void *> wallocs_, wsallocs_;
     size_t wbytes_ = 0, wsbytes_ = 0;
 

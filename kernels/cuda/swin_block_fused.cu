@@ -434,8 +434,6 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
 
 #if !defined(DENOISE_WARP_EMULATION)
 
-#include <mutex>
-
 #include "common.cuh"
 #include "swin_block_fused.h"
 
@@ -470,8 +468,6 @@ struct Instance {
     int C, HD, TW, NW;
     KernelFn fn[2][kBuilds];  // [bf16 residual][build]
     uint32_t smem;
-    std::once_flag attr_once[2][kBuilds];
-    cudaError_t attr_err[2][kBuilds];
 };
 
 #define SWIN_INSTANCE(C, HD, TW, NW)                                                                         \
@@ -483,11 +479,9 @@ struct Instance {
        swin_block_kernel_1cta<C, HD, TW, NW, false, true>},                                                 \
       {swin_block_kernel<C, HD, TW, NW, true>, swin_block_kernel_1cta<C, HD, TW, NW, true, false>,          \
        swin_block_kernel_1cta<C, HD, TW, NW, true, true>}},                                                 \
-     swin_tile(C, HD, TW, NW).smem,                                                                          \
-     {},                                                                                                     \
-     {}},
+     swin_tile(C, HD, TW, NW).smem},
 
-Instance g_instances[] = {SWIN_FUSED_TILES(SWIN_INSTANCE)};
+const Instance g_instances[] = {SWIN_FUSED_TILES(SWIN_INSTANCE)};
 
 std::string supported_list() {
     std::string s;
@@ -496,6 +490,13 @@ std::string supported_list() {
         if (s.find(one) == std::string::npos) s += (s.empty() ? "" : ", ") + one;
     }
     return s;
+}
+
+// The instance for (C, HD) and the tile asked for in p (0: any; the first listed is the default).
+const Instance *find_instance(int C, int HD, const SwinFusedParams &p) {
+    for (const Instance &i : g_instances)
+        if (i.C == C && i.HD == HD && (p.tw == 0 || i.TW == p.tw) && (p.nw == 0 || i.NW == p.nw)) return &i;
+    return nullptr;
 }
 
 }  // namespace
@@ -518,12 +519,7 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     DN_REQUIRE(eps > 0.f, "LayerNorm eps must be > 0");
     DN_REQUIRE(((uintptr_t)x & 15) == 0 && ((uintptr_t)image & 15) == 0, "x and the weight image must be 16-byte aligned");
     const int HD = C / heads;
-    Instance *in = nullptr;
-    for (Instance &i : g_instances)
-        if (i.C == C && i.HD == HD && (p.tw == 0 || i.TW == p.tw) && (p.nw == 0 || i.NW == p.nw)) {
-            in = &i;
-            break;
-        }
+    const Instance *in = find_instance(C, HD, p);
     DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads" +
                        (p.tw || p.nw ? " and tile " + std::to_string(p.tw) + " window(s) / " + std::to_string(p.nw) + " warps" : "") +
                        " (built: " + supported_list() + ")");
@@ -540,11 +536,12 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
                                            " bytes of shared memory per block, this device allows " + std::to_string(optin));
     const int rb = bf16_residual ? 1 : 0, ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
     KernelFn fn = in->fn[rb][ci];
-    std::call_once(in->attr_once[rb][ci], [&] {
-        in->attr_err[rb][ci] =
-            cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem);
-    });
-    if ((rc = cuda_check(ctx, in->attr_err[rb][ci], "cudaFuncSetAttribute (fused Swin block shared memory)"))) return rc;
+    // The opt-in belongs to the function in the current device's context (an engine may run on
+    // another device, or in the caller's own context): set on every launch, a host call of about
+    // a microsecond, always to the same value.
+    if ((rc = cuda_check(ctx, cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem),
+                         "cudaFuncSetAttribute (fused Swin block shared memory)")))
+        return rc;
     KernelArgs a;
     a.x = x;
     a.img = image;
@@ -561,6 +558,49 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     return launch_check(ctx, "swin_block_kernel");
 }
 
+int swin_block_fused_supported(int device, int C, int heads, std::string *why) {
+    if (heads < 1 || C % heads) {
+        *why = "C " + std::to_string(C) + " is not a multiple of heads " + std::to_string(heads);
+        return DENOISE_EINVAL;
+    }
+    const Instance *in = find_instance(C, C / heads, SwinFusedParams{});
+    if (!in) {
+        *why = "no fused kernel for C " + std::to_string(C) + " with head dim " + std::to_string(C / heads) +
+               " (built: " + supported_list() + ")";
+        return DENOISE_EINVAL;
+    }
+    int optin = 0;
+    const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *why = std::string("cudaDeviceGetAttribute: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+        return DENOISE_EDEVICE;
+    }
+    if ((int)in->smem > optin) {
+        *why = "the fused kernel for C " + std::to_string(C) + " needs " + std::to_string(in->smem) +
+               " bytes of shared memory per block, device " + std::to_string(device) + " allows " + std::to_string(optin);
+        return DENOISE_EINVAL;
+    }
+    why->clear();
+    return 0;
+}
+
+int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
+                               int *ctas_per_sm) {
+    const SwinFusedParams p = params ? *params : SwinFusedParams{};
+    *ctas_per_sm = 0;
+    DN_REQUIRE(heads >= 1 && C % heads == 0, "C " + std::to_string(C) + " is not a multiple of heads " + std::to_string(heads));
+    const Instance *in = find_instance(C, C / heads, p);
+    DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads");
+    const void *fn = (const void *)in->fn[bf16_residual ? 1 : 0][p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs];
+    int rc;
+    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem),
+                         "cudaFuncSetAttribute (fused Swin block shared memory)")))
+        return rc;
+    return cuda_check(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, fn, in->NW * 32, in->smem),
+                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+}
+
 int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes) {
     *image = nullptr;
     std::vector<uint8_t> host;
@@ -569,10 +609,13 @@ int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_
     if (rc) return fail(ctx, rc, err);
     void *d = nullptr;
     if ((rc = dev_alloc(ctx, &d, host.size(), "the fused Swin block weight image"))) return rc;
-    // on the stream that runs the kernel (see Net::put in network.cu)
-    if ((rc = cuda_check(ctx, cudaMemcpyAsync(d, host.data(), host.size(), cudaMemcpyHostToDevice, ctx.stream),
-                         "cudaMemcpyAsync (weight image)"))) {
-        cudaFree(d);
+    // on the compute stream (non-blocking: a plain cudaMemcpy on the legacy stream would not be
+    // ordered before the kernels queued there), then waited for: `host` goes away on return
+    rc = cuda_check(ctx, cudaMemcpyAsync(d, host.data(), host.size(), cudaMemcpyHostToDevice, ctx.stream),
+                    "cudaMemcpyAsync (weight image)");
+    if (!rc) rc = cuda_check(ctx, cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (weight image)");
+    if (rc) {
+        dev_free(ctx, d);
         return rc;
     }
     *image = static_cast<uint8_t *>(d);

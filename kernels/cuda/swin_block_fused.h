@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ops.h"
@@ -43,9 +44,21 @@ std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
 int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps, void *x, bool bf16_residual, int H,
                      int W, int shift, const SwinFusedParams *params = nullptr);
 
-// Pack block b (swin_weight_image_pack) and copy it to a new device allocation *image (cudaFree
-// it), *bytes its size (may be null). Synchronous. 0, DENOISE_EINVAL, DENOISE_ENOMEM or
-// DENOISE_EDEVICE.
+// Whether swin_block_fused() runs (C, heads) with its default tile on CUDA device `device`: 0, or
+// DENOISE_EINVAL with *why naming what is missing (no kernel built for the width and head dim, or
+// more shared memory per block than the device allows: sm_89's 99 KB refuses C >= 128),
+// DENOISE_EDEVICE with the runtime's message when the device cannot be queried.
+int swin_block_fused_supported(int device, int C, int heads, std::string *why);
+
+// CTAs per SM of the kernel that `params` selects for (C, heads) on the current device, from
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor with its dynamic shared memory (registers and
+// shared memory both count): *ctas_per_sm. 0, DENOISE_EINVAL or DENOISE_EDEVICE.
+int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
+                               int *ctas_per_sm);
+
+// Pack block b (swin_weight_image_pack) and copy it to a new device allocation *image of ctx's
+// (free it with dev_free(ctx, *image)), *bytes its size (may be null); the copy is queued on
+// ctx.stream and waited for. 0, DENOISE_EINVAL, DENOISE_ENOMEM or DENOISE_EDEVICE.
 int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes);
 
 }  // namespace cuda
