@@ -168,8 +168,29 @@ void ops_checks(cuda::Ctx &ctx) {
     cudaStream_t st = ctx.stream;
     auto sync = [&]() { return cudaStreamSynchronize(st) == cudaSuccess ? 0 : DENOISE_EDEVICE; };
 
-    {  // fusion conv 3x3, 5 frames + sigma
-        const int h = 32, w = 48, nf = 5, Cin = 61, Co = 32;
+    // fusion conv 3x3, n frames + sigma: the dispatching entry point, the direct form and the
+    // tensor-core implicit GEMM; model v1's shape on a map of whole 16 x 16 tiles and one with tails
+    // (and edge-only rows), other fusion radii and widths on the tensor-core path
+    using FusionFn = int (*)(cuda::Ctx &, const bf16 *const *, int, float, int, int, const bf16 *, const float *, int,
+                             float *);
+    struct FusionCase {
+        FusionFn fn;
+        const char *path;
+        int nf, Co, h, w;
+    };
+    const FusionCase fusion_cases[] = {
+        {cuda::fusion_conv3x3, "", 5, 32, 32, 48},
+        {cuda::fusion_conv3x3_direct, " direct", 5, 32, 32, 48},
+        {cuda::fusion_conv3x3_tc, " tc", 5, 32, 32, 48},
+        {cuda::fusion_conv3x3_direct, " direct", 5, 32, 37, 21},
+        {cuda::fusion_conv3x3_tc, " tc", 5, 32, 37, 21},
+        {cuda::fusion_conv3x3_tc, " tc", 5, 32, 2, 19},
+        {cuda::fusion_conv3x3_tc, " tc", 1, 16, 5, 40},
+        {cuda::fusion_conv3x3_tc, " tc", 3, 48, 19, 9},
+        {cuda::fusion_conv3x3_tc, " tc", 7, 64, 20, 33},
+    };
+    for (const FusionCase &fc : fusion_cases) {
+        const int h = fc.h, w = fc.w, nf = fc.nf, Cin = 12 * nf + 1, Co = fc.Co;
         std::vector<std::vector<float>> fr;
         std::vector<std::unique_ptr<Dev>> dfr;
         std::vector<const bf16 *> fp;
@@ -188,14 +209,16 @@ void ops_checks(cuda::Ctx &ctx) {
         up_f(db, b);
         cuda::poison(ctx, dout.p, dout.bytes);
         const float sigma = 25.f;
-        int rc = cuda::fusion_conv3x3(ctx, fp.data(), nf, sigma / 255.f, h, w, dwk.h(), db.f(), Co, dout.f());
+        int rc = fc.fn(ctx, fp.data(), nf, sigma / 255.f, h, w, dwk.h(), db.f(), Co, dout.f());
         rc = rc ? rc : sync();
         std::vector<const float *> frp;
         for (auto &f : fr) frp.push_back(f.data());
         std::vector<float> fin((size_t)h * w * Cin), ref((size_t)h * w * Co), work(cpu::conv3x3_work_floats(h, w, Cin, Co));
         cpu::build_fusion_input(frp.data(), nf, h, w, sigma, fin.data());
         cpu::conv3x3(fin.data(), h, w, Cin, wk.data(), b.data(), Co, ref.data(), work.data());
-        check("fusion_conv3x3 61->32 48x32", down_f(dout, ref.size()), ref, 2e-2, rc, ctx.err);
+        char name[64];
+        std::snprintf(name, sizeof name, "fusion_conv3x3%s %d->%d %dx%d", fc.path, Cin, Co, w, h);
+        check(name, down_f(dout, ref.size()), ref, 2e-2, rc, ctx.err);
     }
     for (int C : {32, 128, 256}) {  // layernorm rows
         const int64_t n = 333;

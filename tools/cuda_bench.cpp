@@ -16,8 +16,11 @@
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
 // --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
 // yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
+// --fusion-conv times the fusion conv alone, direct vs tensor core, on --sizes as token maps
+// (bench_fusion_conv) and nothing else.
 // Usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
 //        cuda_bench --plans [--weights FILE] [--sizes WxH,...]
+//        cuda_bench --fusion-conv [--iters N] [--sizes WxH,...]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include <cuda_runtime.h>
 
@@ -281,6 +284,92 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
 }
 
 // The public API on `frames` yuv420p frames; memory CUDA uses the primary context and a stream.
+// --fusion-conv: the input fusion conv alone (5 frames + sigma -> 32 channels, random bf16 frames
+// and weights) on a token map of W x H: the direct form (CUDA cores) and the tensor-core implicit
+// GEMM side by side in one run, each timed with CUDA events after 3 warm-ups, median of `iters`,
+// interleaved; GFLOP = 2 x 9 x 61 x 32 per token (useful MACs), GB = the frames read once (5 x 24
+// B per token) + the fp32 output written (128 B per token); and the largest difference between
+// the two outputs (both fp32 accumulation of the same bf16 values: ~1e-5 expected).
+int bench_fusion_conv(int w, int h, int iters) {
+    const int nf = 5, Cin = 61, Co = 32;
+    const size_t n = (size_t)w * h;
+    cuda::Ctx ctx;
+    CK(cuda::ctx_create(ctx, 0, true));
+    std::vector<cuda::bf16 *> fr(nf);
+    cuda::bf16 *wk = nullptr;
+    float *bias = nullptr, *out[2] = {nullptr, nullptr};
+    auto bf16_bits = [](uint32_t i, float scale) {  // a deterministic value in [-scale, scale) as bf16 bits
+        const float v = scale * ((float)((i * 2654435761u) >> 8) / 8388608.f - 1.f);
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        return (uint16_t)(u >> 16);
+    };
+    {
+        std::vector<uint16_t> host(n * 12);
+        for (int k = 0; k < nf; ++k) {
+            CK(cuda::dev_alloc(ctx, (void **)&fr[k], n * 12 * 2, "frames"));
+            for (size_t i = 0; i < host.size(); ++i) host[i] = bf16_bits((uint32_t)(i + k * 7919), 1.f);
+            CU(cudaMemcpy(fr[k], host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+        }
+        std::vector<uint16_t> hw((size_t)9 * Cin * Co);
+        for (size_t i = 0; i < hw.size(); ++i) hw[i] = bf16_bits((uint32_t)i + 1, 0.1f);
+        std::vector<float> hb(Co);
+        for (int o = 0; o < Co; ++o) hb[o] = 0.01f * o;
+        CK(cuda::dev_alloc(ctx, (void **)&wk, hw.size() * 2, "weights"));
+        CK(cuda::dev_alloc(ctx, (void **)&bias, Co * 4, "bias"));
+        CU(cudaMemcpy(wk, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+        CU(cudaMemcpy(bias, hb.data(), Co * 4, cudaMemcpyHostToDevice));
+        for (auto &o : out) CK(cuda::dev_alloc(ctx, (void **)&o, n * Co * 4, "out"));
+        CU(cudaDeviceSynchronize());
+    }
+    using Fn = int (*)(cuda::Ctx &, const cuda::bf16 *const *, int, float, int, int, const cuda::bf16 *, const float *,
+                       int, float *);
+    const Fn fns[2] = {cuda::fusion_conv3x3_direct, cuda::fusion_conv3x3_tc};
+    const char *names[2] = {"direct", "tensor-core"};
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    std::vector<float> ms[2];
+    for (int i = 0; i < 3 + iters; ++i)
+        for (int v = 0; v < 2; ++v) {
+            CU(cudaEventRecord(a, ctx.stream));
+            CK(fns[v](ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f / 255.f, h, w, wk, bias, Co, out[v]));
+            CU(cudaEventRecord(b, ctx.stream));
+            CU(cudaEventSynchronize(b));
+            float t = 0;
+            CU(cudaEventElapsedTime(&t, a, b));
+            if (i >= 3) ms[v].push_back(t);
+        }
+    double max_diff = 0, max_ref = 0;
+    {
+        std::vector<float> o0(n * Co), o1(n * Co);
+        CU(cudaMemcpy(o0.data(), out[0], o0.size() * 4, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(o1.data(), out[1], o1.size() * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < o0.size(); ++i) {
+            const double d = std::fabs((double)o0[i] - o1[i]);
+            max_diff = std::isfinite(d) ? std::max(max_diff, d) : INFINITY;
+            max_ref = std::max(max_ref, (double)std::fabs(o0[i]));
+        }
+    }
+    const double gflop = 2.0 * 9 * Cin * Co * n / 1e9, gb = (120.0 + 4.0 * Co) * n / 1e9;
+    for (int v = 0; v < 2; ++v) {
+        std::sort(ms[v].begin(), ms[v].end());
+        const double med = ms[v][ms[v].size() / 2];
+        std::printf("cuda-bench fusion-conv %5dx%-5d tokens %-11s %8.3f ms (min %.3f)  %6.2f GFLOP  %7.2f TFLOP/s  "
+                    "%7.1f GB/s\n",
+                    w, h, names[v], med, ms[v][0], gflop, gflop / med, gb / med * 1000.0);
+        g_rows.push_back({"fusion conv " + std::to_string(w) + "x" + std::to_string(h) + " " + names[v], med,
+                          1000.0 / med, ctx.peak / 1073741824.0});
+    }
+    std::printf("cuda-bench fusion-conv %5dx%-5d tokens max |direct - tensor-core| %.2e (max |out| %.2e)%s\n", w, h,
+                max_diff, max_ref, max_diff <= 1e-3 * std::max(1.0, max_ref) ? "" : "  MISMATCH");
+    std::fflush(stdout);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cuda::ctx_destroy(ctx);
+    return max_diff <= 1e-3 * std::max(1.0, max_ref) ? 0 : 1;
+}
+
 int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory mem, int64_t cap) {
     const DenoisePixelFormat fmt = yuv420p();
     const int cw = (W + 1) / 2, ch = (H + 1) / 2;
@@ -400,10 +489,11 @@ int main(int argc, char **argv) {
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;
-    bool plans = false;
+    bool plans = false, fusion_conv = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--plans") plans = true;
+        else if (a == "--fusion-conv") fusion_conv = true;
         else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
@@ -417,7 +507,7 @@ int main(int argc, char **argv) {
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: cuda_bench [--plans] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: cuda_bench [--plans | --fusion-conv] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -448,6 +538,13 @@ int main(int argc, char **argv) {
     if (cuda_probe(0, &why)) {
         std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
         return 77;
+    }
+    if (fusion_conv) {
+        int rc = 0;
+        for (auto &d : dims) rc |= bench_fusion_conv(d.first, d.second, iters);
+        std::printf("\ncuda-bench summary\n%-36s %10s\n", "measure", "ms");
+        for (const Row &r : g_rows) std::printf("%-36s %10.3f\n", r.what.c_str(), r.ms);
+        return rc;
     }
     std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6 (capped: 4 after 2)\n",
                 why.c_str(), wpath.c_str(), iters, frames);

@@ -12,8 +12,8 @@
 // broadcast (all lanes of a warp read the same address).
 // Cost at 1080p (960 x 544 tokens): 18.3 GFLOP (9 x 61 x 32 MAC per token); traffic per token
 // 9 x 5 x 24 B read (served mostly by L1/L2: each frame token is read by 9 neighbours), 128 B
-// written. CUDA cores, not tensor cores: the correct-first version; an implicit-GEMM tensor-core
-// form is a later step.
+// written. CUDA cores: the fallback of conv3x3_tc.cu's implicit GEMM on tensor cores, which
+// fusion_conv3x3 runs whenever it takes the shape (nframes, Cout) on the device.
 #include "common.cuh"
 
 namespace denoise {
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
 
 }  // namespace
 
-int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w, const bf16 *wk,
-                   const float *bias, int Cout, float *out) {
+int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
+                          const bf16 *wk, const float *bias, int Cout, float *out) {
     DN_REQUIRE(frames && wk && bias && out, "null pointer");
     DN_REQUIRE(nframes >= 1 && nframes <= kMaxFrames, "nframes " + std::to_string(nframes) + " outside 1..8");
     DN_REQUIRE(Cout == kCout, "Cout " + std::to_string(Cout) + " (this kernel is built for 32)");
@@ -115,6 +115,16 @@ int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma
     DN_REQUIRE(grid_1d((int64_t)h * w, 128, &blocks), "grid too large");
     fusion_conv3x3_kernel<<<blocks, 128, smem, ctx.stream>>>(fp, nframes, sigma_map, h, w, wk, bias, out);
     return launch_check(ctx, "fusion_conv3x3_kernel");
+}
+
+int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w, const bf16 *wk,
+                   const float *bias, int Cout, float *out) {
+    const size_t smem = fusion_conv3x3_tc_smem(nframes, Cout);
+    int optin = 0;
+    if (smem && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device) == cudaSuccess &&
+        smem <= (size_t)optin)
+        return fusion_conv3x3_tc(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out);
+    return fusion_conv3x3_direct(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out);
 }
 
 }  // namespace cuda

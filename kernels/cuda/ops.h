@@ -108,9 +108,18 @@ int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, co
 // ---- conv3x3.cu: the input fusion conv, zero padding 1, on the virtual 61-channel map
 // [frames[0] (12) | ... | frames[n-1] (12) | sigma/255 (1)] without building it: frames are
 // (h, w, 12) bf16, wk (9, Cin, Cout) bf16 (tap-major, conv3x3_pack's layout), bias fp32,
-// out (h, w, Cout) fp32. Cin = 12 n + 1; Cout must be 32; n <= 8.
+// out (h, w, Cout) fp32. Cin = 12 n + 1. fusion_conv3x3 runs conv3x3_tc.cu's tensor-core implicit
+// GEMM when it takes (n, Cout) on the device, else the direct form. fusion_conv3x3_direct: CUDA
+// cores, Cout must be 32, n <= 8. fusion_conv3x3_tc: n 1..8, Cout 16..64 in steps of 16, and
+// fusion_conv3x3_tc_smem(n, Cout) bytes of shared memory per block (0: a shape it refuses) within
+// the device's opt-in limit; DENOISE_EINVAL with a message otherwise.
 int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
                    const bf16 *wk, const float *bias, int Cout, float *out);
+int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
+                          const bf16 *wk, const float *bias, int Cout, float *out);
+int fusion_conv3x3_tc(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
+                      const bf16 *wk, const float *bias, int Cout, float *out);
+size_t fusion_conv3x3_tc_smem(int nframes, int Cout);
 
 // ---- layernorm.cu: per token LN over C (biased variance, eps), fp32 in, bf16 out.
 // layernorm_rows: n tokens in place order. layernorm_window: the map (H, W, C) read through the
