@@ -198,7 +198,12 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
 int denoise_flush(DenoiseEngine *e);
 
 /* Write the denoised frame for the oldest frame not yet pulled into `out` (same format, size
- * and memory; only colour components are written). `out` may be the pushed frame's own memory.
+ * and memory). Host memory: only the colour components' bits are written (alpha, padding bytes
+ * and the low bits of p010-style words keep the buffer's). CUDA memory (typically a fresh frame of
+ * a hardware frames pool): every word that holds a colour sample is written whole, its bits
+ * outside the component taken from the pushed frame (p010's low bits: the input's, zero in valid
+ * P010); bytes that hold no colour sample (alpha plane, padding bytes) keep the buffer's.
+ * `out` may be the pushed frame's own memory.
  * Returns 0 when a frame was written, DENOISE_EAGAIN, DENOISE_EOF, or an error. */
 int denoise_pull(DenoiseEngine *e, const DenoiseImage *out);
 

@@ -662,7 +662,9 @@ TEST(Identity, ZeroHeadReturnsTheInputOutOfRangeIncluded) {
         const std::vector<Frame> out = run(*F, clip, {}, false, model);
         for (int t = 0; t < kFrames; ++t)
             for (int p = 0; p < F->nb_planes; ++p) EXPECT_TRUE(out[t].plane[p] == clip[t].plane[p]) << "frame " << t << " plane " << p;
-        if (F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float) EXPECT_GT(outside, 0);
+        if (F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float) {
+            EXPECT_GT(outside, 0);
+        }
     }
     std::remove(model.c_str());
 }

@@ -35,7 +35,7 @@ if [ "${1:-}" = --pack ]; then
     find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
     tar cJf .device/build.tar.xz -C .device/stage build && rm -rf .device/stage
     libs=
-    for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$d/device-libs.sh; break; }; done
+    for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$(cd "$d" && pwd)/device-libs.sh; break; }; done
     [ -n "$libs" ] || { echo "device_gpu: device-libs.sh not found (../shared/tools)" >&2; exit 1; }
     # device-libs.sh records .devlibs in .git/info/exclude: give it a folder where that works
     # (a git worktree's .git is a file)

@@ -3,17 +3,18 @@
 A candidate is a model.Config plus the recipe it trains with. Every candidate stays within the
 family (input fusion -> Swin U-Net with 8x8 shifted windows -> 3x3x3 stencil head) and within
 what the engines are built to run (engine_limits): channels multiples of 32 up to 256 with head
-dim 32 (heads = C / 32), window 8, MLP ratio 4, at most 2x model v1's 212 GFLOP per 1080p frame
+dim 32 (heads = C / 32), doubling per level (patch merging 4C -> 2C and expand C -> 2C, as
+model.PatchMerge / PatchExpand and both engines compute them; so 32/64/128 is the only width
+within the cost bound: 64/128/256 costs about 4x), window 8, MLP ratio 4, at most 2x model v1's
+212 GFLOP per 1080p frame
 (model.gflop_per_frame); the temporal radius is Config.fusion_radius + head_radius. "v1" is the
 control; "v1-awgn" is the same network trained with model v1's recipe (AWGN only, L1 only), which
 measures what the faithfulness recipe costs in AWGN PSNR.
 
   v1              channels 32/64/128, depths 2/2/3/2/2                      212.1 GFLOP
-  wide96          channels 32/96/192 (heads 1/3/6): width where tokens are few  342.0
   deep            depths 2/4/6/4/2                                          313.7
   frame32         per-frame encoder E 32 (features once per frame, reused)  255.7
   frame32-r3      frame32 with temporal radius 4 (9 frames)                 274.9
-  frame32-wide96  frame32 with channels 32/96/192                           385.6
 
 Recipes (weights/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
@@ -26,16 +27,13 @@ from __future__ import annotations
 from model import Config, gflop_per_frame
 
 DEEP = {"enc0": 2, "enc1": 4, "mid": 6, "dec1": 4, "dec0": 2}
-WIDE96 = {"channels": (32, 96, 192), "heads": (1, 3, 6)}
 
 CANDIDATES = {
     "v1": (Config(), "v2"),
     "v1-awgn": (Config(), "v1"),
-    "wide96": (Config(**WIDE96), "v2"),
     "deep": (Config(depths=dict(DEEP)), "v2"),
     "frame32": (Config(fusion="frame", frame_channels=32), "v2"),
     "frame32-r3": (Config(fusion="frame", frame_channels=32, fusion_radius=3), "v2"),
-    "frame32-wide96": (Config(fusion="frame", frame_channels=32, **WIDE96), "v2"),
 }
 
 RECIPES = {
@@ -51,6 +49,9 @@ def engine_limits(cfg: Config) -> list[str]:
     of 32 up to 256 with head dim 32, window 8, MLP ratio 4) or over the study's cost bound;
     [] when it is within them."""
     why = []
+    c0, c1, c2 = cfg.channels
+    if (c1, c2) != (2 * c0, 4 * c0):
+        why.append(f"channels {c0}/{c1}/{c2} do not double per level (patch merging 4C -> 2C)")
     for c, h in zip(cfg.channels, cfg.heads):
         if c % 32 or not 32 <= c <= 256:
             why.append(f"channels {c} not a multiple of 32 in 32..256")

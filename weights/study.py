@@ -3,7 +3,7 @@
 number of clips, within a planned duration.
 
   python3 weights/study.py --photos DIR --videos DIR [DIR ...] --cache DIR --out RUN/study
-         [--candidates v1,wide96,deep,frame32,frame32-wide96] [--clips 150016] [--seconds 480]
+         [--candidates v1,deep,frame32,frame32-r3,v1-awgn] [--clips 150016] [--seconds 480]
          [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [-- EXTRA train.py ARGS]
 
 Each candidate (weights/candidates.py; every one within candidates.engine_limits) is one
@@ -48,7 +48,7 @@ sys.path.insert(0, HERE)
 import candidates  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 
-DEFAULT = "v1,wide96,deep,frame32,frame32-wide96"
+DEFAULT = "v1,deep,frame32,frame32-r3,v1-awgn"
 STUDY_ENGINES = ("sdpa", "graph", "compile", "compile-graph")
 OVERHEAD_S = 20.0   # start, data loading, two validations and the probe, checkpoints
 

@@ -598,9 +598,13 @@ private:
                                      (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, ctx_.stream),
                    "cudaMemcpy2DAsync (output frame)"));
         }
+        // partially covered planes (p010's low bits, bgr0's padding byte): each word holding a
+        // colour sample whole, its other bits the input's (o->dev is frame_out's output over the
+        // input's words), so a fresh pool frame gets defined words; bytes outside the samples keep
+        // the caller's (denoise.h, denoise_pull)
         if (L_.partial_planes)
             TRY(cuda::frame_copy_components(ctx_, cuda::compact_frame(L_, o->dev), cuda::image_frame(out), spec_.format,
-                                            spec_.width, spec_.height, L_.partial_planes));
+                                            spec_.width, spec_.height, L_.partial_planes, true));
         TRY(ck(cudaEventRecord(ours_ev_, ctx_.stream), "cudaEventRecord"));
         return ck(cudaStreamWaitEvent(caller, ours_ev_, 0), "cudaStreamWaitEvent (caller's stream)");
     }

@@ -99,11 +99,13 @@ int frame_out(Ctx &ctx, const float *change, int oy, int ox, int hd, int wd, con
               const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H, int iy0, int iy1, int ix0, int ix1,
               Amount amount, const float *noise);
 // frame_out.cu: copy the colour components of every sample from src to dst (both device frames of
-// the same format and size), components in the planes of plane_mask (bit p = plane p) only:
-// each sample's depth bits at its shift are replaced and every other bit of dst is kept (alpha,
-// padding bytes, the low bits of p010-style words), as the CPU backend's write does.
+// the same format and size), components in the planes of plane_mask (bit p = plane p) only. With
+// whole_words false each sample's depth bits at its shift are replaced and every other bit of dst
+// is kept (alpha, padding bytes, the low bits of p010-style words), as the CPU backend's write
+// does; with whole_words true each word holding a sample is copied whole (its other bits from
+// src), and only bytes that hold no sample (alpha plane, padding bytes) are kept.
 int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, const DenoisePixelFormat &fmt, int W,
-                          int H, unsigned plane_mask);
+                          int H, unsigned plane_mask, bool whole_words);
 
 // ---- conv3x3.cu: the input fusion conv, zero padding 1, on the virtual 61-channel map
 // [frames[0] (12) | ... | frames[n-1] (12) | sigma/255 (1)] without building it: frames are
