@@ -145,7 +145,11 @@ $(DEPS_PREFIX)/lib/pkgconfig/ffnvcodec.pc: $(NVCH_SRC)/.denoise-origin
 fetch: $(FFSRC)/.denoise-origin $(if $(filter none,$(FFMPEG_CUDA)),,$(NVCH_SRC)/.denoise-origin)
 
 # ---------------------------------------------------------------------------------------------
-# FFmpeg: a lean shared build with the components the project uses
+# FFmpeg. Two component sets (./configure --ffmpeg-components=):
+#   full     every native component (decoders, encoders, (de)muxers, parsers, bsfs, protocols,
+#            devices, filters) plus the external libraries of FF_EXTLIBS_full [default]
+#   minimal  only what the project's tools and tests use (FF_* lists below): a shorter build
+#            and smaller libraries, for development and for copying to a GPU machine
 FF_PROTOCOLS := file pipe fd
 FF_DEMUXERS := yuv4mpegpipe matroska mov nut rawvideo image2 image2pipe png_pipe h264 hevc lavfi
 FF_MUXERS := yuv4mpegpipe matroska mov mp4 nut rawvideo image2 image2pipe null h264 hevc
@@ -165,21 +169,17 @@ ifneq ($(FILTER_PRESENT),)
 FF_FILTERS += denoise
 endif
 
-FF_CUDA_FLAGS_llvm := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-llvm \
-    --nvcc=$(CLANG) --enable-zlib --enable-hwaccel=$(subst $(eval) ,$(comma),$(FF_HWACCELS)) \
-    --enable-filter='$(subst $(eval) ,$(comma),$(FF_CUDA_FILTERS))'
-FF_CUDA_FLAGS_nvcc := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-nvcc \
-    --enable-nonfree --nvcc=$(NVCC) --nvccflags='-gencode arch=compute_80$(comma)code=sm_80 -O2' \
-    --extra-cflags=-I$(CUDA_HOME)/include --extra-ldflags=-L$(CUDA_HOME)/lib64 \
-    --enable-zlib --enable-hwaccel=$(subst $(eval) ,$(comma),$(FF_HWACCELS)) \
-    --enable-filter='$(subst $(eval) ,$(comma),$(FF_CUDA_FILTERS))'
-FF_CUDA_FLAGS_none := --disable-cuda --disable-nvdec --disable-ffnvcodec --enable-zlib
+# External libraries of the full set: Debian bookworm's -dev packages (mk/deps.sh), so that
+# ordinary files work in and out. x264 and x265 are GPL: the build is --enable-gpl; none of
+# these needs --enable-version3 (FFmpeg's EXTERNAL_LIBRARY_VERSION3_LIST) or --enable-nonfree.
+FF_EXTLIBS_full := libx264 libx265 libvpx libdav1d libaom libsvtav1 libwebp \
+    libmp3lame libopus libvorbis libsoxr \
+    libfreetype libfontconfig libfribidi libharfbuzz libass libzimg libxml2 gnutls \
+    zlib bzlib lzma iconv
+FF_EXTLIBS_minimal := libx264 zlib
 
 list = $(subst $(eval) ,$(comma),$(strip $(1)))
-FFMPEG_CONFIG_FLAGS := --prefix=$(B) --enable-shared --disable-static \
-    --disable-autodetect --disable-everything --disable-doc --disable-postproc \
-    --enable-gpl --enable-libx264 --enable-pthreads \
-    --cc=$(CC) --cxx=$(CXX) \
+FF_COMPONENT_FLAGS_minimal := --disable-everything --disable-postproc \
     --enable-protocol=$(call list,$(FF_PROTOCOLS)) \
     --enable-demuxer=$(call list,$(FF_DEMUXERS)) \
     --enable-muxer=$(call list,$(FF_MUXERS)) \
@@ -188,7 +188,27 @@ FFMPEG_CONFIG_FLAGS := --prefix=$(B) --enable-shared --disable-static \
     --enable-parser=$(call list,$(FF_PARSERS)) \
     --enable-bsf=$(call list,$(FF_BSFS)) \
     --enable-indev=$(call list,$(FF_INDEVS)) \
-    --enable-filter=$(call list,$(FF_FILTERS)) \
+    --enable-filter=$(call list,$(FF_FILTERS))
+# full: FFmpeg's defaults enable every native component; a missing filter source must not be
+# built (its registration is injected all the same)
+FF_COMPONENT_FLAGS_full := $(if $(FILTER_PRESENT),,--disable-filter=denoise)
+
+FF_CUDA_FLAGS_llvm := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-llvm \
+    --nvcc=$(CLANG) --enable-hwaccel=$(call list,$(FF_HWACCELS)) \
+    --enable-filter='$(call list,$(FF_CUDA_FILTERS))'
+FF_CUDA_FLAGS_nvcc := --enable-cuda --enable-nvdec --enable-ffnvcodec --enable-cuda-nvcc \
+    --enable-nonfree --nvcc=$(NVCC) --nvccflags='-gencode arch=compute_80$(comma)code=sm_80 -O2' \
+    --extra-cflags=-I$(CUDA_HOME)/include --extra-ldflags=-L$(CUDA_HOME)/lib64 \
+    --enable-hwaccel=$(call list,$(FF_HWACCELS)) \
+    --enable-filter='$(call list,$(FF_CUDA_FILTERS))'
+FF_CUDA_FLAGS_none := --disable-cuda --disable-nvdec --disable-ffnvcodec
+
+FFMPEG_COMPONENTS ?= full
+FFMPEG_CONFIG_FLAGS := --prefix=$(B) --enable-shared --disable-static \
+    --disable-autodetect --disable-doc --enable-gpl --enable-pthreads \
+    --cc=$(CC) --cxx=$(CXX) \
+    $(FF_COMPONENT_FLAGS_$(FFMPEG_COMPONENTS)) \
+    $(addprefix --enable-,$(FF_EXTLIBS_$(FFMPEG_COMPONENTS))) \
     $(FF_CUDA_FLAGS_$(FFMPEG_CUDA)) \
     --extra-cflags='-I$(TOP)/kernels $(PLACEBO_CFLAGS)' \
     '--extra-ldexeflags=-Wl,-rpath,\\\$$\$$ORIGIN/../lib' \
@@ -232,7 +252,9 @@ endif
 	fi
 
 # ---------------------------------------------------------------------------------------------
-# tools: tools/NAME.c|cpp -> build/bin/NAME (linked with libdenoise; *_lavfi.* also get FFmpeg)
+# tools: tools/NAME.c|cpp -> build/bin/denoise-NAME with '_' -> '-' (tools/noise.c ->
+# denoise-noise, tools/cpu_bench.cpp -> denoise-cpu-bench: installed names that collide with no
+# other package's), linked with libdenoise; *_lavfi.* also get FFmpeg
 FF_PC := libavfilter libavformat libavcodec libswscale libswresample libavutil
 ff_pkg = PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig pkg-config $(1) $(FF_PC)
 RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
@@ -240,7 +262,8 @@ RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
 TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
 # tools/cuda_*.cpp need the CUDA engine (cuda_bench: CUDA events, kernels/cuda/ops.h)
 TOOL_SRCS := $(if $(HAVE_CUDA),$(TOOL_SRCS),$(filter-out $(TOP)/tools/cuda_%,$(TOOL_SRCS)))
-TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRCS))))
+tool_bin = $(B)/bin/denoise-$(subst _,-,$(basename $(notdir $(1))))
+TOOLS := $(foreach t,$(TOOL_SRCS),$(call tool_bin,$(t)))
 CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(CUDA_DEFS)
 
 $(OBJ)/tools/%.c.o: $(TOP)/tools/%.c
@@ -251,7 +274,7 @@ $(OBJ)/tools/%.cpp.o: $(TOP)/tools/%.cpp
 	$(CXX) -std=c++17 $(CFLAGS_TOOLS) -MMD -MP -c $< -o $@
 
 define tool_rule
-$(B)/bin/$(basename $(notdir $(1))): $(OBJ)/tools/$(notdir $(1)).o $(LIBDENOISE) $(if $(findstring _lavfi.,$(1)),$(FF_STAMP))
+$(call tool_bin,$(1)): $(OBJ)/tools/$(notdir $(1)).o $(LIBDENOISE) $(if $(findstring _lavfi.,$(1)),$(FF_STAMP))
 	@mkdir -p $$(dir $$@)
 	$(CXX) -o $$@ $$< -Wl,--as-needed $(LIBDENOISE) $(ENGINE_LIBS) \
 	    $(if $(findstring _lavfi.,$(1)),$$$$($(call ff_pkg,--libs)) $(RPATH_FLAGS)) -lm
