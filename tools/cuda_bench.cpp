@@ -1,10 +1,10 @@
-// cuda_bench: speed of the CUDA engine (built only with ./configure --enable-cuda-engine; run by
+// cuda_bench (build/bin/denoise-cuda-bench): speed of the CUDA engine (built only with ./configure --enable-cuda-engine; run by
 // tools/bench.sh). For each frame size: the steady-state work of one output frame (convert_in of
 // the newest frame, one U-Net pass, the head, convert_out) timed with CUDA events after warm-up,
 // median of --iters runs; then the same through the public API (denoise_push/pull with the host
 // copies, wall clock). Prints ms/frame, frames/s, peak GPU memory, GFLOP per frame (the formula
 // of weights/model.py gflop_per_frame) and achieved TFLOP/s.
-// Usage: cuda_bench [--weights FILE] [--iters N] [--sizes WxH,WxH,...]
+// Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--sizes WxH,WxH,...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -166,13 +166,13 @@ int main(int argc, char **argv) {
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--sizes" && i + 1 < argc) sizes = argv[++i];
         else {
-            std::fprintf(stderr, "usage: cuda_bench [--weights FILE] [--iters N] [--sizes WxH,...]\n");
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--weights FILE] [--iters N] [--sizes WxH,...]\n");
             return 2;
         }
     }
     std::string why;
     if (cuda_probe(0, &why)) {
-        std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: no usable GPU: %s\n", why.c_str());
         return 77;
     }
     cudaDeviceProp prop{};
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     std::string err;
     if (!load_safetensors(wpath, &f, &err) || !parse_model_config(f.metadata["config"], &cfg, &err) ||
         !cpu::bind_weights(f, cfg, &W, &err)) {
-        std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: %s\n", err.c_str());
         return 1;
     }
     int rc = 0;
