@@ -1,5 +1,5 @@
 // CPU engine speed: ms per output frame at a given size (default 854x480), through the public API.
-//   build/bin/denoise-cpu-bench WEIGHTS [WIDTH HEIGHT [FRAMES [THREADS]]]
+//   cpu_bench WEIGHTS [WIDTH HEIGHT [FRAMES [THREADS]]]
 // Pushes noisy random frames one at a time and pulls each output as soon as it is ready, so each
 // timed pull runs exactly one U-Net pass plus the head (the steady state of a stream). The first
 // output (which also computes F_{-1} and F_0) is the warm-up and is not timed; prints each
