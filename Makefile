@@ -42,6 +42,7 @@ DEPS_PREFIX := $(B)/deps
 FF_STAMP := $(B)/.ffmpeg-installed
 CONFIG_H := $(TOP)/filter/denoise_config.h
 WEIGHTS := $(TOP)/weights/denoise-v1.safetensors
+BUILD_WEIGHTS_LINK := $(B)/share/denoise/denoise-v1.safetensors
 FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +368,6 @@ $(eval $(call script_target,eval,eval.sh))
 
 # ---------------------------------------------------------------------------------------------
 # the build tree's weights folder (DENOISE_DATADIR of the build tree's filter)
-BUILD_WEIGHTS_LINK := $(B)/share/denoise/denoise-v1.safetensors
 $(BUILD_WEIGHTS_LINK):
 	@mkdir -p $(dir $@)
 	ln -sfn $(WEIGHTS) $@

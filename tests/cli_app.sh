@@ -16,6 +16,7 @@ set -u
 
 need_build
 make_tmp
+TMP=$(readlink -f "$TMP")  # canonical, to compare with the libraries' resolved paths
 pick_model
 CC=${CC:-cc}
 PC_LIBS="libavfilter libavformat libavcodec libavutil"
@@ -96,6 +97,7 @@ else
     fail "installed ffmpeg: default weights '$m', expected $P/share/denoise/denoise-v1.safetensors"
 fi
 lib=$(ldd "$P/bin/ffmpeg" | sed -n 's/.*libavfilter\.so[^ ]* => \([^ ]*\).*/\1/p')
+lib=$(readlink -f "$lib")  # RUNPATH $ORIGIN/../lib: PREFIX/bin/../lib/...
 case $lib in
     "$P"/lib/*) pass "installed ffmpeg links $lib" ;;
     *) fail "installed ffmpeg links libavfilter from '$lib', not $P/lib" ;;
@@ -109,7 +111,7 @@ else
 fi
 if run "$TMP/cc_inst.log" sh -c "$CC '$ROOT/examples/app.c' -o '$TMP/app_inst' \
         \$(PKG_CONFIG_PATH='$P/lib/pkgconfig' pkg-config --cflags --libs $PC_LIBS) -Wl,-rpath,'$P/lib'"; then
-    lib=$(ldd "$TMP/app_inst" | sed -n 's/.*libavfilter\.so[^ ]* => \([^ ]*\).*/\1/p')
+    lib=$(readlink -f "$(ldd "$TMP/app_inst" | sed -n 's/.*libavfilter\.so[^ ]* => \([^ ]*\).*/\1/p')")
     case $lib in
         "$P"/lib/*)
             if run "$TMP/app_inst.log" "$TMP/app_inst" "$IN" "$TMP/out_inst.mkv" "sigma=20:backend=cpu"; then
