@@ -120,6 +120,38 @@ def estimate(frames: np.ndarray, decay: float | None) -> list[dict]:
     return rows
 
 
+def markdown(results: list[dict]) -> str:
+    """Per sigma: mean |error| and bias of the segment estimate after each frame (all clips and
+    frames), per noise model; yuv420 against the nominal sigma and against the R'G'B' std."""
+    sigmas = sorted({r["sigma"] for r in results})
+    modes = [m for m in ("awgn", "clip8", "yuv420") if any(r["mode"] == m for r in results)]
+    cols = []
+    for m in modes:
+        cols.append((m, "sigma"))
+        if m == "yuv420":
+            cols.append((m, "sigma_rgb"))
+    head = ["sigma"] + ["%s%s |err| / bias" % (m, " vs R'G'B' std" if ref == "sigma_rgb" else "")
+                        for m, ref in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in sigmas:
+        row = ["%g" % s]
+        for m, ref in cols:
+            rs = [r for r in results if r["mode"] == m and r["sigma"] == s]
+            e = np.concatenate([np.array(r["estimate"]) - r[ref] for r in rs])
+            extra = " (%.1f)" % np.mean([r["sigma_rgb"] for r in rs]) if ref == "sigma_rgb" else ""
+            row.append("%.2f / %+.2f%s" % (np.mean(np.abs(e)), np.mean(e), extra))
+        lines.append("| " + " | ".join(row) + " |")
+    band = [s for s in sigmas if 5 <= s <= 50]
+    for m, ref in cols:
+        e = np.concatenate([np.array(r["estimate"]) - r[ref] for r in results
+                            if r["mode"] == m and r["sigma"] in band])
+        lines.append("")
+        lines.append("%s%s, sigma %g..%g: mean |error| %.2f, bias %+.2f, largest |error| %.2f" % (
+            m, " vs R'G'B' std" if ref == "sigma_rgb" else "", band[0], band[-1], np.mean(np.abs(e)), np.mean(e),
+            np.max(np.abs(e))))
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", choices=sorted(SETS), default="eval")
@@ -128,7 +160,12 @@ def main() -> int:
     ap.add_argument("--modes", default="awgn,clip8,yuv420")
     ap.add_argument("--decay", type=float, default=None, help="override the estimator's decay")
     ap.add_argument("--out", help="write the per-clip results as JSON")
+    ap.add_argument("--report", metavar="JSON", help="only print the markdown table of a saved run")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(markdown(json.load(f)["results"]))
+        return 0
     sigmas = [float(s) for s in args.sigmas.split(",")]
     modes = args.modes.split(",")
     results = []
