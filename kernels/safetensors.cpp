@@ -59,9 +59,10 @@ bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
     if (size < 8) return fail(err, file, "truncated: " + std::to_string(size) + " bytes, no header length");
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | bytes[i];
-    // The JSON header begins with '{' (the format's rule): anything else is another kind of file
-    // (a text file, an image, a PyTorch checkpoint), which says more than its "header length".
-    if (size > 8 && bytes[8] != '{') {
+    // A header length that cannot be right, and no '{' where the JSON header must begin (the
+    // format's rule): another kind of file (a text file, an image, a PyTorch checkpoint), which
+    // says more than the length its first 8 bytes would mean.
+    if ((hlen > kMaxHeader || 8 + hlen > size) && !(size > 8 && bytes[8] == '{')) {
         std::string head;
         for (uint64_t i = 0; i < std::min<uint64_t>(size, 8); ++i)
             head += bytes[i] >= 0x20 && bytes[i] < 0x7f ? (char)bytes[i] : '.';
