@@ -2,7 +2,7 @@
 #
 #   . "$(dirname "$0")/../tests/lib.sh"      (or "$(dirname "$0")/lib.sh" from tests/)
 #
-# Finds the build (build/bin/ffmpeg, ffprobe, noise), makes noisy copies with tools/noise.c,
+# Finds the build (build/bin/ffmpeg, ffprobe, denoise-noise), makes noisy copies with tools/noise.c,
 # computes PSNR with FFmpeg's psnr filter, counts frames with ffprobe -count_frames, and keeps
 # PASS/FAIL/SKIP tallies. Environment:
 #   DENOISE_SOURCE_DIR  repository root   (default: the folder above tests/)
@@ -20,7 +20,7 @@ ROOT=${DENOISE_SOURCE_DIR:-$_lib_root}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 BIN=$BUILD/bin
 FFMPEG=$BIN/ffmpeg
-NOISE=$BIN/noise
+NOISE=$BIN/denoise-noise
 if [ -x "$BIN/ffprobe" ]; then FFPROBE=$BIN/ffprobe; else FFPROBE=$(command -v ffprobe || echo "$BIN/ffprobe"); fi
 SAMPLES=$ROOT/samples
 WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}

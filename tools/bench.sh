@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/bench.sh (make bench): the CUDA engine's speed and GPU memory, kernel-only and end to end,
 # in one run.
-#   1. build/bin/cuda_bench: kernel-only ms/frame (CUDA events, median of $BENCH_ITERS) and the
+#   1. build/bin/denoise-cuda-bench: kernel-only ms/frame (CUDA events, median of $BENCH_ITERS) and the
 #      public API with device frames and with host frames (wall clock, engine memory peak) at
 #      960x540, 1920x1080, 3840x2160, and 7680x4320 under a 2 GiB cap (tiles);
 #   2. build/bin/ffmpeg end to end at 1920x1080 and 3840x2160 on testsrc2 content (generated once
@@ -30,13 +30,13 @@ trap 'rm -rf "$tmp"; [ -n "${smi_pid:-}" ] && kill "$smi_pid" 2>/dev/null' EXIT
 rc=0
 FF=$BUILD/bin/ffmpeg
 
-echo "=== kernel-only and API (build/bin/cuda_bench)"
-if [ -x "$BUILD/bin/cuda_bench" ]; then
-    "$BUILD/bin/cuda_bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
+echo "=== kernel-only and API (build/bin/denoise-cuda-bench)"
+if [ -x "$BUILD/bin/denoise-cuda-bench" ]; then
+    "$BUILD/bin/denoise-cuda-bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
         --sizes 960x540,1920x1080,3840x2160,7680x4320 --cap 7680x4320=2048 | tee "$tmp/cb.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 else
-    echo "bench: $BUILD/bin/cuda_bench missing: the CUDA engine is built whenever nvcc is found"
+    echo "bench: $BUILD/bin/denoise-cuda-bench missing: the CUDA engine is built whenever nvcc is found"
     rc=1
 fi
 kfps() { sed -n "s/^cuda-bench *$1 *kernels *[0-9.]* ms\/frame (min [0-9.]*) *\([0-9.]*\) frames\/s.*/\1/p" "$tmp/cb.log" | head -n 1; }
@@ -97,7 +97,7 @@ if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
                 sw_p010le) pf=p010le; pre=(); vf="denoise=model=$WEIGHTS" ;;
             esac
             if [ $size = 7680x4320 ]; then
-                [ -n "$has_cap" ] || { echo "bench: the filter has no GPU memory option: 7680x4320 via ffmpeg left out (cuda_bench has it)"; continue; }
+                [ -n "$has_cap" ] || { echo "bench: the filter has no GPU memory option: 7680x4320 via ffmpeg left out (denoise-cuda-bench has it)"; continue; }
                 vf="denoise=model=$WEIGHTS:$has_cap=$capval"
                 n1=2 n2=6
             elif [ $size = 3840x2160 ]; then n1=10 n2=50

@@ -1,4 +1,4 @@
-// cuda_bench: speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
+// cuda_bench (build/bin/denoise-cuda-bench): speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
 // For each frame size (yuv420p frames of real-looking content: smooth gradients and noise):
 //  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
 //           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
@@ -13,8 +13,8 @@
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
 // --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
 // yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
-// Usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
-//        cuda_bench --plans [--weights FILE] [--sizes WxH,...]
+// Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
+//        denoise-cuda-bench --plans [--weights FILE] [--sizes WxH,...]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include <cuda_runtime.h>
 
@@ -101,7 +101,7 @@ void fill_frame(std::vector<uint8_t> *planes, int W, int H, int t) {
     do {                                                                            \
         int rc_ = (x);                                                              \
         if (rc_) {                                                                  \
-            std::fprintf(stderr, "cuda_bench: %s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
+            std::fprintf(stderr, "denoise-cuda-bench: %s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
             return 1;                                                               \
         }                                                                           \
     } while (0)
@@ -109,7 +109,7 @@ void fill_frame(std::vector<uint8_t> *planes, int W, int H, int t) {
     do {                                                                        \
         cudaError_t e_ = (x);                                                   \
         if (e_ != cudaSuccess) {                                                \
-            std::fprintf(stderr, "cuda_bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            std::fprintf(stderr, "denoise-cuda-bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
             return 1;                                                           \
         }                                                                       \
     } while (0)
@@ -218,7 +218,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     p.cuda_stream = st;
     p.gpu_memory = cap;
     if (denoise_open(e, &p)) {
-        std::fprintf(stderr, "cuda_bench: open: %s\n", denoise_last_error(e));
+        std::fprintf(stderr, "denoise-cuda-bench: open: %s\n", denoise_last_error(e));
         denoise_free(&e);
         return 1;
     }
@@ -264,7 +264,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int n = pulled - warm;
     const int64_t peak = denoise_gpu_memory_peak(e);
-    if (rc) std::fprintf(stderr, "cuda_bench: api: rc %d: %s\n", rc, denoise_last_error(e));
+    if (rc) std::fprintf(stderr, "denoise-cuda-bench: api: rc %d: %s\n", rc, denoise_last_error(e));
     denoise_free(&e);
     for (void *d : dptr) cudaFree(d);
     if (st) cudaStreamDestroy(st);
@@ -329,12 +329,12 @@ int main(int argc, char **argv) {
             std::string v = argv[++i];
             const size_t e = v.find('=');
             if (e == std::string::npos) {
-                std::fprintf(stderr, "cuda_bench: --cap WxH=MIB\n");
+                std::fprintf(stderr, "denoise-cuda-bench: --cap WxH=MIB\n");
                 return 2;
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: cuda_bench [--plans] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -346,7 +346,7 @@ int main(int argc, char **argv) {
         pos = q == std::string::npos ? sizes.size() : q + 1;
         int w = 0, h = 0;
         if (std::sscanf(s.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1) {
-            std::fprintf(stderr, "cuda_bench: bad size %s\n", s.c_str());
+            std::fprintf(stderr, "denoise-cuda-bench: bad size %s\n", s.c_str());
             return 2;
         }
         dims.push_back({w, h});
@@ -355,7 +355,7 @@ int main(int argc, char **argv) {
         Model M;
         std::string err;
         if (!load_model(wpath, &M, &err)) {
-            std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+            std::fprintf(stderr, "denoise-cuda-bench: %s\n", err.c_str());
             return 1;
         }
         for (auto &d : dims) print_plans(M, d.first, d.second);
@@ -363,7 +363,7 @@ int main(int argc, char **argv) {
     }
     std::string why;
     if (cuda_probe(0, &why)) {
-        std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: no usable GPU: %s\n", why.c_str());
         return 77;
     }
     std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6 (capped: 4 after 2)\n",
@@ -371,7 +371,7 @@ int main(int argc, char **argv) {
     Model M;
     std::string err;
     if (!load_model(wpath, &M, &err)) {
-        std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: %s\n", err.c_str());
         return 1;
     }
     int rc = 0;
