@@ -73,8 +73,9 @@ make_tmp() {
 run() {
     _log=$1; shift
     [ "${VERBOSE:-0}" = 1 ] && log "+ $*"
-    if "$@" >"$_log" 2>&1; then return 0; fi
+    "$@" >"$_log" 2>&1
     _rc=$?
+    [ $_rc = 0 ] && return 0
     log "--- command failed (exit $_rc): $*"
     tail -n 15 "$_log" >&2
     log "---"
