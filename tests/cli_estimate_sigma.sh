@@ -1,10 +1,12 @@
 #!/bin/sh
 # tests/cli_estimate_sigma.sh: build/bin/denoise-estimate-sigma, the noise estimator behind
-# sigma=auto (kernels/cpu/noise_estimate.h), from the command line.
+# sigma=auto (kernels/sigma_auto.h, kernels/cpu/noise_estimate.h), from the command line.
 #
 #   - car-roundabout + AWGN (denoise-noise, gbrp: rounded and clipped 8-bit, seed 0) at sigma 5,
 #     20 and 40: the final segment estimate within 5 % + 0.3 of the truth; the clean clip < 1.5
 #   - gbrpf32le and gbrp input of the same frames give the same estimate (within 0.05)
+#   - yuv420p with white noise of 6 code values on every Y', Cb, Cr sample (denoise-noise
+#     yuv420p): the network's sigma 6 sqrt(sum_j gain_j) = 11.75 (BT.601 limited), within 6 %
 #   - the two real clips (samples/bedroom, samples/dog-tunnel: compression noise, no added noise):
 #     an estimate in [0, 5] for every frame (printed; there is no true sigma to compare with)
 #   - a truncated frame exits 1, a bad option exits 2
@@ -57,6 +59,20 @@ else
     skip "python3 with numpy not available: gbrpf32le comparison not run"
 fi
 
+raw "$IN" yuv420p "$TMP/clean420.raw" || die "decoding $IN to yuv420p failed"
+if "$NOISE" --sigma 6 --seed 0 --size "$SIZE" --pix-fmt yuv420p < "$TMP/clean420.raw" > "$TMP/n420.raw"; then
+    s=$("$EST" --size "$SIZE" --pix-fmt yuv420p --matrix bt601 < "$TMP/n420.raw" 2>"$TMP/est.err" | sed -n 's/^sigma //p')
+    want=$(awk 'BEGIN { ky = (255 / 219) ^ 2; kc = (255 / 224) ^ 2 * (1.402 ^ 2 + 0.714136 ^ 2 + 0.344136 ^ 2 + 1.772 ^ 2) / 3;
+                        printf "%.2f", 6 * sqrt(ky + kc) }')
+    if [ -n "$s" ] && fcmp "$(awk -v a="$s" -v b="$want" 'BEGIN { d = a - b; print d < 0 ? -d : d }')" '<=' "$(awk -v w="$want" 'BEGIN { print 0.06 * w }')"; then
+        pass "yuv420p, Y'CbCr noise 6: network sigma $s (want $want)"
+    else
+        fail "yuv420p, Y'CbCr noise 6: estimate '$s', want $want +- 6 %"
+    fi
+else
+    fail "denoise-noise yuv420p failed"
+fi
+
 for clip in "$SAMPLES/bedroom_320x192_8bit.mkv" "$SAMPLES/dog-tunnel_320x192_8bit.mkv"; do
     name=$(basename "$clip" .mkv)
     raw "$clip" gbrp "$TMP/$name.raw" || { fail "$name: decoding failed"; continue; }
@@ -76,7 +92,7 @@ head -c 1000 "$TMP/clean.raw" > "$TMP/short.raw"
 "$EST" --size "$SIZE" --pix-fmt gbrp < "$TMP/short.raw" > /dev/null 2>"$TMP/e1"
 rc=$?
 if [ $rc = 1 ] && grep -q "truncated frame" "$TMP/e1"; then pass "truncated input: exit 1"; else fail "truncated input: exit $rc ($(cat "$TMP/e1"))"; fi
-"$EST" --size "$SIZE" --pix-fmt yuv420p < /dev/null > /dev/null 2>"$TMP/e2"
+"$EST" --size "$SIZE" --pix-fmt nv12 < /dev/null > /dev/null 2>"$TMP/e2"
 rc=$?
 if [ $rc = 2 ]; then pass "unsupported --pix-fmt: exit 2"; else fail "unsupported --pix-fmt: exit $rc"; fi
 finish

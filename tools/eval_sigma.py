@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Evaluate the noise estimator behind sigma=auto (kernels/cpu/noise_estimate.h) against the true
-sigma, through build/bin/denoise-estimate-sigma (the engine's C++ code). docs/sigma-auto.md.
+"""Evaluate the noise estimator behind sigma=auto (kernels/sigma_auto.h, kernels/cpu/noise_estimate.h)
+against the true sigma, through build/bin/denoise-estimate-sigma (the engine's C++ code).
+docs/sigma-auto.md.
 
 Clean frames are decoded with build/bin/ffmpeg to 8-bit gbrp and made R'G'B' floats v = code/255
 (exact); noise is weights/awgn.py's counter-based Gaussian (seed 0, the project's eval protocol),
 the same unit-normal field scaled by each sigma. Noise models:
   awgn    R'G'B' + sigma/255 N(0,1), float, unclipped (the benchmark protocol)
   clip8   the same, clipped to [0, 1] and rounded to 8-bit codes (awgn.py's clip8: real files)
-  yuv420  R'G'B' -> 8-bit Y'CbCr 4:2:0 (BT.709, limited range, 2x2 box chroma, centre siting),
-          + sigma N(0,1) on the Y', Cb, Cr codes, rounded and clipped to 8 bit, then back to
-          R'G'B' floats (bilinear chroma upsampling): the noise is no longer white in R'G'B'.
-          Reported against the nominal Y'CbCr sigma and against the R'G'B' noise's own standard
-          deviation (noisy minus the noiseless round trip, RMS over R', G', B').
+  ycc420  R'G'B' -> 8-bit Y'CbCr 4:2:0 (BT.709, limited range, 2x2 box chroma), + white noise on
+          the Y' codes and on the Cb, Cr codes (one sample per 2x2 block, chroma std = rho x luma
+          std, rho = --rho), rounded and clipped to 8 bit, given to the estimator as yuv420p (the
+          engine's path for subsampled formats: native planes through the decoding matrix). The
+          true sigma is the network's (weights/noise_models.py): the RMS over R', G', B' of the
+          noise's standard deviation, sqrt(sum_j gain_j s_j^2) with gain_j = (1/3) sum_c dec[c][j]^2
+          for BT.709 limited range; the noise levels are set so that it equals the nominal sigma.
 The estimator sees each clip as one segment: for frame t it reports the segment estimate after
 frames 0..t (what sigma=auto would use for frame t) and the frame's own estimate.
 
@@ -51,6 +54,38 @@ SETS = {
 # BT.709 luma coefficients; limited range 8-bit: Y' 16..235, Cb/Cr 16..240
 KR, KB = 0.2126, 0.0722
 KG = 1 - KR - KB
+
+
+def ycc_gains() -> tuple[float, float, float]:
+    """gain_j = (1/3) sum_c d[c][j]^2, d = dR'G'B'(8-bit) / dcode_j for BT.709 limited range 8-bit."""
+    ky, kc = 255 / 219, 255 / 224
+    d = np.array([[ky, 0, kc * 2 * (1 - KR)],
+                  [ky, -kc * 2 * (1 - KB) * KB / KG, -kc * 2 * (1 - KR) * KR / KG],
+                  [ky, kc * 2 * (1 - KB), 0]])
+    g = (d ** 2).sum(axis=0) / 3
+    return float(g[0]), float(g[1]), float(g[2])
+
+
+def estimate_yuv(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, decay: float | None) -> list[dict]:
+    """Run denoise-estimate-sigma --pix-fmt yuv420p on 8-bit planes (N,H,W), (N,H/2,W/2) x 2."""
+    n, h, w = y.shape
+    cmd = [ESTIMATE, "--size", "%dx%d" % (w, h), "--pix-fmt", "yuv420p", "--matrix", "bt709"]
+    if decay is not None:
+        cmd += ["--decay", str(decay)]
+    data = b"".join(y[k].astype(np.uint8).tobytes() + cb[k].astype(np.uint8).tobytes() +
+                    cr[k].astype(np.uint8).tobytes() for k in range(n))
+    return parse(subprocess.run(cmd, input=data, capture_output=True, check=True).stdout.decode(), n)
+
+
+def parse(out: str, n: int) -> list[dict]:
+    rows = []
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "frame":
+            rows.append({f[k]: float(f[k + 1]) for k in range(2, len(f), 2)})
+    if len(rows) != n:
+        raise RuntimeError("estimator printed %d frames for %d" % (len(rows), n))
+    return rows
 
 
 def decode(path: str, first: int, frames: int) -> np.ndarray:
@@ -109,22 +144,14 @@ def estimate(frames: np.ndarray, decay: float | None) -> list[dict]:
     if decay is not None:
         cmd += ["--decay", str(decay)]
     data = np.ascontiguousarray(frames[:, [1, 2, 0]], dtype="<f4").tobytes()  # R,G,B -> G,B,R planes
-    out = subprocess.run(cmd, input=data, capture_output=True, check=True).stdout.decode()
-    rows = []
-    for line in out.splitlines():
-        f = line.split()
-        if f[0] == "frame":
-            rows.append({f[k]: float(f[k + 1]) for k in range(2, len(f), 2)})
-    if len(rows) != n:
-        raise RuntimeError("estimator printed %d frames for %d" % (len(rows), n))
-    return rows
+    return parse(subprocess.run(cmd, input=data, capture_output=True, check=True).stdout.decode(), n)
 
 
 def markdown(results: list[dict]) -> str:
     """Per sigma: mean |error| and bias of the segment estimate after each frame (all clips and
     frames), per noise model; yuv420 against the nominal sigma and against the R'G'B' std."""
     sigmas = sorted({r["sigma"] for r in results})
-    modes = [m for m in ("awgn", "clip8", "yuv420") if any(r["mode"] == m for r in results)]
+    modes = [m for m in ("awgn", "clip8", "yuv420", "ycc420") if any(r["mode"] == m for r in results)]
     cols = []
     for m in modes:
         cols.append((m, "sigma"))
@@ -157,7 +184,8 @@ def main() -> int:
     ap.add_argument("--set", choices=sorted(SETS), default="eval")
     ap.add_argument("--frames", type=int, default=25, help="frames per clip (one segment)")
     ap.add_argument("--sigmas", default="0,2,5,10,15,20,25,30,40,50")
-    ap.add_argument("--modes", default="awgn,clip8,yuv420")
+    ap.add_argument("--modes", default="awgn,clip8,ycc420")
+    ap.add_argument("--rho", type=float, default=1.0, help="ycc420: chroma std / luma std (code values)")
     ap.add_argument("--decay", type=float, default=None, help="override the estimator's decay")
     ap.add_argument("--out", help="write the per-clip results as JSON")
     ap.add_argument("--report", metavar="JSON", help="only print the markdown table of a saved run")
@@ -174,10 +202,11 @@ def main() -> int:
         clean = decode(os.path.join(DATA, rel), first, args.frames)
         n, _, h, w = clean.shape
         z = awgn.gaussian(0, 0, n, h, w).numpy()
-        if "yuv420" in modes:
+        if "yuv420" in modes or "ycc420" in modes:
             y0, cb0, cr0 = to_yuv420(clean)
             ref420 = from_yuv420(np.clip(np.rint(y0), 0, 255), np.clip(np.rint(cb0), 0, 255),
                                  np.clip(np.rint(cr0), 0, 255))
+            gy, gcb, gcr = ycc_gains()
         for mode in modes:
             for s in sigmas:
                 true_rgb = s
@@ -185,13 +214,23 @@ def main() -> int:
                     noisy = clean + np.float32(s / 255) * z
                 elif mode == "clip8":
                     noisy = (np.rint(np.clip(clean + np.float32(s / 255) * z, 0, 1) * 255) / 255).astype(np.float32)
-                else:
+                elif mode == "yuv420":
                     yn = np.clip(np.rint(y0 + s * z[:, 0]), 0, 255)
                     cbn = np.clip(np.rint(cb0 + s * z[:, 1, 0::2, 0::2]), 0, 255)
                     crn = np.clip(np.rint(cr0 + s * z[:, 2, 0::2, 0::2]), 0, 255)
                     noisy = from_yuv420(yn, cbn, crn)
                     true_rgb = float(np.sqrt(np.mean((255.0 * (noisy - ref420)) ** 2)))
-                rows = estimate(noisy, args.decay)
+                else:
+                    # luma std sy, chroma std rho sy, with gy sy^2 + (gcb + gcr) rho^2 sy^2 = s^2
+                    sy = s / np.sqrt(gy + (gcb + gcr) * args.rho ** 2)
+                    sc = args.rho * sy
+                    yn = np.clip(np.rint(y0 + sy * z[:, 0]), 0, 255)
+                    cbn = np.clip(np.rint(cb0 + sc * z[:, 1, 0::2, 0::2]), 0, 255)
+                    crn = np.clip(np.rint(cr0 + sc * z[:, 2, 0::2, 0::2]), 0, 255)
+                if mode == "ycc420":
+                    rows = estimate_yuv(yn, cbn, crn, args.decay)
+                else:
+                    rows = estimate(noisy, args.decay)
                 results.append({"clip": rel, "mode": mode, "sigma": s, "sigma_rgb": true_rgb,
                                 "estimate": [r["sigma"] for r in rows],
                                 "frame_estimate": [r["frame_sigma"] for r in rows]})
@@ -201,7 +240,8 @@ def main() -> int:
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump({"set": args.set, "frames": args.frames, "decay": args.decay, "results": results}, f)
+            json.dump({"set": args.set, "frames": args.frames, "decay": args.decay, "rho": args.rho,
+                       "results": results}, f)
     # summary: per mode and sigma, over clips and frames (segment estimate after each frame)
     print("\nmode    sigma  mean|err|  bias   (segment estimate after each frame; frame alone: mean|err| bias)")
     for mode in modes:

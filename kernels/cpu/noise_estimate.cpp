@@ -147,6 +147,20 @@ double immerkaer_sigma(const NoisePlane &pl, int width, int height, float scale,
     return std::sqrt(M_PI / 2) / (6.0 * (width - 2) * (height - 2)) * sum * 255.0 * std::fabs(scale);
 }
 
+void patch_grid(int width, int height, int d, int min_stride, int max_patches, int *stride, int *nx, int *ny) {
+    const int64_t ox = (int64_t)width - d + 1, oy = (int64_t)height - d + 1;
+    int s = std::max(min_stride, 1);
+    if (ox < 1 || oy < 1) {
+        *stride = s;
+        *nx = *ny = 0;
+        return;
+    }
+    while ((int64_t)((ox + s - 1) / s) * ((oy + s - 1) / s) > std::max(max_patches, 1)) ++s;
+    *stride = s;
+    *nx = (int)((ox + s - 1) / s);
+    *ny = (int)((oy + s - 1) / s);
+}
+
 }  // namespace noise_estimate_detail
 
 using namespace noise_estimate_detail;
@@ -161,13 +175,10 @@ struct PatchGrid {
 
 void patch_stats(const NoisePlane &pl, int width, int height, float scale, float offset, int d, int min_stride,
                  int max_patches, PatchGrid &g) {
-    const int64_t ox = width - d + 1, oy = height - d + 1;
-    int stride = std::max(min_stride, 1);
-    while ((int64_t)((ox + stride - 1) / stride) * ((oy + stride - 1) / stride) > std::max(max_patches, 1)) ++stride;
+    int stride = 0;
+    patch_grid(width, height, d, min_stride, max_patches, &stride, &g.nx, &g.ny);
     g.d = d;
     g.stride = stride;
-    g.nx = (int)((ox + stride - 1) / stride);
-    g.ny = (int)((oy + stride - 1) / stride);
     g.texture.assign((size_t)g.nx * g.ny, 0.f);
     g.mean.assign((size_t)g.nx * g.ny, 0.f);
     const float a = 255.f * scale, b = 255.f * offset;
@@ -228,16 +239,17 @@ void patch_stats(const NoisePlane &pl, int width, int height, float scale, float
     });
 }
 
-// Scatter matrix (p x p doubles, full) of the centred patches selected by `var`; returns n.
-int64_t selected_scatter(const NoisePlane &pl, float scale, float offset, const PatchGrid &g, double tau0, double var,
-                         double clip_guard, std::vector<double> &scatter) {
+// Scatter matrix (p x p doubles, full, into scatter[0..p^2)) of the centred patches that pass
+// `sl`; returns n.
+int64_t selected_scatter(const NoisePlane &pl, float scale, float offset, const PatchGrid &g, const NoiseSelect &sl,
+                         double *scatter) {
     const int d = g.d, p = d * d;
-    const double tau = tau0 * var, lo = clip_guard * std::sqrt(var), hi = 255.0 - lo;
+    const double tau = sl.tau, lo = sl.lo, hi = sl.hi;
     std::vector<int32_t> sel;
     for (int64_t k = 0; k < (int64_t)g.texture.size(); ++k)
         if (g.texture[k] <= tau && g.mean[k] >= lo && g.mean[k] <= hi) sel.push_back((int32_t)k);
     const int64_t n = (int64_t)sel.size();
-    scatter.assign((size_t)p * p, 0.0);
+    std::fill(scatter, scatter + (size_t)p * p, 0.0);
     if (n == 0) return 0;
     std::vector<float> m((size_t)n * p);
     const float a = 255.f * scale, b = 255.f * offset;
@@ -283,41 +295,127 @@ void NoiseEstimator::reset() {
     nb_planes_ = 0;
 }
 
-int NoiseEstimator::push(const NoisePlane *planes, int nb_planes, int width, int height, float scale, float offset) {
+struct CpuNoiseSource::Grid : PatchGrid {
+    bool made = false;
+};
+
+CpuNoiseSource::CpuNoiseSource(const NoisePlane *planes, int nb_planes, int width, int height, float scale,
+                               float offset, const NoiseEstimateParams &params)
+    : nb_(std::min(std::max(nb_planes, 0), 3)), scale_(scale), offset_(offset), params_(params) {
+    for (int c = 0; c < nb_; ++c) {
+        pl_[c] = planes[c];
+        w_[c] = width;
+        h_[c] = height;
+    }
+    grids_.resize(nb_);
+}
+
+CpuNoiseSource::CpuNoiseSource(const NoisePlane *planes, int nb_planes, const int *width, const int *height,
+                               float scale, float offset, const NoiseEstimateParams &params)
+    : nb_(std::min(std::max(nb_planes, 0), 3)), scale_(scale), offset_(offset), params_(params) {
+    for (int c = 0; c < nb_; ++c) {
+        pl_[c] = planes[c];
+        w_[c] = width[c];
+        h_[c] = height[c];
+    }
+    grids_.resize(nb_);
+}
+
+CpuNoiseSource::~CpuNoiseSource() = default;
+
+int CpuNoiseSource::immerkaer(double *sigma) {
+    for (int c = 0; c < nb_; ++c) sigma[c] = immerkaer_sigma(pl_[c], w_[c], h_[c], scale_, offset_);
+    return 0;
+}
+
+int CpuNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *count) {
     const int d = params_.patch, p = d * d;
+    for (int c = 0; c < nb_; ++c) {
+        count[c] = 0;
+        if (sel[c].tau < 0) continue;
+        Grid &g = grids_[c];
+        if (!g.made) {
+            patch_stats(pl_[c], w_[c], h_[c], scale_, offset_, d, params_.min_stride, params_.max_patches, g);
+            g.made = true;
+        }
+        count[c] = (double)selected_scatter(pl_[c], scale_, offset_, g, sel[c], scatter + (size_t)c * p * p);
+    }
+    return 0;
+}
+
+int NoiseEstimator::push(const NoisePlane *planes, int nb_planes, int width, int height, float scale, float offset) {
+    const int d = params_.patch;
     if (!planes || nb_planes < 1 || nb_planes > 3 || width < d || height < d || !(tau0_ > 0)) return -1;
     for (int c = 0; c < nb_planes; ++c)
         if (!planes[c].data) return -1;
-    if (nb_planes != nb_planes_) reset();
-    nb_planes_ = nb_planes;
-    PatchGrid grid;
-    std::vector<double> scatter;
-    for (int c = 0; c < nb_planes; ++c) {
+    CpuNoiseSource src(planes, nb_planes, width, height, scale, offset, params_);
+    return push(src);
+}
+
+// One frame (Liu et al. Algorithm 1 per plane, the planes' rounds batched into one source call):
+// start from the segment's variance (iterations_next rounds) or, on a segment's first frame,
+// Immerkaer's (iterations rounds); each round selects with tau = tau0 s2, clip band
+// [g sqrt(s2), 255 - g sqrt(s2)], and re-estimates s2 from the selection's scatter. The last
+// round that had enough patches is the frame's contribution to the segment sum.
+int NoiseEstimator::push(NoiseSource &src) {
+    const int d = params_.patch, p = d * d, nb = src.planes();
+    if (nb < 1 || nb > 3 || !(tau0_ > 0)) return -1;
+    if (nb != nb_planes_) reset();
+    double var[3], s0[3] = {0, 0, 0};
+    int rounds[3];
+    bool need_start = false;
+    for (int c = 0; c < nb; ++c) need_start |= planes_[c].var < 0;
+    if (need_start) {
+        const int rc = src.immerkaer(s0);
+        if (rc) return rc;
+    }
+    for (int c = 0; c < nb; ++c) {
+        var[c] = planes_[c].var;
+        rounds[c] = params_.iterations_next;
+        if (var[c] < 0) {
+            var[c] = s0[c] * s0[c];
+            rounds[c] = params_.iterations;
+        }
+    }
+    std::vector<double> scatter((size_t)nb * p * p), best((size_t)nb * p * p);
+    double count[3], best_n[3] = {0, 0, 0}, frame_var[3] = {-1, -1, -1};
+    bool active[3] = {true, true, true};
+    for (int r = 0;; ++r) {
+        NoiseSelect sel[3];
+        bool any = false;
+        for (int c = 0; c < nb; ++c) {
+            if (!active[c] || r >= rounds[c]) continue;
+            const double lo = params_.clip_guard * std::sqrt(var[c]);
+            sel[c].tau = tau0_ * var[c];
+            sel[c].lo = lo;
+            sel[c].hi = 255.0 - lo;
+            any = true;
+        }
+        if (!any) break;
+        const int rc = src.scatter(sel, scatter.data(), count);
+        if (rc) return rc;
+        for (int c = 0; c < nb; ++c) {
+            if (sel[c].tau < 0) continue;
+            const std::vector<double> S(scatter.begin() + (size_t)c * p * p, scatter.begin() + (size_t)(c + 1) * p * p);
+            const double v = variance_from_scatter(S, p, count[c]);
+            if (v < 0) {
+                active[c] = false;
+                continue;
+            }
+            var[c] = frame_var[c] = v;
+            std::copy(S.begin(), S.end(), best.begin() + (size_t)c * p * p);
+            best_n[c] = count[c];
+        }
+    }
+    nb_planes_ = nb;
+    for (int c = 0; c < nb; ++c) {
         PlaneState &st = planes_[c];
-        patch_stats(planes[c], width, height, scale, offset, d, params_.min_stride, params_.max_patches, grid);
-        double var = st.var;
-        int rounds = params_.iterations_next;
-        if (var < 0) {
-            const double s = immerkaer_sigma(planes[c], width, height, scale, offset);
-            var = s * s;
-            rounds = params_.iterations;
-        }
-        std::vector<double> best;
-        double best_n = 0, frame_var = -1;
-        for (int r = 0; r < rounds; ++r) {
-            const int64_t n = selected_scatter(planes[c], scale, offset, grid, tau0_, var, params_.clip_guard, scatter);
-            const double v = variance_from_scatter(scatter, p, (double)n);
-            if (v < 0) break;
-            var = frame_var = v;
-            best.swap(scatter);
-            best_n = (double)n;
-        }
-        st.var_frame = frame_var;
-        if (frame_var < 0) continue;  // nothing usable in this frame: the segment estimate stays
+        st.var_frame = frame_var[c];
+        if (frame_var[c] < 0) continue;  // nothing usable in this frame: the segment estimate stays
         const double decay = st.scatter.empty() ? 0.0 : params_.decay;
         if (st.scatter.empty()) st.scatter.assign((size_t)p * p, 0.0);
-        for (size_t k = 0; k < st.scatter.size(); ++k) st.scatter[k] = decay * st.scatter[k] + best[k];
-        st.count = decay * st.count + best_n;
+        for (size_t k = 0; k < st.scatter.size(); ++k) st.scatter[k] = decay * st.scatter[k] + best[(size_t)c * p * p + k];
+        st.count = decay * st.count + best_n[c];
         st.var = variance_from_scatter(st.scatter, p, st.count);
     }
     return 0;
@@ -336,6 +434,28 @@ float NoiseEstimator::sigma() const {
     double v[3];
     for (int c = 0; c < nb_planes_; ++c) v[c] = planes_[c].var;
     return combine(v, nb_planes_);
+}
+
+static float combine_weighted(const double *var, const double *gain, int n) {
+    if (n < 1) return -1;
+    double sum = 0;
+    for (int c = 0; c < n; ++c) {
+        if (var[c] < 0) return -1;
+        sum += gain[c] * var[c];
+    }
+    return (float)std::sqrt(std::max(sum, 0.0));
+}
+
+float NoiseEstimator::sigma_weighted(const double *gain) const {
+    double v[3];
+    for (int c = 0; c < nb_planes_; ++c) v[c] = planes_[c].var;
+    return combine_weighted(v, gain, nb_planes_);
+}
+
+float NoiseEstimator::sigma_frame_weighted(const double *gain) const {
+    double v[3];
+    for (int c = 0; c < nb_planes_; ++c) v[c] = planes_[c].var_frame;
+    return combine_weighted(v, gain, nb_planes_);
 }
 
 float NoiseEstimator::sigma_frame() const {
