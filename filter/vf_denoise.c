@@ -91,8 +91,9 @@
 #define SCD_BLOCK 8
 #define SCD_MIN_PIXELS 256
 #define SCENE_DEFAULT 10.0
-#define SIGMA_DEFAULT 15.0
 #define SIGMA_AUTO    DENOISE_SIGMA_AUTO
+/* the default: auto (docs/sigma-auto.md measures it against fixed sigmas) */
+#define SIGMA_DEFAULT SIGMA_AUTO
 
 typedef struct QueuedFrame {
     AVFrame *frame;
@@ -155,8 +156,8 @@ typedef struct DenoiseContext {
 
 static const AVOption denoise_options[] = {
     { "sigma",   "noise standard deviation in 8-bit code values of R'G'B' (0..255 scale, whatever the "
-                 "bit depth), or auto (also -1): estimated from the frames, per scene, and written to "
-                 "each frame's lavfi.denoise.sigma metadata",
+                 "bit depth), or auto (also -1, the default): estimated from the frames, per scene; "
+                 "each output frame's lavfi.denoise.sigma metadata holds the value used",
         OFFSET(sigma),   AV_OPT_TYPE_FLOAT,  { .dbl = SIGMA_DEFAULT }, -1, 100, TFLAGS, .unit = "sigma" },
         { "auto", "estimate sigma from the frames (weak-texture patch PCA, smoothed over the scene)",
             0, AV_OPT_TYPE_CONST, { .i64 = -1 }, 0, 0, TFLAGS, .unit = "sigma" },

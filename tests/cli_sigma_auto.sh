@@ -6,7 +6,8 @@
 #     5 % + 0.5 of 15; exactly one output frame per input
 #   - the same clip + white noise of 6 code values on every Y', Cb, Cr sample (yuv420p, BT.601
 #     limited): the network's sigma s sqrt(sum_j gain_j) = 11.75 (docs/sigma-auto.md), within 6 %
-#   - sigma=-1 is auto (the same values); a fixed sigma=9 is reported as 9.00 on every frame
+#   - sigma=-1 and no sigma option (the default) are auto (the same values); a fixed sigma=9 is
+#     reported as 9.00 on every frame
 #   - -v verbose prints the estimate ("sigma=auto: ..."); sigma=-0.5 is refused with a message
 #   - ffmpeg -h filter=denoise documents auto
 set -u
@@ -55,6 +56,12 @@ if run_auto "$TMP/rgb15.mkv" "sigma=-1" "$TMP/m1.txt" && [ "$(sigmas "$TMP/m1.tx
     pass "sigma=-1 is sigma=auto"
 else
     fail "sigma=-1 differs from sigma=auto: $(sigmas "$TMP/m1.txt" | tr '\n' ' ')"
+fi
+
+if run_auto "$TMP/rgb15.mkv" "scene=10" "$TMP/d.txt" && [ "$(sigmas "$TMP/d.txt")" = "$(sigmas "$TMP/a.txt")" ]; then
+    pass "the default sigma is auto"
+else
+    fail "the default sigma differs from sigma=auto: $(sigmas "$TMP/d.txt" | tr '\n' ' ')"
 fi
 
 if run_auto "$TMP/rgb15.mkv" "sigma=9" "$TMP/f.txt" && within "$(sigmas "$TMP/f.txt")" 9 0 &&

@@ -2,7 +2,7 @@
 # tools/sigma_auto_report.sh: the measurements behind docs/sigma-auto.md's "Should sigma=auto be
 # the default?" and its before/after crops, through build/bin/ffmpeg's denoise filter.
 #
-#   tools/sigma_auto_report.sh [--backend cpu|cuda|auto] [--model FILE] [--out DIR]
+#   tools/sigma_auto_report.sh [--backend cpu|cuda|auto] [--model FILE] [--out DIR] [--only table|crops]
 #
 # 1. PSNR table: samples/car-roundabout (yuv420p, BT.601 limited, 8 frames) clean and with noise
 #    of known level: R'G'B' AWGN (denoise-noise gbrp: rounded, clipped; seed 0) at 10 and 25, and
@@ -18,13 +18,14 @@ set -u
 TEST_NAME=sigma_auto_report
 . "$(dirname "$0")/../tests/lib.sh"
 
-backend=cpu model=$WEIGHTS out=$BUILD/sigma-auto
+backend=cpu model=$WEIGHTS out=$BUILD/sigma-auto only=
 while [ $# -gt 0 ]; do
     case $1 in
         --backend) backend=$2; shift 2 ;;
         --model) model=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --only) only=$2; shift 2 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (try --help)" ;;
     esac
 done
@@ -43,6 +44,7 @@ den() {
 }
 mean_sigma() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | awk '{ s += $1; n++ } END { printf "%.2f", s / n }'; }
 
+if [ "$only" != crops ]; then
 to_rgb "$IN" "$out/clean_rgb.mkv" gbrp || die "clean gbrp copy failed"
 cp "$IN" "$out/clean_yuv.mkv"
 echo "| input (car-roundabout, 8 frames) | noisy PSNR | auto: sigma used | auto PSNR | sigma=15 PSNR | true sigma | true-sigma PSNR |"
@@ -67,6 +69,8 @@ for case in "clean 0 yuv" "rgb 10 gbrp" "rgb 25 gbrp" "ycc 4 yuv420p" "ycc 8 yuv
     pa=$(psnr "$out/$kind$lvl.auto.mkv" "$ref") p15=$(psnr "$out/$kind$lvl.s15.mkv" "$ref") pt=$(psnr "$out/$kind$lvl.true.mkv" "$ref")
     echo "| $label | $pn | $(mean_sigma "$out/$kind$lvl.auto.mkv.txt") | $pa | $p15 | $true | $pt |"
 done
+fi
+[ "$only" = table ] && exit 0
 
 font=$(fc-match -f '%{file}' 'DejaVu Sans' 2>/dev/null || true)
 "$FFMPEG" -hide_banner -filters 2>/dev/null | grep -q ' drawtext ' && [ -f "$font" ] || font=
@@ -84,7 +88,7 @@ for clip in bedroom dog-tunnel; do
     sa=$(sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$out/$clip.auto.mkv.txt" | sed -n 5p)
     crop="select=eq(n\\,4),crop=160:96:80:48,scale=iw*3:ih*3:flags=neighbor,format=rgb24"
     run "$out/$clip.png.log" "$FFMPEG" -nostdin -y -v error -i "$src" -i "$out/$clip.auto.mkv" -i "$out/$clip.s10.mkv" \
-        -filter_complex "[0:v]$crop,$(label "$clip: input")[a];[1:v]$crop,$(label "sigma=auto (estimate $sa)")[b];[2:v]$crop,$(label "sigma=10")[c];[a][b][c]hstack=inputs=3[o]" \
+        -filter_complex "[0:v]$crop,$(label "$clip, input")[a];[1:v]$crop,$(label "sigma=auto (estimate $sa)")[b];[2:v]$crop,$(label "sigma=10")[c];[a][b][c]hstack=inputs=3[o]" \
         -map "[o]" -frames:v 1 -update 1 -c:v png "$out/crops_$clip.png" || die "crops of $clip failed"
     echo "crops: $out/crops_$clip.png (frame 4, 160x96 at 80,48, x3: input | sigma=auto ($sa) | sigma=10)"
 done
