@@ -295,13 +295,14 @@ int CudaNoiseSource::bind(const DevFrame &f, const DenoisePixelFormat &fmt, cons
         // disagree with the CPU's in tests/gpu_check.cpp)
         TRY(cuda_check(ctx, cudaMemsetAsync(stats_, 0xff, need, stream), "cudaMemsetAsync (patch statistics)"));
     }
+    const size_t acc_bytes = (3 * kPlaneAcc + 3) * sizeof(double);
     if (!acc_) {
-        const size_t bytes = (3 * kPlaneAcc + 3) * sizeof(double);
-        TRY(dev_alloc(ctx, (void **)&acc_, bytes, "noise estimator sums"));
-        acc_bytes_ = bytes;
-        TRY(cuda_check(ctx, cudaHostAlloc((void **)&host_acc_, bytes, cudaHostAllocDefault),
-                       "cudaHostAlloc (noise estimator sums)"));
+        TRY(dev_alloc(ctx, (void **)&acc_, acc_bytes, "noise estimator sums"));
+        acc_bytes_ = acc_bytes;
     }
+    if (!host_acc_)
+        TRY(cuda_check(ctx, cudaHostAlloc((void **)&host_acc_, acc_bytes, cudaHostAllocDefault),
+                       "cudaHostAlloc (noise estimator sums)"));
     return 0;
 }
 
@@ -326,7 +327,7 @@ static NoiseArgs make_args(const DevFrame &f, const DenoisePixelFormat &fmt, con
 
 int CudaNoiseSource::immerkaer(double *sigma) {
     Ctx &ctx = ctx_;
-    DN_REQUIRE(acc_ && stats_, "not bound");
+    DN_REQUIRE(acc_ && host_acc_ && stats_, "not bound");
     const NoiseArgs a = make_args(f_, fmt_, col_, plan_, stride_, nx_, ny_, base_);
     int64_t most = 1;
     for (int j = 0; j < plan_.planes; ++j)
@@ -350,7 +351,7 @@ int CudaNoiseSource::immerkaer(double *sigma) {
 
 int CudaNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *count) {
     Ctx &ctx = ctx_;
-    DN_REQUIRE(acc_ && stats_, "not bound");
+    DN_REQUIRE(acc_ && host_acc_ && stats_, "not bound");
     const NoiseArgs a = make_args(f_, fmt_, col_, plan_, stride_, nx_, ny_, base_);
     int64_t most = 1;
     for (int j = 0; j < plan_.planes; ++j) most = std::max<int64_t>(most, (int64_t)nx_[j] * ny_[j]);
