@@ -47,10 +47,12 @@
  * Feature map F_s (frames s-r..s+r) gets the estimate after frame min(s + r, N - 1); output t
  * reports the sigma of F_t (denoise_output_sigma). While a segment has no estimate yet (frames
  * smaller than about 20x20 pixels, or no weak-texture patch), the stream's last estimate is used
- * (0 at the start). Cost: CPU about 7 % of the CPU network at 854x480 and less at larger sizes
- * (the patch grid is capped); CUDA a few small kernels on the kept frame and one host wait for
- * them per frame (three on a segment's first frame). CPU and CUDA estimates agree within 1 %
- * (float summation order; tests/gpu_check.cpp checks it).
+ * (0 at the start). Cost: CPU 4 % (4:2:0) to 8 % (R'G'B') of the CPU network at 854x480 and
+ * less at larger sizes (the patch grid is capped); CUDA two small kernels per frame on its own
+ * stream and one host wait for them (four on a segment's first frame). With memory CUDA that
+ * wait is ordered after the work queued on cuda_stream before the push (the frame's producer),
+ * so the host does synchronise with that stream there. CPU and CUDA estimates agree within
+ * 0.5 % + 0.01 (float summation order; tests/gpu_check.cpp checks it).
  *
  * Errors: functions return 0 or a positive count on success and a negative DENOISE_E* code on
  * failure; denoise_last_error() then holds a message that names the cause (the weight file and

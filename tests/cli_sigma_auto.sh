@@ -8,6 +8,7 @@
 #     limited): the network's sigma s sqrt(sum_j gain_j) = 11.75 (docs/sigma-auto.md), within 6 %
 #   - sigma=-1 and no sigma option (the default) are auto (the same values); a fixed sigma=9 is
 #     reported as 9.00 on every frame
+#   - sendcmd switches a fixed sigma to auto mid-stream ("denoise sigma auto")
 #   - -v verbose prints the estimate ("sigma=auto: ..."); sigma=-0.5 is refused with a message
 #   - ffmpeg -h filter=denoise documents auto
 set -u
@@ -69,6 +70,17 @@ if run_auto "$TMP/rgb15.mkv" "sigma=9" "$TMP/f.txt" && within "$(sigmas "$TMP/f.
     pass "fixed sigma=9 reported on every frame"
 else
     fail "fixed sigma=9: $(sigmas "$TMP/f.txt" | tr '\n' ' ')"
+fi
+
+rm -f "$TMP/sc.txt"
+if run "$TMP/sc.log" "$FFMPEG" -nostdin -v error -i "$TMP/rgb15.mkv" \
+       -vf "sendcmd=c='0.1 denoise sigma auto',denoise=$M:backend=cpu:sigma=9,metadata=print:file='$TMP/sc.txt'" -f null -; then
+    v=$(sigmas "$TMP/sc.txt" | tr '\n' ' ')
+    first=$(sigmas "$TMP/sc.txt" | head -n 3) last=$(sigmas "$TMP/sc.txt" | tail -n 3)
+    if within "$first" 9 0 && within "$last" 15 1.25; then pass "sendcmd 'denoise sigma auto' at 0.1 s: $v"
+    else fail "sendcmd 'denoise sigma auto': $v (want 9 for the first frames, ~15 after)"; fi
+else
+    fail "sendcmd run failed: $(tail -n 3 "$TMP/sc.log")"
 fi
 
 add_noise "$IN" "$TMP/yuv6.mkv" 6 0 yuv420p || die "adding Y'CbCr noise failed"

@@ -16,7 +16,8 @@
 //    (an event) and makes the caller's stream wait for the copy; write_output copies the output
 //    (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for planes
 //    that also hold alpha / padding / p010's low bits) and makes the caller's stream wait for it.
-//    No host synchronisation at all; pipeline_depth() = 0.
+//    No host synchronisation, except sigma=auto's (noise_source: the host waits for the
+//    estimator's kernels, which follow the caller's stream); pipeline_depth() = 0.
 // Memory plans (chosen at creation, allocated on the first push; docs/cuda.md has the figures):
 //  - whole frames: a native ring slot per kept frame with its network input converted once
 //    (frame_in at push), a feature ring (F_s computed once, reused by three outputs), the change
