@@ -771,6 +771,11 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
             (ret = engine_open(ctx, in->width, in->height)) < 0)
             goto fail;
     }
+    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
+        /* a run-time command (init refuses it): keep the sigma in force */
+        av_log(ctx, AV_LOG_WARNING, "sigma %g ignored: use 0..100, or auto (-1) to estimate it\n", s->sigma);
+        s->sigma = s->engine_sigma;
+    }
     if (s->sigma != s->engine_sigma) {
         if ((ret = cuda_push(ctx)) < 0)
             goto fail;
