@@ -57,6 +57,7 @@
 #include "libavutil/mem.h"
 #include "libavutil/opt.h"
 #include "libavutil/pixdesc.h"
+#include "libavutil/timestamp.h"
 #if CONFIG_CUDA
 #include "libavutil/cuda_check.h"
 #include "libavutil/hwcontext_cuda_internal.h"
@@ -90,6 +91,9 @@
 #define SCD_BLOCK 8
 #define SCD_MIN_PIXELS 256
 #define SCENE_DEFAULT 10.0
+#define SIGMA_AUTO    DENOISE_SIGMA_AUTO
+/* the default: auto (docs/sigma-auto.md measures it against fixed sigmas) */
+#define SIGMA_DEFAULT SIGMA_AUTO
 
 typedef struct QueuedFrame {
     AVFrame *frame;
@@ -129,6 +133,7 @@ typedef struct DenoiseContext {
     int latency;                /* denoise_latency(): frames queued before the first output */
     int draining;               /* flushed: every queued frame can be pulled */
     float engine_sigma;
+    float logged_sigma;         /* sigma=auto: the value last logged at -v verbose (-1: none this segment) */
 
     AVFifo *queue;              /* QueuedFrame: frames pushed, output not yet pulled */
     int warned_csp;
@@ -150,8 +155,12 @@ typedef struct DenoiseContext {
 #define TFLAGS (FLAGS | AV_OPT_FLAG_RUNTIME_PARAM)
 
 static const AVOption denoise_options[] = {
-    { "sigma",   "noise standard deviation in 8-bit code values (0..255 scale, whatever the bit depth)",
-        OFFSET(sigma),   AV_OPT_TYPE_FLOAT,  { .dbl = 15 }, 0, 100, TFLAGS },
+    { "sigma",   "noise standard deviation in 8-bit code values of R'G'B' (0..255 scale, whatever the "
+                 "bit depth), or auto (also -1, the default): estimated from the frames, per scene; "
+                 "each output frame's lavfi.denoise.sigma metadata holds the value used",
+        OFFSET(sigma),   AV_OPT_TYPE_FLOAT,  { .dbl = SIGMA_DEFAULT }, -1, 100, TFLAGS, .unit = "sigma" },
+        { "auto", "estimate sigma from the frames (weak-texture patch PCA, smoothed over the scene)",
+            0, AV_OPT_TYPE_CONST, { .i64 = -1 }, 0, 0, TFLAGS, .unit = "sigma" },
     { "model",   "weight file (safetensors); default: the shipped " DENOISE_WEIGHTS_NAME,
         OFFSET(model),   AV_OPT_TYPE_STRING, { .str = NULL }, 0, 0, FLAGS },
     { "backend", "engine backend",
@@ -381,6 +390,7 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     if (s->latency < 0)
         return engine_error(ctx, s->latency, "Querying the engine's latency");
     s->engine_sigma = s->sigma;
+    s->logged_sigma = -1;
     s->draining = 0;
 
     s->scd_bw = (w + SCD_BLOCK - 1) / SCD_BLOCK;
@@ -576,6 +586,29 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
 /* ------------------------------------------------------------------------------------------ */
 /* frame flow                                                                                  */
 
+/* The sigma the engine denoised the frame just pulled with (the option's value, or with
+ * sigma=auto its estimate): lavfi.denoise.sigma metadata on `out`; with sigma=auto also a
+ * verbose line at a segment's first frame and whenever the estimate moves by 0.5 or more. */
+static int sigma_report(AVFilterContext *ctx, AVFrame *out)
+{
+    DenoiseContext *s = ctx->priv;
+    char v[32];
+    float used;
+
+    if (denoise_output_sigma(s->engine, &used) < 0)
+        return 0;
+    snprintf(v, sizeof(v), "%.2f", used);
+    if (s->engine_sigma == SIGMA_AUTO) {
+        if (s->logged_sigma < 0 || fabsf(used - s->logged_sigma) >= 0.5f) {
+            av_log(ctx, AV_LOG_VERBOSE, "sigma=auto: %s at pts %s\n", v, av_ts2str(out->pts));
+            s->logged_sigma = used;
+        } else {
+            av_log(ctx, AV_LOG_DEBUG, "sigma=auto: %s at pts %s\n", v, av_ts2str(out->pts));
+        }
+    }
+    return av_dict_set(&out->metadata, "lavfi.denoise.sigma", v, 0);
+}
+
 /* Pull the oldest queued frame's output from the engine and send it.  Returns 1 when a frame
  * went out, 0 when the engine has none ready yet, < 0 on error. */
 static int output_one(AVFilterContext *ctx)
@@ -643,6 +676,10 @@ static int output_one(AVFilterContext *ctx)
             return ret;
         }
     }
+    if ((ret = sigma_report(ctx, out)) < 0) {
+        av_frame_free(&out);
+        return ret;
+    }
     ret = ff_filter_frame(outlink, out);
     if (ret < 0) {
         av_log(ctx, AV_LOG_ERROR, "sending the output frame at pts %"PRId64" failed: %s\n",
@@ -686,6 +723,7 @@ static int drain(AVFilterContext *ctx)
         }
     }
     s->draining = 0;
+    s->logged_sigma = -1;
     /* the next push starts a new segment */
     if (denoise_pending(s->engine)) {
         av_log(ctx, AV_LOG_ERROR, "engine holds %d frame(s) more than were queued\n",
@@ -753,6 +791,11 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
             (ret = engine_open(ctx, in->width, in->height)) < 0)
             goto fail;
     }
+    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
+        /* a run-time command (init refuses it): keep the sigma in force */
+        av_log(ctx, AV_LOG_WARNING, "sigma %g ignored: use 0..100, or auto (-1) to estimate it\n", s->sigma);
+        s->sigma = s->engine_sigma;
+    }
     if (s->sigma != s->engine_sigma) {
         if ((ret = cuda_push(ctx)) < 0)
             goto fail;
@@ -763,6 +806,7 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
             goto fail;
         }
         s->engine_sigma = s->sigma;
+        s->logged_sigma = -1;
     }
 
     check_nonfinite(ctx, in);
@@ -889,6 +933,11 @@ static av_cold int init(AVFilterContext *ctx)
     }
     if (!s->model_path)
         return AVERROR(ENOMEM);
+
+    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
+        av_log(ctx, AV_LOG_ERROR, "sigma %g: use 0..100, or auto (-1) to estimate it\n", s->sigma);
+        return AVERROR(EINVAL);
+    }
 
     s->format = AV_PIX_FMT_NONE;
     s->queue = av_fifo_alloc2(8, sizeof(QueuedFrame), AV_FIFO_FLAG_AUTO_GROW);

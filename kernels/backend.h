@@ -7,7 +7,8 @@
 //   compute_features(s, ...) for s = t-1, t, t+1 not yet computed (F_s of frames s-r..s+r);
 //   queue_output(t, {t-1, t, t+1}, amount) once those exist;
 //   write_output(t, out) when the caller pulls t;
-//   evict(frame_lo, feat_lo) as the window moves on.
+//   evict(frame_lo, feat_lo) as the window moves on;
+//   noise_source(k, ...) right after push_frame(k) when sigma is estimated (sigma_auto.h).
 // A backend may run push_frame / compute_features / queue_output asynchronously (CUDA queues
 // them on its stream and returns); write_output is where it waits. compute_features may also
 // only record what F_s is made of and compute it inside queue_output (tiled frames).
@@ -25,6 +26,9 @@
 #include "model.h"
 
 namespace denoise {
+
+class NoiseSource;
+struct NoisePlan;
 
 // What a backend is opened for; fixed for the life of an engine.
 struct StreamSpec {
@@ -89,9 +93,18 @@ public:
     // compute: 0 for a synchronous backend.
     virtual int pipeline_depth() const = 0;
 
+    // sigma=auto: a NoiseSource (cpu/noise_estimate.h) over the estimation planes `plan` of frame
+    // `idx`, which the push_frame call just before took from `in` (`in` is still valid: both calls
+    // are inside one denoise_push). *src is owned by the backend and valid until its next call.
+    // The CPU backend evaluates the planes on the host; the CUDA backend on the GPU
+    // (cuda/noise_estimate.cu), synchronising the host only with its own small kernels.
+    virtual int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) = 0;
+
     // Drop frames with index < frame_lo (both their network input and native copy) and features with
     // index < feat_lo; their buffers are reused.
     virtual void evict(int64_t frame_lo, int64_t feat_lo) = 0;
+    // Drop frame `idx` alone (the last one pushed, when the engine cannot take it after all).
+    virtual void drop_frame(int64_t idx) = 0;
     // Drop everything kept (new segment).
     virtual void reset() = 0;
 

@@ -13,6 +13,12 @@
 // most pipeline_depth() ahead of the oldest output not yet pulled; a pull writes the oldest
 // output (write_output). Kept: frames from min(next output to queue - R, oldest not pulled) on
 // (what the next outputs read, mirrored ends included) and features from next-to-queue - 1 on.
+//
+// sigma: with a fixed sigma, F_s uses the sigma in force when frame s was pushed. With
+// DENOISE_SIGMA_AUTO, each push adds the frame to the segment's noise estimate (sigma_auto.h) and
+// records the estimate after it; F_s uses the estimate recorded at frame min(s + r, N - 1), the
+// last frame of its window, so the value depends only on the frames, never on how pushes and
+// pulls interleave or on the backend's pipelining. Output t reports the sigma of F_t.
 #include <algorithm>
 #include <map>
 #include <new>
@@ -25,6 +31,7 @@
 #include "backend.h"
 #include "denoise.h"
 #include "model.h"
+#include "sigma_auto.h"
 
 using namespace denoise;
 
@@ -95,15 +102,23 @@ struct DenoiseEngine {
     Model model;                    // before `be`: the backend points into it
     std::unique_ptr<Backend> be;
     StreamSpec spec;
-    float sigma = 0.f;
+    float sigma = 0.f;              // DENOISE_SIGMA_AUTO or a fixed value
+    SigmaAuto sigma_auto;
+    float out_sigma = -1.f;         // sigma of the last pulled output (-1: none yet)
+    float last_estimate = 0.f;      // the stream's last estimate: auto's value while a segment has none
     Amount amount;
     int R = 0, r = 0, depth = 0;
 
     // Current segment.
     int64_t pushed = 0, pulled = 0, queued = 0;
     bool flushed = false;
-    std::map<int64_t, float> frames;  // kept frames: the sigma in force when each was pushed
-    std::set<int64_t> feats;          // computed feature maps
+    struct Kept {
+        float sigma;  // the sigma in force when the frame was pushed (auto: the estimate after it)
+        bool est;     // pushed under sigma=auto
+    };
+    std::map<int64_t, Kept> frames;    // kept frames
+    std::set<int64_t> feats;           // computed feature maps
+    std::map<int64_t, float> feat_sigma, out_sigmas;  // sigma of each kept F_s / queued output
 
     int fail(int code, const std::string &msg) {
         error = msg;
@@ -115,6 +130,9 @@ struct DenoiseEngine {
         flushed = false;
         frames.clear();
         feats.clear();
+        feat_sigma.clear();
+        out_sigmas.clear();
+        sigma_auto.reset();
         be->reset();
     }
     // Frame index i of the segment, mirrored; only called when the result cannot depend on N.
@@ -126,6 +144,7 @@ struct DenoiseEngine {
         const int64_t frame_lo = std::min(queued - R, pulled), feat_lo = queued - 1;
         frames.erase(frames.begin(), frames.lower_bound(frame_lo));
         feats.erase(feats.begin(), feats.lower_bound(feat_lo));
+        feat_sigma.erase(feat_sigma.begin(), feat_sigma.lower_bound(feat_lo));
         be->evict(frame_lo, feat_lo);
     }
     // Queue every output whose inputs exist, up to `depth` ahead of the oldest not pulled.
@@ -141,13 +160,17 @@ struct DenoiseEngine {
                         return fail(DENOISE_EINVAL, "internal: frame " + std::to_string(i) + " evicted too early");
                     idx.push_back(i);
                 }
-                int rc = be->compute_features(s, idx.data(), (int)idx.size(), frames.at(resolve(s)));
+                const Kept &k = frames.at(resolve(s));
+                const float sg = k.est ? frames.at(std::min(s + r, pushed - 1)).sigma : k.sigma;
+                int rc = be->compute_features(s, idx.data(), (int)idx.size(), sg);
                 if (rc) return be_fail(rc);
                 feats.insert(s);
+                feat_sigma[s] = sg;
             }
             const int64_t fk[3] = {t - 1, t, t + 1};
             int rc = be->queue_output(t, fk, amount);
             if (rc) return be_fail(rc);
+            out_sigmas[t] = feat_sigma.at(t);
             queued++;
             evict();
         }
@@ -200,8 +223,9 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     if (p->width < 1 || p->height < 1 || p->width > 32768 || p->height > 32768)
         return e->fail(DENOISE_EINVAL, "denoise_open: frame size " + std::to_string(p->width) + "x" +
                                            std::to_string(p->height) + " outside 1..32768");
-    if (!(p->sigma >= 0.f && p->sigma <= 255.f))
-        return e->fail(DENOISE_EINVAL, "denoise_open: sigma " + std::to_string(p->sigma) + " outside [0, 255]");
+    if (!(p->sigma >= 0.f && p->sigma <= 255.f) && p->sigma != DENOISE_SIGMA_AUTO)
+        return e->fail(DENOISE_EINVAL, "denoise_open: sigma " + std::to_string(p->sigma) +
+                                           " outside [0, 255] (and not DENOISE_SIGMA_AUTO, -1)");
     if (p->threads < 0) return e->fail(DENOISE_EINVAL, "denoise_open: threads < 0");
     if (p->device < 0) return e->fail(DENOISE_EINVAL, "denoise_open: device < 0");
     if (p->gpu_memory < 0 || p->tile < 0) return e->fail(DENOISE_EINVAL, "denoise_open: gpu_memory or tile < 0");
@@ -292,9 +316,16 @@ int denoise_latency(const DenoiseEngine *e) {
 
 int denoise_set_sigma(DenoiseEngine *e, float sigma) {
     if (!e) return DENOISE_EINVAL;
-    if (!(sigma >= 0.f && sigma <= 255.f))
-        return e->fail(DENOISE_EINVAL, "denoise_set_sigma: sigma " + std::to_string(sigma) + " outside [0, 255]");
+    if (!(sigma >= 0.f && sigma <= 255.f) && sigma != DENOISE_SIGMA_AUTO)
+        return e->fail(DENOISE_EINVAL, "denoise_set_sigma: sigma " + std::to_string(sigma) +
+                                           " outside [0, 255] (and not DENOISE_SIGMA_AUTO, -1)");
     e->sigma = sigma;
+    return 0;
+}
+
+int denoise_output_sigma(const DenoiseEngine *e, float *sigma) {
+    if (!e || !sigma || e->out_sigma < 0) return DENOISE_EINVAL;
+    *sigma = e->out_sigma;
     return 0;
 }
 
@@ -329,9 +360,31 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
     }
     const FrameColor fc = frame_color(f, in->color);
     try {
-        rc = e->be->push_frame(e->pushed, *in, fc);
+        const int64_t idx = e->pushed;
+        rc = e->be->push_frame(idx, *in, fc);
         if (rc) return e->be_fail(rc);
-        e->frames.emplace(e->pushed, e->sigma);
+        DenoiseEngine::Kept k{e->sigma, e->sigma == DENOISE_SIGMA_AUTO};
+        if (k.est) {
+            // the backend keeps the frame already: an estimator failure drops it again, so that
+            // the failed push takes nothing
+            std::string why;
+            try {
+                const NoisePlan plan = noise_plan(e->spec, fc);
+                NoiseSource *src = nullptr;
+                rc = e->be->noise_source(idx, *in, plan, &src);
+                if (!rc) rc = e->sigma_auto.push(*src, plan);
+                if (rc) why = e->be->error();
+            } catch (const std::bad_alloc &) {
+                rc = DENOISE_ENOMEM;
+                why = "denoise_push: out of memory estimating sigma";
+            }
+            if (rc) {
+                e->be->drop_frame(idx);
+                return e->fail(rc, why);
+            }
+            k.sigma = e->last_estimate = e->sigma_auto.sigma(e->last_estimate);
+        }
+        e->frames.emplace(idx, k);
         e->pushed++;
         return e->schedule();
     } catch (const std::bad_alloc &) {
@@ -362,6 +415,8 @@ int denoise_pull(DenoiseEngine *e, const DenoiseImage *out) {
         if ((rc = e->schedule())) return rc;
         if (e->queued <= t) return e->fail(DENOISE_EINVAL, "internal: output " + std::to_string(t) + " not queued");
         if ((rc = e->be->write_output(t, *out))) return e->be_fail(rc);
+        e->out_sigma = e->out_sigmas.at(t);
+        e->out_sigmas.erase(t);
         e->pulled++;
         e->evict();
         // Queue what the pull made room for. The frame is written: a failure here is reported by

@@ -59,6 +59,16 @@ bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
     if (size < 8) return fail(err, file, "truncated: " + std::to_string(size) + " bytes, no header length");
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | bytes[i];
+    // A header length that cannot be right, and no '{' where the JSON header must begin (the
+    // format's rule): another kind of file (a text file, an image, a PyTorch checkpoint), which
+    // says more than the length its first 8 bytes would mean.
+    if ((hlen > kMaxHeader || 8 + hlen > size) && !(size > 8 && bytes[8] == '{')) {
+        std::string head;
+        for (uint64_t i = 0; i < std::min<uint64_t>(size, 8); ++i)
+            head += bytes[i] >= 0x20 && bytes[i] < 0x7f ? (char)bytes[i] : '.';
+        return fail(err, file, "not a safetensors file: byte 8 is not the '{' that starts its JSON header (its first 8 bytes: \"" +
+                                   head + "\", of " + std::to_string(size) + " bytes)");
+    }
     if (hlen > kMaxHeader) return fail(err, file, "header length " + std::to_string(hlen) + " is not sane (max " + std::to_string(kMaxHeader) + ")");
     if (8 + hlen > size)
         return fail(err, file, "truncated: header length " + std::to_string(hlen) + " is beyond the file size " + std::to_string(size));

@@ -1,5 +1,8 @@
 #!/bin/sh
-# The one list of Debian packages the build needs, and the check/installer for it.
+# The one list of Debian packages the build needs, and the check/installer for it. The -dev
+# packages from libbz2-dev to libgnutls28-dev are the external libraries of FFmpeg's full
+# component set (FF_EXTLIBS_full in the Makefile); fontconfig and fonts-dejavu-core give
+# drawtext the font of tools/demo.sh's labels.
 #
 #   mk/deps.sh           list missing packages; install them with apt-get when run as root
 #   mk/deps.sh --check   only list missing packages (exit 1 if any are missing)
@@ -19,7 +22,29 @@ dpkg-dev
 debian-archive-keyring
 zlib1g-dev
 libpng-dev
+libbz2-dev
+liblzma-dev
 libx264-dev
+libx265-dev
+libvpx-dev
+libdav1d-dev
+libaom-dev
+libsvtav1enc-dev
+libwebp-dev
+libmp3lame-dev
+libopus-dev
+libvorbis-dev
+libsoxr-dev
+libfreetype-dev
+libfontconfig-dev
+libfribidi-dev
+libharfbuzz-dev
+libass-dev
+libzimg-dev
+libxml2-dev
+libgnutls28-dev
+fontconfig
+fonts-dejavu-core
 libplacebo-dev
 libopenblas-dev
 libgtest-dev

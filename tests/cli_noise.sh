@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_noise.sh: tools/noise (build/bin/noise), the reproducible AWGN pipe filter.
+# tests/cli_noise.sh: tools/noise.c (build/bin/denoise-noise), the reproducible AWGN pipe filter.
 #
 #   - the output for a fixed input, sigma 25, seed 42, 64x48, 2 frames matches stored md5s for
 #     gbrpf32le (unclipped) and gbrp (rounded, clipped). The md5s were checked bit-exact against
@@ -9,7 +9,7 @@
 #   - chunking: frame 1 alone with --first-frame 1 equals frame 1 of a 2-frame run
 #   - a different seed gives different noise; a truncated frame is an error (exit 1);
 #     --help exits 0; a bad option exits 2
-# Needs only build/bin/noise (and od, awk, md5sum).
+# Needs only build/bin/denoise-noise (and od, awk, md5sum).
 set -u
 . "$(dirname "$0")/lib.sh"
 

@@ -348,9 +348,13 @@ TEST_F(DenoiseLavfi, Options)
     const AVClass *cls = f->priv_class;
     const AVOption *o = av_opt_find(&cls, "sigma", nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
     ASSERT_NE(o, nullptr);
-    EXPECT_EQ(o->default_val.dbl, 15.0);
-    EXPECT_EQ(o->min, 0.0);
+    EXPECT_EQ(o->default_val.dbl, -1.0);  // auto
+    EXPECT_EQ(o->min, -1.0);
     EXPECT_EQ(o->max, 100.0);
+    const AVOption *a = av_opt_find(&cls, "auto", "sigma", 0, AV_OPT_SEARCH_FAKE_OBJ);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->type, AV_OPT_TYPE_CONST);
+    EXPECT_EQ(a->default_val.i64, -1);
     for (const char *name : {"model", "backend", "device", "threads"})
         EXPECT_NE(av_opt_find(&cls, name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ), nullptr) << name;
 }
@@ -858,7 +862,7 @@ TEST_F(DenoiseLavfi, BadOptionValues)
     if (!exists(test_weights()))
         GTEST_SKIP() << "missing " << test_weights();
     const struct { const char *opt, *name; } cases[] = {
-        {"sigma=-1", "sigma"}, {"sigma=1000", "sigma"}, {"sigma=nan", "sigma"}, {"backend=foo", "backend"},
+        {"sigma=-2", "sigma"}, {"sigma=-0.5", "sigma"}, {"sigma=1000", "sigma"}, {"sigma=nan", "sigma"}, {"backend=foo", "backend"},
         {"threads=-5", "threads"}, {"device=-1", "device"}, {"scene=-1", "scene"}, {"scene=101", "scene"},
         {"nosuchoption=1", "nosuchoption"}};
     for (const auto &c : cases) {

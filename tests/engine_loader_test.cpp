@@ -380,7 +380,9 @@ TEST_F(Loader, BadArguments) {
     DenoiseParams p = cpu_params(path.c_str(), 10.0f, 0, 24, rgb_f32_format());
     EXPECT_EQ(denoise_open(e, &p), DENOISE_EINVAL);
     p.width = 40;
-    p.sigma = -1.0f;
+    p.sigma = -2.0f;  // -1 is DENOISE_SIGMA_AUTO
+    EXPECT_EQ(denoise_open(e, &p), DENOISE_EINVAL);
+    p.sigma = -0.5f;
     EXPECT_EQ(denoise_open(e, &p), DENOISE_EINVAL);
     p.sigma = 10.0f;
     // pixel formats outside the rules: the message names the field

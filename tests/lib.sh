@@ -2,7 +2,7 @@
 #
 #   . "$(dirname "$0")/../tests/lib.sh"      (or "$(dirname "$0")/lib.sh" from tests/)
 #
-# Finds the build (build/bin/ffmpeg, ffprobe, noise), makes noisy copies with tools/noise.c,
+# Finds the build (build/bin/ffmpeg, ffprobe, denoise-noise), makes noisy copies with tools/noise.c,
 # computes PSNR with FFmpeg's psnr filter, counts frames with ffprobe -count_frames, and keeps
 # PASS/FAIL/SKIP tallies. Environment:
 #   DENOISE_SOURCE_DIR  repository root   (default: the folder above tests/)
@@ -20,7 +20,7 @@ ROOT=${DENOISE_SOURCE_DIR:-$_lib_root}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 BIN=$BUILD/bin
 FFMPEG=$BIN/ffmpeg
-NOISE=$BIN/noise
+NOISE=$BIN/denoise-noise
 if [ -x "$BIN/ffprobe" ]; then FFPROBE=$BIN/ffprobe; else FFPROBE=$(command -v ffprobe || echo "$BIN/ffprobe"); fi
 SAMPLES=$ROOT/samples
 WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
@@ -73,8 +73,9 @@ make_tmp() {
 run() {
     _log=$1; shift
     [ "${VERBOSE:-0}" = 1 ] && log "+ $*"
-    if "$@" >"$_log" 2>&1; then return 0; fi
+    "$@" >"$_log" 2>&1
     _rc=$?
+    [ $_rc = 0 ] && return 0
     log "--- command failed (exit $_rc): $*"
     tail -n 15 "$_log" >&2
     log "---"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/bench.sh (make bench): the CUDA engine's speed and GPU memory, kernel-only and end to end,
 # in one run.
-#   1. build/bin/cuda_bench: kernel-only ms/frame (CUDA events, median of $BENCH_ITERS) and the
+#   1. build/bin/denoise-cuda-bench: kernel-only ms/frame (CUDA events, median of $BENCH_ITERS) and the
 #      public API with device frames and with host frames (wall clock, engine memory peak) at
 #      960x540, 1920x1080, 3840x2160, and 7680x4320 under a 2 GiB cap (tiles);
 #   2. build/bin/ffmpeg end to end at 1920x1080 and 3840x2160 on testsrc2 content (generated once
@@ -47,17 +47,17 @@ RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-30}
 LOGS=${BENCH_LOGS:-$tmp}
 mkdir -p "$LOGS" || exit 1
 
-echo "=== kernel-only and API (build/bin/cuda_bench)"
-if [ -x "$BUILD/bin/cuda_bench" ]; then
+echo "=== kernel-only and API (build/bin/denoise-cuda-bench)"
+if [ -x "$BUILD/bin/denoise-cuda-bench" ]; then
     t_part=$(date +%s)
-    timeout "${BENCH_CB_TIMEOUT:-90}" "$BUILD/bin/cuda_bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
+    timeout "${BENCH_CB_TIMEOUT:-90}" "$BUILD/bin/denoise-cuda-bench" --weights "$WEIGHTS" --iters "$ITERS" --frames "$FRAMES" \
         --sizes 960x540,1920x1080,3840x2160,7680x4320 --cap 7680x4320=2048 | tee "$tmp/cb.log"
     cst=${PIPESTATUS[0]}
     [ $cst -eq 124 ] && echo "bench: cuda_bench stopped after ${BENCH_CB_TIMEOUT:-90} s"
     [ $cst -eq 0 ] || rc=1
     echo "bench: cuda_bench took $(( $(date +%s) - t_part )) s"
 else
-    echo "bench: $BUILD/bin/cuda_bench missing: the CUDA engine is built whenever nvcc is found"
+    echo "bench: $BUILD/bin/denoise-cuda-bench missing: the CUDA engine is built whenever nvcc is found"
     rc=1
 fi
 kfps() { sed -n "s/^cuda-bench *$1 *kernels *[0-9.]* ms\/frame (min [0-9.]*) *\([0-9.]*\) frames\/s.*/\1/p" "$tmp/cb.log" | head -n 1; }
@@ -146,7 +146,7 @@ if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
                 sw_p010le)   args=(-stream_loop -1 -f rawvideo -pix_fmt p010le -s $size -i "$tmp/src.$size.p010le" -vf "denoise=model=$WEIGHTS") ;;
             esac
             if [ $size = 7680x4320 ]; then
-                [ -n "$has_cap" ] || { echo "bench: the filter has no GPU memory option: 7680x4320 via ffmpeg left out (cuda_bench has it)"; continue; }
+                [ -n "$has_cap" ] || { echo "bench: the filter has no GPU memory option: 7680x4320 via ffmpeg left out (denoise-cuda-bench has it)"; continue; }
                 args=("${loop[@]}" -vf "denoise=model=$WEIGHTS:$has_cap=$capval")
                 n=6 warm=2
             elif [ $size = 3840x2160 ]; then n=50 warm=10

@@ -1,4 +1,4 @@
-// cuda_bench: speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
+// cuda_bench (build/bin/denoise-cuda-bench): speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
 // For each frame size (yuv420p frames of real-looking content: smooth gradients and noise):
 //  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
 //           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
@@ -18,9 +18,9 @@
 // yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
 // --fusion-conv times the fusion conv alone, direct vs tensor core, on --sizes as token maps
 // (bench_fusion_conv) and nothing else.
-// Usage: cuda_bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
-//        cuda_bench --plans [--weights FILE] [--sizes WxH,...]
-//        cuda_bench --fusion-conv [--iters N] [--sizes WxH,...]
+// Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
+//        denoise-cuda-bench --plans [--weights FILE] [--sizes WxH,...]
+//        denoise-cuda-bench --fusion-conv [--iters N] [--sizes WxH,...]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include <cuda_runtime.h>
 
@@ -114,7 +114,7 @@ void fill_frame(std::vector<uint8_t> *planes, int W, int H, int t) {
     do {                                                                            \
         int rc_ = (x);                                                              \
         if (rc_) {                                                                  \
-            std::fprintf(stderr, "cuda_bench: %s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
+            std::fprintf(stderr, "denoise-cuda-bench: %s failed (%d): %s\n", #x, rc_, ctx.err.c_str()); \
             return 1;                                                               \
         }                                                                           \
     } while (0)
@@ -122,7 +122,7 @@ void fill_frame(std::vector<uint8_t> *planes, int W, int H, int t) {
     do {                                                                        \
         cudaError_t e_ = (x);                                                   \
         if (e_ != cudaSuccess) {                                                \
-            std::fprintf(stderr, "cuda_bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            std::fprintf(stderr, "denoise-cuda-bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
             return 1;                                                           \
         }                                                                       \
     } while (0)
@@ -389,7 +389,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     p.cuda_stream = st;
     p.gpu_memory = cap;
     if (denoise_open(e, &p)) {
-        std::fprintf(stderr, "cuda_bench: open: %s\n", denoise_last_error(e));
+        std::fprintf(stderr, "denoise-cuda-bench: open: %s\n", denoise_last_error(e));
         denoise_free(&e);
         return 1;
     }
@@ -436,7 +436,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int n = pulled - warm;
     const int64_t peak = denoise_gpu_memory_peak(e);
-    if (rc) std::fprintf(stderr, "cuda_bench: api: rc %d: %s\n", rc, denoise_last_error(e));
+    if (rc) std::fprintf(stderr, "denoise-cuda-bench: api: rc %d: %s\n", rc, denoise_last_error(e));
     denoise_free(&e);
     for (void *d : dptr) cudaFree(d);
     if (st) cudaStreamDestroy(st);
@@ -502,12 +502,12 @@ int main(int argc, char **argv) {
             std::string v = argv[++i];
             const size_t e = v.find('=');
             if (e == std::string::npos) {
-                std::fprintf(stderr, "cuda_bench: --cap WxH=MIB\n");
+                std::fprintf(stderr, "denoise-cuda-bench: --cap WxH=MIB\n");
                 return 2;
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: cuda_bench [--plans | --fusion-conv] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -519,7 +519,7 @@ int main(int argc, char **argv) {
         pos = q == std::string::npos ? sizes.size() : q + 1;
         int w = 0, h = 0;
         if (std::sscanf(s.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1) {
-            std::fprintf(stderr, "cuda_bench: bad size %s\n", s.c_str());
+            std::fprintf(stderr, "denoise-cuda-bench: bad size %s\n", s.c_str());
             return 2;
         }
         dims.push_back({w, h});
@@ -528,7 +528,7 @@ int main(int argc, char **argv) {
         Model M;
         std::string err;
         if (!load_model(wpath, &M, &err)) {
-            std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+            std::fprintf(stderr, "denoise-cuda-bench: %s\n", err.c_str());
             return 1;
         }
         for (auto &d : dims) print_plans(M, d.first, d.second);
@@ -536,7 +536,7 @@ int main(int argc, char **argv) {
     }
     std::string why;
     if (cuda_probe(0, &why)) {
-        std::fprintf(stderr, "cuda_bench: no usable GPU: %s\n", why.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: no usable GPU: %s\n", why.c_str());
         return 77;
     }
     if (fusion_conv) {
@@ -551,7 +551,7 @@ int main(int argc, char **argv) {
     Model M;
     std::string err;
     if (!load_model(wpath, &M, &err)) {
-        std::fprintf(stderr, "cuda_bench: %s\n", err.c_str());
+        std::fprintf(stderr, "denoise-cuda-bench: %s\n", err.c_str());
         return 1;
     }
     int rc = 0;

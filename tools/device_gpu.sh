@@ -22,7 +22,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 
 if [ "${1:-}" = --pack ]; then
-    for f in build/bin/ffmpeg build/bin/cuda_bench build/tests/gpu_check build/tests/fused_check build/lib/libavfilter.so; do
+    for f in build/bin/ffmpeg build/bin/denoise-cuda-bench build/tests/gpu_check build/tests/fused_check build/lib/libavfilter.so; do
         [ -e "$f" ] || { echo "device_gpu: $f missing: run ./configure && make first" >&2; exit 1; }
     done
     mkdir -p .device
@@ -31,7 +31,7 @@ if [ "${1:-}" = --pack ]; then
     # what the GPU runs needs, without debug info (strip --strip-debug) and without the archive
     rm -rf .device/stage && mkdir -p .device/stage/build/tests
     cp -a build/bin build/lib .device/stage/build/ && cp -a build/tests/gpu_check build/tests/fused_check .device/stage/build/tests/
-    rm -f .device/stage/build/lib/*.a .device/stage/build/bin/cpu_bench
+    rm -f .device/stage/build/lib/*.a .device/stage/build/bin/denoise-cpu-bench
     find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
     tar cJf .device/build.tar.xz -C .device/stage build && rm -rf .device/stage
     libs=

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make eval: PSNR/SSIM and frames/s of denoise, FFmpeg's denoisers (hqdn3d nlmeans bm3d atadenoise
 # fftdnoiz vaguedenoiser) and the noisy input on eval-davis4 at sigma 10..50 -> docs/quality.md,
-# docs/quality/*.png, docs/quality/results.json. All through build/bin/ffmpeg + build/bin/noise.
+# docs/quality/*.png, docs/quality/results.json. All through build/bin/ffmpeg + build/bin/denoise-noise.
 #
 # Environment (or make variables: make eval EVAL_FRAMES=5):
 #   DENOISE_DATA   data folder (default: ../shared/data relative to the repository root)

@@ -1,6 +1,6 @@
 """Shared pieces of tools/eval_run.py and tools/eval_tune.py (see docs/quality.md).
 
-Everything goes through build/bin/ffmpeg and build/bin/noise; frames are exchanged as raw
+Everything goes through build/bin/ffmpeg and build/bin/denoise-noise; frames are exchanged as raw
 gbrpf32le files (planes G, B, R, row after row, float32 little-endian, [0,1], unclipped).
 PSNR/SSIM follow weights/eval.py exactly (RGB, peak 1.0, per frame; SSIM: 11x11 Gaussian
 window sigma 1.5 'valid', K1 0.01, K2 0.03, per channel, averaged), reimplemented with numpy/scipy.
@@ -17,7 +17,7 @@ from scipy.ndimage import correlate1d
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(os.environ.get("DENOISE_BUILD_DIR", os.path.join(ROOT, "build")), "bin")
 FFMPEG = os.path.join(BIN, "ffmpeg")
-NOISE = os.path.join(BIN, "noise")
+NOISE = os.path.join(BIN, "denoise-noise")
 
 # Pixel format each FFmpeg denoiser runs in: the highest-precision format it accepts
 # (checked against the pix_fmts lists in FFmpeg 7.1's libavfilter/vf_*.c).
@@ -75,7 +75,7 @@ def clip_size(src: str) -> tuple[int, int]:
 
 
 def add_noise(clean: str, noisy: str, w: int, h: int, sigma: float, seed: int = 0) -> None:
-    """build/bin/noise, benchmark protocol: gbrpf32le, unclipped."""
+    """build/bin/denoise-noise, benchmark protocol: gbrpf32le, unclipped."""
     with open(clean, "rb") as fi, open(noisy, "wb") as fo:
         subprocess.run([NOISE, "--sigma", str(sigma), "--seed", str(seed), "--size", f"{w}x{h}",
                         "--pix-fmt", "gbrpf32le"], stdin=fi, stdout=fo, check=True)

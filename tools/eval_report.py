@@ -289,7 +289,7 @@ def main():
     w("## Protocol")
     w("")
     w("- Clean: the FFV1 gbrp sequences decoded by build/bin/ffmpeg to raw gbrp, v = code / 255 in numpy, stored as raw gbrpf32le.")
-    w("- Noise: `build/bin/noise --pix-fmt gbrpf32le --seed 0 --sigma S` (benchmark protocol: unclipped float; "
+    w("- Noise: `build/bin/denoise-noise --pix-fmt gbrpf32le --seed 0 --sigma S` (benchmark protocol: unclipped float; "
       "the same samples as weights/awgn.py, so the same noisy frames as weights/eval.py).")
     w("- Each method: one `build/bin/ffmpeg -f rawvideo -pix_fmt FMT -s 854x480 -i noisy.raw -sws_flags "
       "accurate_rnd+full_chroma_int+bitexact -vf CHAIN -f rawvideo -pix_fmt FMT out.raw` per sequence (the temporal "

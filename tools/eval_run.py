@@ -7,7 +7,7 @@
    EVAL_SIGMAS, EVAL_METHODS, EVAL_SEQS)
 
 Per sequence (first N frames) and sigma: clean frames decoded by build/bin/ffmpeg to raw
-gbrpf32le; AWGN from build/bin/noise (seed 0, gbrpf32le, unclipped: the benchmark protocol,
+gbrpf32le; AWGN from build/bin/denoise-noise (seed 0, gbrpf32le, unclipped: the benchmark protocol,
 identical to weights/awgn.py); each method run by build/bin/ffmpeg from that raw file
 (filter chain in eval_common.filter_chain, FFmpeg denoisers with the settings tuned on a
 training clip, docs/quality/settings.json), output decoded to raw gbrpf32le; PSNR/SSIM in numpy

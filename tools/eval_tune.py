@@ -4,7 +4,7 @@
   python3 tools/eval_tune.py [--clip DENOISE_DATA/train-video/bmx-trees.mp4] [--frames 10]
          [--crop 320:240] [--sigmas 10 20 30 40 50] [--methods hqdn3d ...] [--out docs/quality/settings.json]
 
-Same protocol as the evaluation (tools/eval_run.py): clean frames -> raw gbrpf32le -> build/bin/noise
+Same protocol as the evaluation (tools/eval_run.py): clean frames -> raw gbrpf32le -> build/bin/denoise-noise
 (seed 0, unclipped) -> build/bin/ffmpeg with the method in its working format -> gbrpf32le;
 the setting with the best mean RGB PSNR over the frames wins. Grids are small and scale with sigma
 (8-bit code values; all these filters' strengths are in 8-bit units whatever the bit depth).

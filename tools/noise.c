@@ -5,7 +5,7 @@
  * libc and libm (link: -lm), no FFmpeg libraries, so it can sit between two ffmpeg processes:
  *
  *   build/bin/ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le pipe:1 \
- *     | build/bin/noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \
+ *     | build/bin/denoise-noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \
  *     | build/bin/ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i pipe:0 -c:v ffv1 noisy.mkv
  *
  * Noise model
@@ -112,7 +112,7 @@ static void usage(FILE *f)
 {
     size_t i;
     fprintf(f,
-"Usage: noise --sigma S --size WxH --pix-fmt FMT [--seed N] [--first-frame K] [--frames N]\n"
+"Usage: denoise-noise --sigma S --size WxH --pix-fmt FMT [--seed N] [--first-frame K] [--frames N]\n"
 "\n"
 "Reads raw planar video frames (FFmpeg -f rawvideo layout: planes one after another, no row\n"
 "padding) on stdin and writes the same frames with additive white Gaussian noise on stdout.\n"
@@ -141,7 +141,7 @@ static void usage(FILE *f)
 "\n"
 "Example:\n"
 "  ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le pipe:1 \\\n"
-"    | noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \\\n"
+"    | denoise-noise --sigma 25 --seed 0 --size 854x480 --pix-fmt gbrpf32le \\\n"
 "    | ffmpeg -f rawvideo -pix_fmt gbrpf32le -s 854x480 -r 25 -i pipe:0 -c:v ffv1 noisy.mkv\n");
 }
 
@@ -194,36 +194,36 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!v) {
-            fprintf(stderr, "noise: option %s needs a value (try --help)\n", a);
+            fprintf(stderr, "denoise-noise: option %s needs a value (try --help)\n", a);
             return 2;
         }
         if (!strcmp(a, "--sigma")) {
             char *end;
             sigma = strtod(v, &end);
             if (*end || !(sigma >= 0) || sigma > 1e6) {
-                fprintf(stderr, "noise: bad --sigma '%s' (want a number >= 0)\n", v);
+                fprintf(stderr, "denoise-noise: bad --sigma '%s' (want a number >= 0)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--seed")) {
             if (parse_u64(v, &seed)) {
-                fprintf(stderr, "noise: bad --seed '%s' (want an integer >= 0)\n", v);
+                fprintf(stderr, "denoise-noise: bad --seed '%s' (want an integer >= 0)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--first-frame")) {
             if (parse_u64(v, &first_frame)) {
-                fprintf(stderr, "noise: bad --first-frame '%s'\n", v);
+                fprintf(stderr, "denoise-noise: bad --first-frame '%s'\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--frames")) {
             if (parse_u64(v, &max_frames)) {
-                fprintf(stderr, "noise: bad --frames '%s'\n", v);
+                fprintf(stderr, "denoise-noise: bad --frames '%s'\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--size") || !strcmp(a, "-s")) {
             char x;
             if (sscanf(v, "%ld%c%ld", &w, &x, &h) != 3 || (x != 'x' && x != 'X') ||
                 w < 1 || h < 1 || w > 65536 || h > 65536) {
-                fprintf(stderr, "noise: bad --size '%s' (want WxH)\n", v);
+                fprintf(stderr, "denoise-noise: bad --size '%s' (want WxH)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--pix-fmt") || !strcmp(a, "--pix_fmt")) {
@@ -232,17 +232,17 @@ int main(int argc, char **argv)
                 if (!strcmp(v, pix_fmts[k].name))
                     pf = &pix_fmts[k];
             if (!pf) {
-                fprintf(stderr, "noise: unsupported --pix-fmt '%s' (see --help)\n", v);
+                fprintf(stderr, "denoise-noise: unsupported --pix-fmt '%s' (see --help)\n", v);
                 return 2;
             }
         } else {
-            fprintf(stderr, "noise: unknown option '%s' (try --help)\n", a);
+            fprintf(stderr, "denoise-noise: unknown option '%s' (try --help)\n", a);
             return 2;
         }
         i++;
     }
     if (sigma < 0 || !w || !pf) {
-        fprintf(stderr, "noise: --sigma, --size and --pix-fmt are required (try --help)\n");
+        fprintf(stderr, "denoise-noise: --sigma, --size and --pix-fmt are required (try --help)\n");
         return 2;
     }
     for (p = 0; p < pf->planes; p++) {
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
     base = mix64(seed);
     buf = malloc(frame_bytes);
     if (!buf) {
-        fprintf(stderr, "noise: out of memory\n");
+        fprintf(stderr, "denoise-noise: out of memory\n");
         return 1;
     }
     swap = !host_is_le();
@@ -272,13 +272,13 @@ int main(int argc, char **argv)
         long long got = read_full(buf, frame_bytes);
         unsigned char *ptr = buf;
         if (got < 0) {
-            fprintf(stderr, "noise: read error: %s\n", strerror(errno));
+            fprintf(stderr, "denoise-noise: read error: %s\n", strerror(errno));
             return 1;
         }
         if (got == 0)
             break;
         if ((size_t)got < frame_bytes) {
-            fprintf(stderr, "noise: truncated frame %llu: %lld of %zu bytes "
+            fprintf(stderr, "denoise-noise: truncated frame %llu: %lld of %zu bytes "
                     "(check --size and --pix-fmt)\n", (unsigned long long)frame, got, frame_bytes);
             return 1;
         }
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
             ptr += n * pf->bytes;
         }
         if (fwrite(buf, 1, frame_bytes, stdout) != frame_bytes || fflush(stdout)) {
-            fprintf(stderr, "noise: write error: %s\n", strerror(errno));
+            fprintf(stderr, "denoise-noise: write error: %s\n", strerror(errno));
             return 1;
         }
     }

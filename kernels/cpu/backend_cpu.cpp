@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "../backend.h"
+#include "../sigma_auto.h"
 #include "frame_convert.h"
+#include "noise_estimate.h"
 #include "parallel.h"
 #include "unet.h"
 
@@ -78,6 +80,7 @@ public:
             });
             f.color = color;
             frames_.emplace(idx, std::move(f));
+            rgb_of_ = idx;
         } catch (const std::bad_alloc &) {
             return fail(DENOISE_ENOMEM, "push_frame: out of memory keeping frame " + std::to_string(idx));
         }
@@ -125,6 +128,7 @@ public:
             const float *o = head_out_.data();
             const int H = spec_.height, W = spec_.width, w2 = w2_;
             float *d[3] = {plane(0), plane(1), plane(2)};
+            rgb_of_ = -1;
             cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0, int64_t Y1) {
                 for (int Y = (int)Y0; Y < (int)Y1; ++Y)
                     for (int c = 0; c < 3; ++c) {
@@ -156,6 +160,47 @@ public:
 
     int pipeline_depth() const override { return 0; }
 
+    // Converted planes: the R'G'B' that push_frame(idx) left in rgb_ (recomputed if another call
+    // has used rgb_ since). Native planes: the kept code values times 1 / (2^depth - 1).
+    int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) override {
+        (void)in;
+        auto fr = frames_.find(idx);
+        if (fr == frames_.end()) return fail(DENOISE_EINVAL, "noise_source: frame " + std::to_string(idx) + " is not kept");
+        try {
+            NoisePlane pl[3];
+            if (!plan.native) {
+                if (rgb_of_ != idx) {
+                    float *rgb[3] = {plane(0), plane(1), plane(2)};
+                    conv_.to_rgb(fr->second.native, fr->second.color, rgb);
+                    rgb_of_ = idx;
+                }
+                for (int j = 0; j < plan.planes; ++j) {
+                    pl[j].data = plane(j);
+                    pl[j].row_stride = spec_.width;
+                }
+            } else {
+                const float scale = 1.0f / ((1u << spec_.format.comp[0].depth) - 1);
+                for (int j = 0; j < plan.planes; ++j) {
+                    const std::vector<uint16_t> &code = fr->second.native.code[j];
+                    std::vector<float> &v = noise_planes_[j];
+                    v.resize(code.size());
+                    const uint16_t *c = code.data();
+                    float *o = v.data();
+                    cpu::parallel_for((int64_t)v.size(), cpu::grain_for((int64_t)v.size()), [&](int64_t a, int64_t b) {
+                        for (int64_t k = a; k < b; ++k) o[k] = c[k] * scale;
+                    });
+                    pl[j].data = v.data();
+                    pl[j].row_stride = plan.width[j];
+                }
+            }
+            noise_src_.reset(new CpuNoiseSource(pl, plan.planes, plan.width, plan.height, 1.f, 0.f, plan.params));
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "noise_source: out of memory");
+        }
+        *src = noise_src_.get();
+        return 0;
+    }
+
     void evict(int64_t frame_lo, int64_t feat_lo) override {
         while (!frames_.empty() && frames_.begin()->first < frame_lo) {
             give(free_frames_, std::move(frames_.begin()->second));
@@ -167,9 +212,18 @@ public:
         }
     }
 
+    void drop_frame(int64_t idx) override {
+        auto it = frames_.find(idx);
+        if (it == frames_.end()) return;
+        give(free_frames_, std::move(it->second));
+        frames_.erase(it);
+        if (rgb_of_ == idx) rgb_of_ = -1;
+    }
+
     void reset() override {
         evict(INT64_MAX, INT64_MAX);
         outputs_.clear();
+        rgb_of_ = -1;
     }
 
     const std::string &error() const override { return err_; }
@@ -213,6 +267,9 @@ private:
     std::vector<cpu::NativeSamples> free_outputs_;
     std::vector<float> fusion_in_, head_out_;
     std::vector<float> rgb_;  // 3 planes width x height: a frame's R'G'B' on push, the change on output
+    int64_t rgb_of_ = -1;     // the frame whose R'G'B' rgb_ holds (-1: none, or the change)
+    std::vector<float> noise_planes_[3];
+    std::unique_ptr<CpuNoiseSource> noise_src_;
     std::string err_;
 };
 

@@ -16,7 +16,8 @@
 //    (an event) and makes the caller's stream wait for the copy; write_output copies the output
 //    (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for planes
 //    that also hold alpha / padding / p010's low bits) and makes the caller's stream wait for it.
-//    No host synchronisation at all; pipeline_depth() = 0.
+//    No host synchronisation, except sigma=auto's (noise_source: the host waits for the
+//    estimator's kernels, which follow the caller's stream); pipeline_depth() = 0.
 // Memory plans (chosen at creation, allocated on the first push; docs/cuda.md has the figures):
 //  - whole frames: a native ring slot per kept frame with its network input converted once
 //    (frame_in at push), a feature ring (F_s computed once, reused by three outputs), the change
@@ -37,6 +38,7 @@
 #include "common.cuh"
 #include "frame_layout.h"
 #include "network.h"
+#include "noise_estimate.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -98,6 +100,9 @@ using cuda::FrameLayout;
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
 constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
 constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
+// sigma=auto's device memory at most (cuda/noise_estimate.h): per plane a float2 per grid patch
+// (max_patches) and the sums; counted in every plan whether or not the estimator runs.
+constexpr int64_t kNoiseEstimateBytes = 3 * (int64_t)NoiseEstimateParams().max_patches * 8 + 65536;
 // Events the host waits on: it sleeps instead of spinning a core while a frame computes.
 constexpr unsigned kHostWaitEvent = cudaEventBlockingSync | cudaEventDisableTiming;
 
@@ -147,6 +152,10 @@ public:
         }
         if (caller_ev_) cudaEventDestroy(caller_ev_);
         if (ours_ev_) cudaEventDestroy(ours_ev_);
+        if (est_) cudaStreamSynchronize(est_);
+        nsrc_.reset();  // its device blocks go back through ctx_
+        if (est_ev_) cudaEventDestroy(est_ev_);
+        if (est_) cudaStreamDestroy(est_);
         if (up_) cudaStreamDestroy(up_);
         if (down_) cudaStreamDestroy(down_);
         cuda::ctx_destroy(ctx_);  // frees every device block still held
@@ -157,7 +166,7 @@ public:
         const int64_t cap = spec_.gpu_memory;
         const int64_t Sn = L_.bytes, nslots = 2 * R_ + 2 + depth_;
         const int64_t fixed = (int64_t)cuda::Net::weight_bytes_for(cfg_) + (int64_t)cuda::kLtWorkspaceBytes +
-                              kNoiseBytes + nslots * Sn + (depth_ + 1) * Sn;
+                              kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (depth_ + 1) * Sn;
         const int c0 = cfg_.channels[0];
         auto band = [&](int w) { return (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2); };
         int64_t need_min = INT64_MAX;
@@ -324,6 +333,49 @@ public:
         pending_.erase(it);
         free_outs_.push_back(o);
         return 0;
+    }
+
+    // The estimator reads the kept native copy (memory HOST: after its upload, s->ready) or the
+    // caller's frame itself (memory CUDA: after the work queued on the caller's stream, an event),
+    // on its own stream of the highest priority, so that neither waits for the network's queued
+    // work; the host waits for the estimator's kernels only (noise_estimate.h).
+    int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) override {
+        try {
+            TRY(enter());
+            auto it = frames_.find(idx);
+            if (it == frames_.end()) return fail(DENOISE_EINVAL, "noise_source: frame " + std::to_string(idx) + " is not kept");
+            Slot *s = it->second;
+            if (!est_) {
+                int least = 0, greatest = 0;
+                TRY(ck(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange"));
+                TRY(ck(cudaStreamCreateWithPriority(&est_, cudaStreamNonBlocking, greatest),
+                       "cudaStreamCreateWithPriority (noise estimator)"));
+                TRY(ck(cudaEventCreateWithFlags(&est_ev_, cudaEventDisableTiming), "cudaEventCreate"));
+                nsrc_.reset(new cuda::CudaNoiseSource(ctx_));
+            }
+            DevFrame f;
+            if (host_) {
+                TRY(ck(cudaStreamWaitEvent(est_, s->ready, 0), "cudaStreamWaitEvent (noise estimator, upload)"));
+                f = cuda::compact_frame(L_, s->nat);
+            } else {
+                TRY(ck(cudaEventRecord(est_ev_, (cudaStream_t)spec_.cuda_stream), "cudaEventRecord (caller's stream)"));
+                TRY(ck(cudaStreamWaitEvent(est_, est_ev_, 0), "cudaStreamWaitEvent (noise estimator, caller's stream)"));
+                f = cuda::image_frame(in);
+            }
+            TRY(nsrc_->bind(f, spec_.format, s->color, spec_.width, spec_.height, spec_.cw, spec_.ch, plan, est_));
+            *src = nsrc_.get();
+            return 0;
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "noise_source: out of host memory");
+        }
+    }
+
+    void drop_frame(int64_t idx) override {
+        auto it = frames_.find(idx);
+        if (it == frames_.end()) return;
+        if (host_) cudaSetDevice(spec_.device);
+        release_slot(it->second);
+        frames_.erase(it);
     }
 
     void evict(int64_t frame_lo, int64_t feat_lo) override {
@@ -736,6 +788,9 @@ private:
     int pin_next_ = 0;
     cudaEvent_t caller_ev_ = nullptr, ours_ev_ = nullptr;  // memory CUDA
     float *noise_ = nullptr;
+    cudaStream_t est_ = nullptr;     // sigma=auto's stream (highest priority), made on first use
+    cudaEvent_t est_ev_ = nullptr;
+    std::unique_ptr<cuda::CudaNoiseSource> nsrc_;
 
     std::vector<std::unique_ptr<Slot>> slots_;
     std::map<int64_t, Slot *> frames_;

@@ -1,0 +1,59 @@
+// sigma=auto on the GPU: a NoiseSource (cpu/noise_estimate.h) whose patch statistics are computed
+// by kernels/cuda/noise_estimate.cu on a native frame in device memory. The estimator's rounds,
+// segment sum and 49x49 eigenvalue problem stay on the host (cpu/noise_estimate.cpp), shared with
+// the CPU backend. Host-only header (g++-includable with -I$CUDA_HOME/include).
+#ifndef DENOISE_CUDA_NOISE_ESTIMATE_H
+#define DENOISE_CUDA_NOISE_ESTIMATE_H
+
+#include "../cpu/noise_estimate.h"
+#include "../sigma_auto.h"
+#include "ops.h"
+
+namespace denoise {
+namespace cuda {
+
+class CudaNoiseSource final : public NoiseSource {
+public:
+    // Allocations go through ctx (counted against its cap), errors into ctx.err.
+    explicit CudaNoiseSource(Ctx &ctx) : ctx_(ctx) {}
+    ~CudaNoiseSource() override;
+    CudaNoiseSource(const CudaNoiseSource &) = delete;
+    CudaNoiseSource &operator=(const CudaNoiseSource &) = delete;
+
+    // Use frame f (device memory, layout fmt, colour col, W x H, chroma cw x ch) on the planes of
+    // `plan` (sigma_auto.h); every kernel and copy runs on `stream`, which must already be
+    // ordered after the writes of f (an event). Each immerkaer() / scatter() waits on the host
+    // for its own work on `stream` only. f must stay unchanged until the last call returns.
+    // 0, DENOISE_EINVAL (a plan the kernels do not run: patch side other than 7), DENOISE_ENOMEM,
+    // DENOISE_EDEVICE.
+    int bind(const DevFrame &f, const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H, int cw, int ch,
+             const NoisePlan &plan, cudaStream_t stream);
+
+    int planes() const override { return plan_.planes; }
+    int immerkaer(double *sigma) override;
+    int scatter(const NoiseSelect *sel, double *scatter, double *count) override;
+
+    // Device bytes held (patch statistics and accumulators).
+    int64_t device_bytes() const { return (int64_t)stats_bytes_ + (int64_t)acc_bytes_; }
+
+private:
+    Ctx &ctx_;
+    DevFrame f_;
+    DenoisePixelFormat fmt_{};
+    FrameColor col_;
+    NoisePlan plan_;
+    cudaStream_t stream_ = nullptr;
+    int stride_[3] = {}, nx_[3] = {}, ny_[3] = {};
+    int64_t base_[3] = {};       // first patch of plane j in stats_
+    bool stats_valid_ = false;   // stats_ hold the bound frame's patch statistics
+    float2 *stats_ = nullptr;    // per grid patch: (texture strength, mean), 8-bit code values
+    size_t stats_bytes_ = 0;
+    double *acc_ = nullptr;      // per plane: 1225 upper-triangle scatter sums, then the count; then 3 Immerkaer sums
+    size_t acc_bytes_ = 0;
+    double *host_acc_ = nullptr; // pinned mirror of acc_
+};
+
+}  // namespace cuda
+}  // namespace denoise
+
+#endif

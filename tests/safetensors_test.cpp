@@ -1,0 +1,57 @@
+// The weight loader's first check (kernels/safetensors.cpp): a file that is not safetensors at
+// all is called that, whatever its first 8 bytes would mean as a header length.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "safetensors.h"
+
+namespace {
+
+std::string write_file(const std::string &name, const std::string &bytes) {
+    const std::string path = ::testing::TempDir() + name;
+    FILE *f = std::fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    if (f) {
+        std::fwrite(bytes.data(), 1, bytes.size(), f);
+        std::fclose(f);
+    }
+    return path;
+}
+
+std::string refusal(const std::string &path) {
+    denoise::StFile st;
+    std::string err;
+    EXPECT_FALSE(denoise::load_safetensors(path, &st, &err)) << path;
+    return err;
+}
+
+}  // namespace
+
+TEST(Safetensors, TextFileIsNotASafetensorsFile) {
+    // model=README.md: "# denois" read as a u64 is a huge header length
+    const std::string err = refusal(write_file("README.md", "# denoise\n\nA neural video denoiser shipped as an FFmpeg filter.\n"));
+    EXPECT_NE(err.find("README.md: not a safetensors file"), std::string::npos) << err;
+    EXPECT_NE(err.find("first 8 bytes: \"# denois\""), std::string::npos) << err;
+    EXPECT_EQ(err.find("not sane"), std::string::npos) << err;
+}
+
+TEST(Safetensors, BinaryFileIsNotASafetensorsFile) {
+    // a PNG: its signature has non-printable bytes, shown as '.'
+    const std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+    const std::string err = refusal(write_file("image.png", png));
+    EXPECT_NE(err.find("image.png: not a safetensors file"), std::string::npos) << err;
+    EXPECT_NE(err.find("first 8 bytes: \".PNG....\", of 16"), std::string::npos) << err;
+}
+
+TEST(Safetensors, SmallHeaderLengthWithJsonIsStillParsed) {
+    // a real (empty) safetensors file: 2-byte header "{}" -> loads with no tensors
+    std::string b(8, '\0');
+    b[0] = 2;
+    b += "{}";
+    denoise::StFile st;
+    std::string err;
+    EXPECT_TRUE(denoise::load_safetensors(write_file("empty.safetensors", b), &st, &err)) << err;
+    EXPECT_TRUE(st.tensors.empty());
+}
