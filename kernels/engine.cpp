@@ -96,14 +96,20 @@ struct DenoiseEngine {
     std::unique_ptr<Backend> be;
     StreamSpec spec;
     float sigma = 0.f;
-    Amount amount;
+    Amount amount;                  // the DenoiseAmount in force, folded: amount * luma, amount * chroma
     int R = 0, r = 0, depth = 0;
+
+    // What was in force when a frame was pushed: F_s uses frame s's sigma, output t frame t's amounts.
+    struct FrameParams {
+        float sigma;
+        Amount amount;
+    };
 
     // Current segment.
     int64_t pushed = 0, pulled = 0, queued = 0;
     bool flushed = false;
-    std::map<int64_t, float> frames;  // kept frames: the sigma in force when each was pushed
-    std::set<int64_t> feats;          // computed feature maps
+    std::map<int64_t, FrameParams> frames;  // kept frames
+    std::set<int64_t> feats;                // computed feature maps
 
     int fail(int code, const std::string &msg) {
         error = msg;
@@ -141,12 +147,12 @@ struct DenoiseEngine {
                         return fail(DENOISE_EINVAL, "internal: frame " + std::to_string(i) + " evicted too early");
                     idx.push_back(i);
                 }
-                int rc = be->compute_features(s, idx.data(), (int)idx.size(), frames.at(resolve(s)));
+                int rc = be->compute_features(s, idx.data(), (int)idx.size(), frames.at(resolve(s)).sigma);
                 if (rc) return be_fail(rc);
                 feats.insert(s);
             }
             const int64_t fk[3] = {t - 1, t, t + 1};
-            int rc = be->queue_output(t, fk, amount);
+            int rc = be->queue_output(t, fk, frames.at(t).amount);
             if (rc) return be_fail(rc);
             queued++;
             evict();
@@ -298,14 +304,27 @@ int denoise_set_sigma(DenoiseEngine *e, float sigma) {
     return 0;
 }
 
-int denoise_set_amount(DenoiseEngine *e, float luma, float chroma) {
+int denoise_set_amount(DenoiseEngine *e, const DenoiseAmount *a) {
     if (!e) return DENOISE_EINVAL;
-    if (!(luma >= 0.f && luma <= 1.f) || !(chroma >= 0.f && chroma <= 1.f))
-        return e->fail(DENOISE_EINVAL, "denoise_set_amount: luma " + std::to_string(luma) + ", chroma " +
-                                           std::to_string(chroma) + ": each must be in [0, 1]");
-    e->amount.luma = luma;
-    e->amount.chroma = chroma;
+    const DenoiseAmount def = {DENOISE_AMOUNT_DEFAULTS};
+    if (!a) a = &def;
+    auto unit = [](float v) { return v >= 0.f && v <= 1.f; };
+    if (!unit(a->amount) || !unit(a->luma) || !unit(a->chroma))
+        return e->fail(DENOISE_EINVAL, "denoise_set_amount: amount " + std::to_string(a->amount) + ", luma " +
+                                           std::to_string(a->luma) + ", chroma " + std::to_string(a->chroma) +
+                                           ": each must be in [0, 1]");
+    // The backends scale the luma and chroma parts of the change (backend.h Amount): the blend
+    // folds into both.
+    e->amount.luma = a->amount * a->luma;
+    e->amount.chroma = a->amount * a->chroma;
     return 0;
+}
+
+int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi) {
+    if (!e || !e->opened) return DENOISE_EINVAL;
+    if (lo) *lo = e->model.sigma_lo;
+    if (hi) *hi = e->model.sigma_hi;
+    return e->model.sigma_range_from_file ? 1 : 0;
 }
 
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
@@ -331,7 +350,7 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
     try {
         rc = e->be->push_frame(e->pushed, *in, fc);
         if (rc) return e->be_fail(rc);
-        e->frames.emplace(e->pushed, e->sigma);
+        e->frames.emplace(e->pushed, DenoiseEngine::FrameParams{e->sigma, e->amount});
         e->pushed++;
         return e->schedule();
     } catch (const std::bad_alloc &) {
