@@ -57,6 +57,7 @@
 #include "libavutil/mem.h"
 #include "libavutil/opt.h"
 #include "libavutil/pixdesc.h"
+#include "libavutil/timestamp.h"
 #if CONFIG_CUDA
 #include "libavutil/cuda_check.h"
 #include "libavutil/hwcontext_cuda_internal.h"
@@ -845,8 +846,9 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
         double score;
         if (scene_cut(ctx, in, &img.color, &score) && av_fifo_can_read(s->queue)) {
             s->nb_scene_cuts++;
-            av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (score %.2f >= %.2f): "
-                   "new segment\n", in->pts, score, s->scene);
+            av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (%s s, score %.2f >= %.2f): "
+                   "new segment\n", in->pts, av_ts2timestr(in->pts, &ctx->inputs[0]->time_base),
+                   score, s->scene);
             if ((ret = drain(ctx)) < 0)
                 goto fail;
         }
