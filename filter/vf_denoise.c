@@ -172,7 +172,8 @@ static const AVOption denoise_options[] = {
         OFFSET(sigma),   AV_OPT_TYPE_FLOAT,  { .dbl = 15 }, 0, 100, TFLAGS },
     { "model",   "weight file (safetensors); default: the shipped " DENOISE_WEIGHTS_NAME,
         OFFSET(model),   AV_OPT_TYPE_STRING, { .str = NULL }, 0, 0, FLAGS },
-    { "backend", "engine backend",
+    { "backend", "engine backend: auto, cuda or cpu (the one that runs, and why, is logged at "
+                 "info level)",
         OFFSET(backend), AV_OPT_TYPE_INT,    { .i64 = DENOISE_BACKEND_AUTO }, 0, 2, FLAGS, .unit = "backend" },
         { "auto", "CUDA where a usable NVIDIA GPU is found, else the CPU", 0, AV_OPT_TYPE_CONST, { .i64 = DENOISE_BACKEND_AUTO }, 0, 0, FLAGS, .unit = "backend" },
         { "cuda", "NVIDIA GPU (fail if none is usable)",                  0, AV_OPT_TYPE_CONST, { .i64 = DENOISE_BACKEND_CUDA }, 0, 0, FLAGS, .unit = "backend" },
