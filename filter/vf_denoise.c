@@ -85,10 +85,15 @@
 
 #define DENOISE_WEIGHTS_NAME "denoise-v1.safetensors"
 
-/* Built-in scene-cut detector: luma block means over SCD_BLOCK x SCD_BLOCK pixels; frames with
- * fewer than SCD_MIN_PIXELS pixels are too small to judge (a few noisy samples look like a
- * cut) and never trigger it. Default threshold: see docs/robustness.md for the measurement. */
-#define SCD_BLOCK 8
+/* Built-in scene-cut detector: luma block means over B x B pixels, B sized for the frame so
+ * that every frame size is judged on about SCD_GRID blocks (the 40 x 24 blocks of 8 x 8 of the
+ * 320x192 frames the threshold was first measured on), never smaller than SCD_BLOCK_MIN: with a
+ * fixed 8 x 8 block a 1920x1080 frame's block means keep detail that a smaller frame's average
+ * away, so ordinary motion scored 2x higher there and cut shots apart. Frames with fewer than
+ * SCD_MIN_PIXELS pixels are too small to judge (a few noisy samples look like a cut) and never
+ * trigger it. Default threshold: see docs/robustness.md for the measurement. */
+#define SCD_BLOCK_MIN 8
+#define SCD_GRID 960
 #define SCD_MIN_PIXELS 256
 #define SCENE_DEFAULT 10.0
 #define SIGMA_AUTO    DENOISE_SIGMA_AUTO
@@ -108,9 +113,10 @@ typedef struct DenoiseContext {
     char *model;
     int   backend;
     int   device;
-    int   threads;
+    int   cpu_threads;          /* 0 = ff_filter_get_nb_threads() */
     int64_t gpu_mem;            /* MiB, 0 = the engine's default */
     int   tile;
+    float amount, luma, chroma; /* DenoiseAmount, run-time */
 
     char *model_path;           /* resolved weight file */
 
@@ -134,14 +140,23 @@ typedef struct DenoiseContext {
     int draining;               /* flushed: every queued frame can be pulled */
     float engine_sigma;
     float logged_sigma;         /* sigma=auto: the value last logged at -v verbose (-1: none this segment) */
+    DenoiseAmount engine_amount;
+    float sigma_lo, sigma_hi;   /* noise levels the model was trained on (denoise_model_sigma_range) */
+    int   sigma_range_from_file;
+    float warned_sigma;         /* last out-of-range sigma warned about (-1: none) */
 
     AVFifo *queue;              /* QueuedFrame: frames pushed, output not yet pulled */
+    /* why frames could still be queued at uninit (see uninit()) */
+    int   out_closed;           /* the output's consumer closed it (EOF back from downstream) */
+    int   out_wanted;           /* after the last activate(): a frame was requested and not sent yet */
+    int   failed;               /* first error activate() returned (AVERROR), 0 if none */
     int warned_csp;
     int warned_nonfinite;
 
     /* built-in scene-cut detector (option scene): block means of the native frame's Y' (G for
      * R'G'B'), compared with the previous frame's (see scene_cut()) */
     float scene;                /* threshold in percent of full scale; 0 = off */
+    int   scd_block;            /* block side in pixels (scd_block_size()) */
     int   scd_bw, scd_bh;       /* blocks per row / column */
     float *scd_cur, *scd_prev;  /* block means (normalised code values) */
     int   *scd_count;           /* pixels per block */
@@ -157,30 +172,44 @@ typedef struct DenoiseContext {
 static const AVOption denoise_options[] = {
     { "sigma",   "noise standard deviation in 8-bit code values of R'G'B' (0..255 scale, whatever the "
                  "bit depth), or auto (also -1, the default): estimated from the frames, per scene; "
-                 "each output frame's lavfi.denoise.sigma metadata holds the value used",
+                 "each output frame's lavfi.denoise.sigma metadata holds the value used; a fixed sigma "
+                 "outside the noise levels the model was trained on (0..55 for the shipped model) is "
+                 "warned about",
         OFFSET(sigma),   AV_OPT_TYPE_FLOAT,  { .dbl = SIGMA_DEFAULT }, -1, 100, TFLAGS, .unit = "sigma" },
         { "auto", "estimate sigma from the frames (weak-texture patch PCA, smoothed over the scene)",
             0, AV_OPT_TYPE_CONST, { .i64 = -1 }, 0, 0, TFLAGS, .unit = "sigma" },
     { "model",   "weight file (safetensors); default: the shipped " DENOISE_WEIGHTS_NAME,
         OFFSET(model),   AV_OPT_TYPE_STRING, { .str = NULL }, 0, 0, FLAGS },
-    { "backend", "engine backend",
+    { "backend", "engine backend: auto, cuda or cpu (the one that runs, and why, is logged at "
+                 "info level)",
         OFFSET(backend), AV_OPT_TYPE_INT,    { .i64 = DENOISE_BACKEND_AUTO }, 0, 2, FLAGS, .unit = "backend" },
         { "auto", "CUDA where a usable NVIDIA GPU is found, else the CPU", 0, AV_OPT_TYPE_CONST, { .i64 = DENOISE_BACKEND_AUTO }, 0, 0, FLAGS, .unit = "backend" },
         { "cuda", "NVIDIA GPU (fail if none is usable)",                  0, AV_OPT_TYPE_CONST, { .i64 = DENOISE_BACKEND_CUDA }, 0, 0, FLAGS, .unit = "backend" },
         { "cpu",  "CPU reference engine (fp32, slow)",                    0, AV_OPT_TYPE_CONST, { .i64 = DENOISE_BACKEND_CPU  }, 0, 0, FLAGS, .unit = "backend" },
-    { "device",  "CUDA device index",
+    { "device",  "CUDA device index for software frames (CUDA frames run on their own device)",
         OFFSET(device),  AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 16, FLAGS },
-    { "threads", "CPU engine worker threads (0 = all cores)",
-        OFFSET(threads), AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 1024, FLAGS },
+    { "cpu_threads", "worker threads of the CPU engine; 0 = the filter's thread count (the generic "
+                 "threads option, else the graph's: -filter_threads, by default the CPU count + 1)",
+        OFFSET(cpu_threads), AV_OPT_TYPE_INT, { .i64 = 0 }, 0, 1024, FLAGS },
     { "gpu_mem", "cap on the CUDA engine's GPU memory in MiB (0 = the default, 2560); frames whose "
                  "working set does not fit run in overlapping tiles",
         OFFSET(gpu_mem), AV_OPT_TYPE_INT64,  { .i64 = 0 }, 0, 1 << 20, FLAGS },
     { "tile",    "largest tile side in pixels for the CUDA engine (0 = whole frames when they fit "
                  "gpu_mem)",
         OFFSET(tile),    AV_OPT_TYPE_INT,    { .i64 = 0 }, 0, 32768, FLAGS },
-    { "scene",   "built-in scene-cut threshold (score in percent, as scdet's; 0 = off): a cut ends "
-                 "the temporal window (frames are never fused across it)",
+    { "scene",   "built-in scene-cut threshold: scdet's score in percent of full scale, on block "
+                 "means sized for the frame (0 = off); a cut ends the temporal window, frames are "
+                 "never fused across it; software frames only",
         OFFSET(scene),   AV_OPT_TYPE_FLOAT,  { .dbl = SCENE_DEFAULT }, 0, 100, TFLAGS },
+    { "amount",  "blend of the change: output = input + amount x (denoised - input); 0 gives the "
+                 "input back bit-exact, 1 the network's output",
+        OFFSET(amount),  AV_OPT_TYPE_FLOAT,  { .dbl = 1 }, 0, 1, TFLAGS },
+    { "luma",    "scale of the luma change (Y'; for R'G'B' frames the BT.709 luma of the change), "
+                 "0 = luma kept, 1 = fully denoised",
+        OFFSET(luma),    AV_OPT_TYPE_FLOAT,  { .dbl = 1 }, 0, 1, TFLAGS },
+    { "chroma",  "scale of the chroma change (Cb and Cr; for R'G'B' frames the change minus its "
+                 "luma), 0 = chroma kept, 1 = fully denoised",
+        OFFSET(chroma),  AV_OPT_TYPE_FLOAT,  { .dbl = 1 }, 0, 1, TFLAGS },
     { NULL }
 };
 
@@ -321,6 +350,13 @@ static void free_buffers(DenoiseContext *s)
     s->scd_have_prev = 0;
 }
 
+/* Block side of the scene detector for w x h frames: about SCD_GRID blocks per frame, at least
+ * SCD_BLOCK_MIN (8 up to 320x192; 21 at 854x480, 46 at 1920x1080, 93 at 3840x2160). */
+static int scd_block_size(int w, int h)
+{
+    return FFMAX(SCD_BLOCK_MIN, (int)lrint(sqrt((double)w * h / SCD_GRID)));
+}
+
 /* (Re)open the engine for frames of w x h in the current format: loads the weights (the heavy
  * part, so it runs from config_props or on a size or format change, never in init). */
 static int engine_open(AVFilterContext *ctx, int w, int h)
@@ -342,7 +378,9 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     p.width      = w;
     p.height     = h;
     p.format     = s->pixfmt;
-    p.threads    = s->threads;
+    /* the engine's thread pool is its own (the filter is not slice-threaded): it takes the
+     * thread count libavfilter grants this filter unless cpu_threads says otherwise */
+    p.threads    = s->cpu_threads ? s->cpu_threads : ff_filter_get_nb_threads(ctx);
     p.gpu_memory = s->gpu_mem << 20;
     p.tile       = s->tile;
 
@@ -382,19 +420,28 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     }
 
     got = denoise_backend(s->engine);
-    if (got == DENOISE_BACKEND_CPU)
+    if (got == DENOISE_BACKEND_CPU) {
         av_log(ctx, AV_LOG_INFO, "running the CPU engine (fp32, slow): %s\n",
                denoise_backend_reason(s->engine));
-    else
+        av_log(ctx, AV_LOG_VERBOSE, "CPU engine: %d worker thread(s) (%s)\n", p.threads,
+               s->cpu_threads ? "cpu_threads" : "the filter's thread count");
+    } else
         av_log(ctx, AV_LOG_INFO, "running the CUDA engine: %s\n", denoise_backend_reason(s->engine));
     if (s->latency < 0)
         return engine_error(ctx, s->latency, "Querying the engine's latency");
-    s->engine_sigma = s->sigma;
-    s->logged_sigma = -1;
+    rc = denoise_model_sigma_range(s->engine, &s->sigma_lo, &s->sigma_hi);
+    if (rc < 0)
+        return engine_error(ctx, rc, "Querying the model's sigma range");
+    s->sigma_range_from_file = rc;
+    /* opened with s->sigma; the amounts are the engine's defaults until apply_params() */
+    s->engine_sigma  = s->sigma;
+    s->engine_amount = (DenoiseAmount) { DENOISE_AMOUNT_DEFAULTS };
+    s->logged_sigma  = -1;
     s->draining = 0;
 
-    s->scd_bw = (w + SCD_BLOCK - 1) / SCD_BLOCK;
-    s->scd_bh = (h + SCD_BLOCK - 1) / SCD_BLOCK;
+    s->scd_block = scd_block_size(w, h);
+    s->scd_bw = (w + s->scd_block - 1) / s->scd_block;
+    s->scd_bh = (h + s->scd_block - 1) / s->scd_block;
     s->scd_cur   = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_cur));
     s->scd_prev  = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_prev));
     s->scd_count = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_count));
@@ -404,7 +451,7 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     }
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
-            s->scd_count[(y / SCD_BLOCK) * s->scd_bw + x / SCD_BLOCK]++;
+            s->scd_count[(y / s->scd_block) * s->scd_bw + x / s->scd_block]++;
     s->scd_have_prev = 0;
     s->scd_prev_mafd = 0;
 
@@ -518,7 +565,7 @@ static void check_nonfinite(AVFilterContext *ctx, const AVFrame *f)
  * mafd = mean absolute frame difference in percent of full scale, score = min(mafd,
  * |mafd - previous mafd|), a cut when score >= threshold; the min() makes a steady high
  * difference (noise, constant motion) not a cut, only a jump.  Unlike scdet the difference is
- * taken on SCD_BLOCK x SCD_BLOCK block means of the luma read from the native frame: Y' in
+ * taken on block means (scd_block_size()) of the luma read from the native frame: Y' in
  * R'G'B' units (normalised code values times the luma gain of the frame's decoding matrix,
  * 255/219 for 8-bit limited range, so that limited and full range score alike), or G of R'G'B'
  * frames (floats as the network sees them).  Block means average the noise down (sigma 50 8-bit
@@ -530,6 +577,7 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
     DenoiseContext *s = ctx->priv;
     const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
     const int w = s->width, h = s->height, bw = s->scd_bw, nb = s->scd_bw * s->scd_bh;
+    const int B = s->scd_block;
     const int step = c->step, shift = c->shift;
     const unsigned mask = (1u << FFMIN(c->depth, 16)) - 1;
     float scale = 1.0f / mask;
@@ -545,19 +593,19 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
     memset(s->scd_cur, 0, nb * sizeof(*s->scd_cur));
     for (int y = 0; y < h; y++) {
         const uint8_t *src = f->data[c->plane] + (ptrdiff_t)y * f->linesize[c->plane] + c->offset;
-        float *row = s->scd_cur + (y / SCD_BLOCK) * bw;
+        float *row = s->scd_cur + (y / B) * bw;
         if (s->is_float) {
             for (int x = 0; x < w; x++) {
                 float v = av_int2float(AV_RL32(src + x * step));
                 v = !isfinite(v) ? (v > 0 ? 1.0f : 0.0f) : av_clipf(v, -1.0f, 2.0f);
-                row[x / SCD_BLOCK] += v;
+                row[x / B] += v;
             }
         } else if (s->pixfmt.bytes == 2) {
             for (int x = 0; x < w; x++)
-                row[x / SCD_BLOCK] += ((AV_RL16(src + x * step) >> shift) & mask) * scale;
+                row[x / B] += ((AV_RL16(src + x * step) >> shift) & mask) * scale;
         } else {
             for (int x = 0; x < w; x++)
-                row[x / SCD_BLOCK] += ((src[x * step] >> shift) & mask) * scale;
+                row[x / B] += ((src[x * step] >> shift) & mask) * scale;
         }
     }
     for (int i = 0; i < nb; i++)
@@ -743,6 +791,64 @@ static enum AVPixelFormat frame_sw_format(const AVFrame *f)
     return f->format;
 }
 
+/* A sigma outside the noise levels the model was trained on: say so, once per value (at the
+ * start and after each run-time change that lands outside). */
+static void check_sigma_range(AVFilterContext *ctx)
+{
+    DenoiseContext *s = ctx->priv;
+
+    if (s->sigma >= s->sigma_lo && s->sigma <= s->sigma_hi) {
+        s->warned_sigma = -1;
+        return;
+    }
+    if (s->sigma == s->warned_sigma)
+        return;
+    s->warned_sigma = s->sigma;
+    av_log(ctx, AV_LOG_WARNING, "sigma %g is outside %g..%g, the noise levels the model '%s' was "
+           "trained on (%s): the network extrapolates there\n", s->sigma, s->sigma_lo, s->sigma_hi,
+           s->model_path, s->sigma_range_from_file ? "its metadata 'sigma_range'" :
+           "models v1 and v2; the file has no 'sigma_range' metadata");
+}
+
+/* Options changed at run time (process_command: sendcmd, zmq, avfilter_graph_send_command)
+ * reach the engine here, before the next frame is pushed: the engine applies sigma and the
+ * amounts from that frame on (its own output included). */
+static int apply_params(AVFilterContext *ctx)
+{
+    DenoiseContext *s = ctx->priv;
+    const DenoiseAmount a = { .amount = s->amount, .luma = s->luma, .chroma = s->chroma };
+    int new_sigma, new_amount;
+    int ret, rc = 0;
+
+    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
+        /* a run-time command (init refuses it): keep the sigma in force */
+        av_log(ctx, AV_LOG_WARNING, "sigma %g ignored: use 0..100, or auto (-1) to estimate it\n", s->sigma);
+        s->sigma = s->engine_sigma;
+    }
+    new_sigma  = s->sigma != s->engine_sigma;
+    new_amount = a.amount != s->engine_amount.amount || a.luma != s->engine_amount.luma ||
+                 a.chroma != s->engine_amount.chroma;
+
+    if (s->sigma != SIGMA_AUTO)
+        check_sigma_range(ctx);
+    if (!new_sigma && !new_amount)
+        return 0;
+    if ((ret = cuda_push(ctx)) < 0)
+        return ret;
+    if (new_sigma && (rc = denoise_set_sigma(s->engine, s->sigma)) >= 0) {
+        av_log(ctx, AV_LOG_VERBOSE, "sigma %g from the next frame on\n", s->sigma);
+        s->engine_sigma = s->sigma;
+        s->logged_sigma = -1;
+    }
+    if (new_amount && rc >= 0 && (rc = denoise_set_amount(s->engine, &a)) >= 0) {
+        av_log(ctx, AV_LOG_VERBOSE, "amount %g, luma %g, chroma %g from the next frame on\n",
+               a.amount, a.luma, a.chroma);
+        s->engine_amount = a;
+    }
+    cuda_pop(ctx);
+    return rc < 0 ? engine_error(ctx, rc, "Setting sigma and amounts") : 0;
+}
+
 static int push_frame(AVFilterContext *ctx, AVFrame *in)
 {
     DenoiseContext *s = ctx->priv;
@@ -791,23 +897,8 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
             (ret = engine_open(ctx, in->width, in->height)) < 0)
             goto fail;
     }
-    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
-        /* a run-time command (init refuses it): keep the sigma in force */
-        av_log(ctx, AV_LOG_WARNING, "sigma %g ignored: use 0..100, or auto (-1) to estimate it\n", s->sigma);
-        s->sigma = s->engine_sigma;
-    }
-    if (s->sigma != s->engine_sigma) {
-        if ((ret = cuda_push(ctx)) < 0)
-            goto fail;
-        rc = denoise_set_sigma(s->engine, s->sigma);
-        cuda_pop(ctx);
-        if (rc < 0) {
-            ret = engine_error(ctx, rc, "Setting sigma");
-            goto fail;
-        }
-        s->engine_sigma = s->sigma;
-        s->logged_sigma = -1;
-    }
+    if ((ret = apply_params(ctx)) < 0)
+        goto fail;
 
     check_nonfinite(ctx, in);
 
@@ -822,8 +913,9 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
         double score;
         if (scene_cut(ctx, in, &img.color, &score) && av_fifo_can_read(s->queue)) {
             s->nb_scene_cuts++;
-            av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (score %.2f >= %.2f): "
-                   "new segment\n", in->pts, score, s->scene);
+            av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (%s s, score %.2f >= %.2f): "
+                   "new segment\n", in->pts, av_ts2timestr(in->pts, &ctx->inputs[0]->time_base),
+                   score, s->scene);
             if ((ret = drain(ctx)) < 0)
                 goto fail;
         }
@@ -849,15 +941,22 @@ fail:
     return ret;
 }
 
-static int activate(AVFilterContext *ctx)
+static int filter_frames(AVFilterContext *ctx)
 {
+    DenoiseContext *s = ctx->priv;
     AVFilterLink *inlink  = ctx->inputs[0];
     AVFilterLink *outlink = ctx->outputs[0];
     AVFrame *in;
     int64_t pts;
     int status, ret;
 
-    FF_FILTER_FORWARD_STATUS_BACK(outlink, inlink);
+    if ((status = ff_outlink_get_status(outlink))) {
+        /* the consumer wants no more frames (-frames:v, -t, trim...): pass it back upstream;
+         * frames still queued were never asked for */
+        s->out_closed = 1;
+        ff_inlink_set_status(inlink, status);
+        return 0;
+    }
 
     ret = ff_inlink_consume_frame(inlink, &in);
     if (ret < 0)
@@ -886,6 +985,19 @@ static int activate(AVFilterContext *ctx)
     FF_FILTER_FORWARD_WANTED(outlink, inlink);
 
     return FFERROR_NOT_READY;
+}
+
+static int activate(AVFilterContext *ctx)
+{
+    DenoiseContext *s = ctx->priv;
+    int ret = filter_frames(ctx);
+
+    if (ret == AVERROR_EOF)
+        s->out_closed = 1;
+    else if (ret < 0 && ret != FFERROR_NOT_READY && !s->failed)
+        s->failed = ret;
+    s->out_wanted = ff_outlink_frame_wanted(ctx->outputs[0]);
+    return ret;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -940,6 +1052,7 @@ static av_cold int init(AVFilterContext *ctx)
     }
 
     s->format = AV_PIX_FMT_NONE;
+    s->warned_sigma = -1;
     s->queue = av_fifo_alloc2(8, sizeof(QueuedFrame), AV_FIFO_FLAG_AUTO_GROW);
     if (!s->queue)
         return AVERROR(ENOMEM);
@@ -1094,16 +1207,30 @@ static av_cold void uninit(AVFilterContext *ctx)
     if (s->nb_scene_cuts)
         av_log(ctx, AV_LOG_VERBOSE, "%d scene cut(s) detected\n", s->nb_scene_cuts);
     if (s->queue) {
-        /* Frames still queued here were never sent: the graph was torn down before EOF. The
-         * ffmpeg CLI does that when the input's size or format changes mid-stream (it rebuilds
-         * the graph without flushing the old one, see fftools/ffmpeg_filter.c send_frame()),
-         * so say how many frames went and how to keep them. */
+        /* Frames still queued here were never sent. Four ways to get here: an error stopped the
+         * filtering (already logged); the consumer closed the output (EOF back from a trim
+         * after us, as the ffmpeg CLI's -t inserts); the consumer stopped asking without saying
+         * so (the ffmpeg CLI's -frames:v limit: it takes its last frame and frees the graph);
+         * or the graph was freed while the output still waited for a frame: the ffmpeg CLI
+         * does that when it rebuilds the graph for a mid-stream change of the input's frame
+         * size, pixel format or colour properties: it drains what the graph has ready, then
+         * frees it without a flush (fftools/ffmpeg_filter.c send_frame(), "Reconfiguring
+         * filter graph"). Only the error and the rebuild lose frames someone wanted. */
         size_t lost = av_fifo_can_read(s->queue);
-        if (lost)
-            av_log(ctx, AV_LOG_WARNING, "%zu queued frame(s) discarded: the filter graph was "
-                   "freed before end of stream (with the ffmpeg CLI, a mid-stream size or format "
-                   "change rebuilds the graph; -reinit_filter 0 keeps one graph, and denoise "
-                   "handles the change itself)\n", lost);
+        if (lost && s->failed)
+            av_log(ctx, AV_LOG_WARNING, "%zu queued frame(s) discarded: filtering stopped at an "
+                   "error (%s)\n", lost, av_err2str(s->failed));
+        else if (lost && (s->out_closed || !s->out_wanted))
+            av_log(ctx, AV_LOG_VERBOSE, "%zu queued frame(s) not sent: the consumer %s before the "
+                   "end of the input (e.g. a -t or -frames limit); they were never asked for\n",
+                   lost, s->out_closed ? "closed the output" : "stopped asking for frames");
+        else if (lost)
+            av_log(ctx, AV_LOG_WARNING, "%zu queued frame(s) discarded: the filter graph was freed "
+                   "while its output still waited for frames, before the input ended and "
+                   "without a flush. The ffmpeg CLI does that when it rebuilds the graph for a "
+                   "mid-stream change of frame size, pixel format or colour properties "
+                   "(\"Reconfiguring filter graph\" above); -reinit_filter 0 keeps one graph, "
+                   "and denoise handles such changes itself\n", lost);
         while (av_fifo_read(s->queue, &q, 1) >= 0)
             av_frame_free(&q.frame);
         av_fifo_freep2(&s->queue);

@@ -62,6 +62,8 @@ struct FrameColor {
 };
 FrameColor frame_color(const DenoisePixelFormat &fmt, const DenoiseColor &color);
 
+// Scales of the luma and chroma parts of the change, 0..1 (denoise.h DenoiseAmount, with its
+// `amount` folded into both by engine.cpp: luma = amount * luma, chroma = amount * chroma).
 struct Amount {
     float luma = 1.f, chroma = 1.f;
 };

@@ -21,7 +21,7 @@
  *   out: the change d = (denoised - input) / 2 in R'G'B' units is taken back to the frame's own
  *        representation by the inverse of the decoding matrix (no offsets: it is a difference),
  *        chroma changes brought to chroma resolution by the adjoint of the upsampling, scaled by
- *        the luma / chroma amounts, and added to the frame's ORIGINAL samples with blue-noise
+ *        the amounts (DenoiseAmount), and added to the frame's ORIGINAL samples with blue-noise
  *        dither (pl_generate_blue_noise): out = clip(orig + floor(d * (2^depth - 1) + noise)),
  *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]. A zero change keeps
  *        a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
@@ -207,14 +207,40 @@ int denoise_set_sigma(DenoiseEngine *e, float sigma);
  * before the first pull. */
 int denoise_output_sigma(const DenoiseEngine *e, float *sigma);
 
-/* Scale of the change applied to the luma and chroma components, each 0..1 (1 = the network's
- * full change, 0 = the input unchanged, bit-exact), for the output frames the engine has not
- * started computing (with a pipelined backend, up to denoise_latency() - R frames already pushed
- * keep the previous amounts). Y'CbCr: the Y' change times luma, the Cb and Cr changes times
- * chroma; gray: luma only; R'G'B': the change d split into its BT.709 luma
- * l = 0.2126 dR' + 0.7152 dG' + 0.0722 dB' and the rest, luma l (1, 1, 1) + chroma (d - l (1, 1, 1)).
- * Default 1, 1. */
-int denoise_set_amount(DenoiseEngine *e, float luma, float chroma);
+/* How much of the network's change reaches the output (denoise_set_amount()), with
+ * libplacebo's habit of a defaults macro:
+ *     DenoiseAmount a = { DENOISE_AMOUNT_DEFAULTS };
+ *     a.chroma = 0.5f;
+ *     denoise_set_amount(e, &a);
+ * The change d (denoised - input) is split into a luma and a chroma part, each scaled, and the
+ * sum blended in: out = in + amount * (luma * d_luma + chroma * d_chroma). Y'CbCr: d_luma is the
+ * Y' change, d_chroma the Cb and Cr changes (each in the frame's own representation, per plane);
+ * gray: luma only; R'G'B' (no matrix of its own): d is split by its BT.709 luma
+ * l = 0.2126 dR' + 0.7152 dG' + 0.0722 dB', d_luma = l (1, 1, 1), d_chroma = d - l (1, 1, 1).
+ * amount 0 (or luma 0 and chroma 0) gives the input back bit-exact. */
+typedef struct DenoiseAmount {
+    float amount;  /* 0..1: blend of the whole change (1 = the network's output) */
+    float luma;    /* 0..1: scale of the luma change */
+    float chroma;  /* 0..1: scale of the chroma change */
+} DenoiseAmount;
+
+#define DENOISE_AMOUNT_DEFAULTS .amount = 1.0f, .luma = 1.0f, .chroma = 1.0f
+
+/* Set the amounts for the frames pushed from now on: output t uses the amounts in force when
+ * input frame t was pushed, whatever the backend's pipelining. NULL restores the defaults.
+ * DENOISE_EINVAL (amounts unchanged) when a field is outside [0, 1] or NaN. */
+int denoise_set_amount(DenoiseEngine *e, const DenoiseAmount *a);
+
+/* The noise levels the model was trained on, sigma in 8-bit code values: the weight file's
+ * __metadata__ "sigma_range" (a JSON list [lo, hi], written by weights/export.py) when it has
+ * one, else 0..55, the range of models v1 and v2 (both trained on sigma ~ U(0, 55) per clip:
+ * weights/noise_models.py, and weights/data.py make_noisy() for v1). The network extrapolates
+ * outside it. Returns 1 when the range comes from the file, 0 for the default, DENOISE_EINVAL
+ * before open. */
+int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi);
+
+#define DENOISE_SIGMA_TRAINED_MIN 0.0f
+#define DENOISE_SIGMA_TRAINED_MAX 55.0f
 
 /* Push one input frame (format and size as opened). The engine copies what it needs: the
  * caller may reuse the frame's memory as soon as the call returns (memory HOST) or once the

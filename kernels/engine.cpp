@@ -106,15 +106,16 @@ struct DenoiseEngine {
     SigmaAuto sigma_auto;
     float out_sigma = -1.f;         // sigma of the last pulled output (-1: none yet)
     float last_estimate = 0.f;      // the stream's last estimate: auto's value while a segment has none
-    Amount amount;
+    Amount amount;                  // the DenoiseAmount in force, folded: amount * luma, amount * chroma
     int R = 0, r = 0, depth = 0;
 
     // Current segment.
     int64_t pushed = 0, pulled = 0, queued = 0;
     bool flushed = false;
     struct Kept {
-        float sigma;  // the sigma in force when the frame was pushed (auto: the estimate after it)
-        bool est;     // pushed under sigma=auto
+        float sigma;    // the sigma in force when the frame was pushed (auto: the estimate after it)
+        bool est;       // pushed under sigma=auto
+        Amount amount;  // the amounts in force when the frame was pushed (its output uses them)
     };
     std::map<int64_t, Kept> frames;    // kept frames
     std::set<int64_t> feats;           // computed feature maps
@@ -168,7 +169,7 @@ struct DenoiseEngine {
                 feat_sigma[s] = sg;
             }
             const int64_t fk[3] = {t - 1, t, t + 1};
-            int rc = be->queue_output(t, fk, amount);
+            int rc = be->queue_output(t, fk, frames.at(t).amount);
             if (rc) return be_fail(rc);
             out_sigmas[t] = feat_sigma.at(t);
             queued++;
@@ -329,14 +330,27 @@ int denoise_output_sigma(const DenoiseEngine *e, float *sigma) {
     return 0;
 }
 
-int denoise_set_amount(DenoiseEngine *e, float luma, float chroma) {
+int denoise_set_amount(DenoiseEngine *e, const DenoiseAmount *a) {
     if (!e) return DENOISE_EINVAL;
-    if (!(luma >= 0.f && luma <= 1.f) || !(chroma >= 0.f && chroma <= 1.f))
-        return e->fail(DENOISE_EINVAL, "denoise_set_amount: luma " + std::to_string(luma) + ", chroma " +
-                                           std::to_string(chroma) + ": each must be in [0, 1]");
-    e->amount.luma = luma;
-    e->amount.chroma = chroma;
+    const DenoiseAmount def = {DENOISE_AMOUNT_DEFAULTS};
+    if (!a) a = &def;
+    auto unit = [](float v) { return v >= 0.f && v <= 1.f; };
+    if (!unit(a->amount) || !unit(a->luma) || !unit(a->chroma))
+        return e->fail(DENOISE_EINVAL, "denoise_set_amount: amount " + std::to_string(a->amount) + ", luma " +
+                                           std::to_string(a->luma) + ", chroma " + std::to_string(a->chroma) +
+                                           ": each must be in [0, 1]");
+    // The backends scale the luma and chroma parts of the change (backend.h Amount): the blend
+    // folds into both.
+    e->amount.luma = a->amount * a->luma;
+    e->amount.chroma = a->amount * a->chroma;
     return 0;
+}
+
+int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi) {
+    if (!e || !e->opened) return DENOISE_EINVAL;
+    if (lo) *lo = e->model.sigma_lo;
+    if (hi) *hi = e->model.sigma_hi;
+    return e->model.sigma_range_from_file ? 1 : 0;
 }
 
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
@@ -363,7 +377,7 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
         const int64_t idx = e->pushed;
         rc = e->be->push_frame(idx, *in, fc);
         if (rc) return e->be_fail(rc);
-        DenoiseEngine::Kept k{e->sigma, e->sigma == DENOISE_SIGMA_AUTO};
+        DenoiseEngine::Kept k{e->sigma, e->sigma == DENOISE_SIGMA_AUTO, e->amount};
         if (k.est) {
             // the backend keeps the frame already: an estimator failure drops it again, so that
             // the failed push takes nothing

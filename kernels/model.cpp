@@ -3,7 +3,7 @@
 //
 // Checks, in order, each failure naming the file and the field or tensor to blame: the file itself
 // (safetensors.cpp: header, dtypes, spans, truncation), __metadata__ "format" == "denoise-swin" and
-// "version" == "1", the "config" JSON (model_config.cpp: every field, what this engine implements),
+// "version" == "1", "sigma_range" (optional: [lo, hi], the noise levels of the training), the "config" JSON (model_config.cpp: every field, what this engine implements),
 // then every tensor the config implies (expected_tensors: name and shape, none missing, none extra)
 // and every value of every tensor finite (a NaN or Inf weight would turn every output into NaN).
 // The finiteness scan reads the ~0.5 M weights of model v1 once (about 1 ms).
@@ -11,6 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "denoise.h"
 
 namespace denoise {
 
@@ -44,6 +48,29 @@ bool check_metadata(const StFile &f, const std::string &file, std::string *confi
     }
     *config = *cj;
     return true;
+}
+
+// __metadata__ "sigma_range": absent -> the default range of denoise.h; else a JSON list of two
+// numbers 0 <= lo < hi <= 255 (8-bit code values), anything else refuses the file.
+bool read_sigma_range(const StFile &f, const std::string &file, Model *m, std::string *err) {
+    m->sigma_lo = DENOISE_SIGMA_TRAINED_MIN;
+    m->sigma_hi = DENOISE_SIGMA_TRAINED_MAX;
+    m->sigma_range_from_file = false;
+    auto it = f.metadata.find("sigma_range");
+    if (it == f.metadata.end()) return true;
+    const nlohmann::json v = nlohmann::json::parse(it->second, nullptr, false);
+    if (v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number()) {
+        const double lo = v[0].get<double>(), hi = v[1].get<double>();
+        if (lo >= 0 && lo < hi && hi <= 255) {
+            m->sigma_lo = (float)lo;
+            m->sigma_hi = (float)hi;
+            m->sigma_range_from_file = true;
+            return true;
+        }
+    }
+    *err = file + ": __metadata__ 'sigma_range' is \"" + it->second +
+           "\", expected a JSON list [lo, hi] of 8-bit code values with 0 <= lo < hi <= 255";
+    return false;
 }
 
 // Names and shapes against the config; then every value finite, in state_dict order so that the
@@ -145,6 +172,7 @@ bool load_model(const std::string &path, Model *m, std::string *err) {
     if (!load_safetensors(path, &m->file, err)) return false;
     std::string config;
     if (!check_metadata(m->file, file, &config, err)) return false;
+    if (!read_sigma_range(m->file, file, m, err)) return false;
     if (!parse_model_config(config, &m->cfg, err)) {
         *err = file + ": __metadata__ " + *err;
         return false;

@@ -44,13 +44,18 @@ struct Model {
     ModelConfig cfg;
     std::string config_json;  // __metadata__ "config"
     ModelWeights w;
+    // Noise levels of the training (8-bit code values): __metadata__ "sigma_range" [lo, hi] when
+    // present (sigma_range_from_file), else DENOISE_SIGMA_TRAINED_MIN..MAX (denoise.h).
+    float sigma_lo = 0.f, sigma_hi = 0.f;
+    bool sigma_range_from_file = false;
 
     Model() = default;
     Model(const Model &) = delete;  // w points into file
     Model &operator=(const Model &) = delete;
 };
 
-// Load `path`, check __metadata__ (format "denoise-swin", a version this engine runs, config),
+// Load `path`, check __metadata__ (format "denoise-swin", a version this engine runs, config, and
+// "sigma_range" when present: a JSON list [lo, hi] with 0 <= lo < hi <= 255),
 // every tensor's name and shape against what the config implies (no missing or extra tensor),
 // and that every value is finite; bind m->w. Returns false with *err naming the file and, where
 // one is to blame, the field or tensor ("w.safetensors: tensor 'unet.fusion.bias' has shape [31],

@@ -339,7 +339,8 @@ TEST_F(DenoiseLavfi, SizeChangeMidStream)
     free_frames(out);
 }
 
-// The options are visible with their ranges (what `ffmpeg -h filter=denoise` prints).
+// The options are visible with their ranges (what `ffmpeg -h filter=denoise` prints), the
+// run-time ones flagged; no private option named threads shadows libavfilter's generic one.
 TEST_F(DenoiseLavfi, Options)
 {
     const AVFilter *f = avfilter_get_by_name("denoise");
@@ -355,8 +356,26 @@ TEST_F(DenoiseLavfi, Options)
     ASSERT_NE(a, nullptr);
     EXPECT_EQ(a->type, AV_OPT_TYPE_CONST);
     EXPECT_EQ(a->default_val.i64, -1);
-    for (const char *name : {"model", "backend", "device", "threads"})
-        EXPECT_NE(av_opt_find(&cls, name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ), nullptr) << name;
+    for (const char *name : {"model", "backend", "device", "cpu_threads", "gpu_mem", "tile"}) {
+        o = av_opt_find(&cls, name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
+        ASSERT_NE(o, nullptr) << name;
+        EXPECT_FALSE(o->flags & AV_OPT_FLAG_RUNTIME_PARAM) << name;
+        EXPECT_TRUE(o->help && std::strlen(o->help) > 20) << name;
+    }
+    for (const char *name : {"sigma", "scene", "amount", "luma", "chroma"}) {
+        o = av_opt_find(&cls, name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
+        ASSERT_NE(o, nullptr) << name;
+        EXPECT_TRUE(o->flags & AV_OPT_FLAG_RUNTIME_PARAM) << name;
+        EXPECT_TRUE(o->help && std::strlen(o->help) > 20) << name;
+    }
+    for (const char *name : {"amount", "luma", "chroma"}) {
+        o = av_opt_find(&cls, name, nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ);
+        EXPECT_EQ(o->default_val.dbl, 1.0) << name;
+        EXPECT_EQ(o->min, 0.0) << name;
+        EXPECT_EQ(o->max, 1.0) << name;
+    }
+    EXPECT_EQ(av_opt_find(&cls, "threads", nullptr, 0, AV_OPT_SEARCH_FAKE_OBJ), nullptr)
+        << "a private 'threads' option shadows AVFilterContext's";
 }
 
 // A file that is not a weight file: an AVERROR, not a crash.
@@ -863,8 +882,9 @@ TEST_F(DenoiseLavfi, BadOptionValues)
         GTEST_SKIP() << "missing " << test_weights();
     const struct { const char *opt, *name; } cases[] = {
         {"sigma=-2", "sigma"}, {"sigma=-0.5", "sigma"}, {"sigma=1000", "sigma"}, {"sigma=nan", "sigma"}, {"backend=foo", "backend"},
-        {"threads=-5", "threads"}, {"device=-1", "device"}, {"scene=-1", "scene"}, {"scene=101", "scene"},
-        {"nosuchoption=1", "nosuchoption"}};
+        {"threads=-5", "threads"}, {"cpu_threads=-5", "cpu_threads"}, {"device=-1", "device"},
+        {"scene=-1", "scene"}, {"scene=101", "scene"}, {"amount=2", "amount"}, {"luma=-0.5", "luma"},
+        {"chroma=1.5", "chroma"}, {"nosuchoption=1", "nosuchoption"}};
     for (const auto &c : cases) {
         SCOPED_TRACE(c.opt);
         Graph g(32, 24, AV_PIX_FMT_YUV420P, args_with(test_weights(), c.opt));
@@ -878,6 +898,14 @@ TEST_F(DenoiseLavfi, BadOptionValues)
     char res[256] = {0};
     EXPECT_LT(avfilter_graph_send_command(g.graph, "denoise", "sigma", "-3", res, sizeof(res), 0), 0);
     EXPECT_GE(avfilter_graph_send_command(g.graph, "denoise", "sigma", "30", res, sizeof(res), 0), 0);
+    EXPECT_LT(avfilter_graph_send_command(g.graph, "denoise", "amount", "2", res, sizeof(res), 0), 0);
+    for (const char *o : {"amount", "luma", "chroma", "scene"})
+        EXPECT_GE(avfilter_graph_send_command(g.graph, "denoise", o, "0.5", res, sizeof(res), 0), 0) << o;
+    // options that are not run-time: refused (ENOSYS), not silently ignored
+    EXPECT_EQ(avfilter_graph_send_command(g.graph, "denoise", "backend", "cpu", res, sizeof(res), 0),
+              AVERROR(ENOSYS));
+    EXPECT_EQ(avfilter_graph_send_command(g.graph, "denoise", "cpu_threads", "2", res, sizeof(res), 0),
+              AVERROR(ENOSYS));
     take_log();
 }
 

@@ -196,15 +196,27 @@ std::vector<Frame> make_clip(const Format &F, unsigned seed) {
     return clip;
 }
 
+constexpr DenoiseAmount kDefaultAmount = {DENOISE_AMOUNT_DEFAULTS};
+
+// Amounts with the blend at 1: the luma and chroma scales only.
+DenoiseAmount lc(float luma, float chroma) {
+    DenoiseAmount a = kDefaultAmount;
+    a.luma = luma;
+    a.chroma = chroma;
+    return a;
+}
+
 // Push every frame, flush, pull each output into outs[t] (when `in_place`, into the pushed
 // frame's own memory, which must then stay untouched until its pull: the clip is copied first).
-std::vector<Frame> run(const Format &F, const std::vector<Frame> &clip, denoise::Amount amount = {},
-                       bool in_place = false, const std::string &model = weights()) {
+// `amount` is set before frame 0 (when not the defaults) and `later` before frame `change_at`.
+std::vector<Frame> run(const Format &F, const std::vector<Frame> &clip, DenoiseAmount amount = kDefaultAmount,
+                       bool in_place = false, int change_at = -1, DenoiseAmount later = kDefaultAmount,
+                       const std::string &model = weights()) {
     DenoiseEngine *e = denoise_alloc();
     DenoiseParams p = cpu_params(model.c_str(), kSigma, kW, kH, F.f, 1);
     EXPECT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
-    if (amount.luma != 1.f || amount.chroma != 1.f) {
-        EXPECT_EQ(denoise_set_amount(e, amount.luma, amount.chroma), 0);
+    if (amount.amount != 1.f || amount.luma != 1.f || amount.chroma != 1.f) {
+        EXPECT_EQ(denoise_set_amount(e, &amount), 0) << denoise_last_error(e);
     }
     std::vector<Frame> in = clip, outs = clip;  // outputs start as copies: non-colour bits must stay
     size_t pulled = 0;
@@ -221,6 +233,9 @@ std::vector<Frame> run(const Format &F, const std::vector<Frame> &clip, denoise:
         }
     };
     for (size_t t = 0; t < in.size(); ++t) {
+        if ((int)t == change_at) {
+            EXPECT_EQ(denoise_set_amount(e, &later), 0) << denoise_last_error(e);
+        }
         DenoiseImage im = in[t].image();
         EXPECT_EQ(denoise_push(e, &im), 0) << denoise_last_error(e);
         pull_ready();
@@ -513,7 +528,7 @@ TEST(NativeFormats, OutputOverThePushedFrame) {
     for (const Format *F : {&kYuva420p, &kP010, &kBgr0, &kGbrpf32}) {
         SCOPED_TRACE(F->name);
         std::vector<Frame> clip = make_clip(*F, 31);
-        const std::vector<Frame> apart = run(*F, clip), over = run(*F, clip, {}, true);
+        const std::vector<Frame> apart = run(*F, clip), over = run(*F, clip, kDefaultAmount, true);
         for (int t = 0; t < kFrames; ++t)
             for (int p = 0; p < F->nb_planes; ++p)
                 EXPECT_TRUE(apart[t].plane[p] == over[t].plane[p]) << "frame " << t << " plane " << p;
@@ -535,10 +550,10 @@ TEST(Amounts, ZeroOneLumaChroma) {
             set(clip[1], F->f, 0, 3, 4, float_bits(-0.0f));
             set(clip[2], F->f, 2, 5, 6, float_bits(NAN));
         }
-        const std::vector<Frame> zero = run(*F, clip, {0.f, 0.f});
+        const std::vector<Frame> zero = run(*F, clip, lc(0.f, 0.f));
         for (int t = 0; t < kFrames; ++t)
             for (int p = 0; p < F->nb_planes; ++p) EXPECT_TRUE(zero[t].plane[p] == clip[t].plane[p]) << "frame " << t;
-        const std::vector<Frame> dflt = run(*F, clip), one = run(*F, clip, {1.f, 1.f});
+        const std::vector<Frame> dflt = run(*F, clip), one = run(*F, clip, lc(1.f, 1.f));
         long moved = 0;
         for (int t = 0; t < kFrames; ++t)
             for (int p = 0; p < F->nb_planes; ++p) {
@@ -550,8 +565,8 @@ TEST(Amounts, ZeroOneLumaChroma) {
     // 4:2:0: luma only / chroma only
     {
         std::vector<Frame> clip = make_clip(kYuv420p, 42);
-        const std::vector<Frame> full = run(kYuv420p, clip), luma = run(kYuv420p, clip, {1.f, 0.f}),
-                                 chroma = run(kYuv420p, clip, {0.f, 1.f});
+        const std::vector<Frame> full = run(kYuv420p, clip), luma = run(kYuv420p, clip, lc(1.f, 0.f)),
+                                 chroma = run(kYuv420p, clip, lc(0.f, 1.f));
         for (int t = 0; t < kFrames; ++t) {
             EXPECT_TRUE(luma[t].plane[0] == full[t].plane[0]) << "Y' of the luma-only run, frame " << t;
             EXPECT_TRUE(luma[t].plane[1] == clip[t].plane[1] && luma[t].plane[2] == clip[t].plane[2])
@@ -563,14 +578,14 @@ TEST(Amounts, ZeroOneLumaChroma) {
     // gray: luma only
     {
         std::vector<Frame> clip = make_clip(kGray, 43);
-        const std::vector<Frame> full = run(kGray, clip), nochroma = run(kGray, clip, {1.f, 0.f});
+        const std::vector<Frame> full = run(kGray, clip), nochroma = run(kGray, clip, lc(1.f, 0.f));
         for (int t = 0; t < kFrames; ++t) EXPECT_TRUE(full[t].plane[0] == nochroma[t].plane[0]);
     }
     // R'G'B' split, in float so the changes are seen exactly
     {
         std::vector<Frame> clip = make_clip(kGbrpf32, 44);
-        const std::vector<Frame> full = run(kGbrpf32, clip), luma = run(kGbrpf32, clip, {1.f, 0.f}),
-                                 half = run(kGbrpf32, clip, {0.5f, 0.5f});
+        const std::vector<Frame> full = run(kGbrpf32, clip), luma = run(kGbrpf32, clip, lc(1.f, 0.f)),
+                                 half = run(kGbrpf32, clip, lc(0.5f, 0.5f));
         double worst_luma = 0, worst_half = 0;
         for (int t = 0; t < kFrames; ++t) {
             const Frame &in = clip[t], &f = full[t], &l = luma[t], &h = half[t];
@@ -659,7 +674,7 @@ TEST(Identity, ZeroHeadReturnsTheInputOutOfRangeIncluded) {
                     }
                     outside += F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float;
                 }
-        const std::vector<Frame> out = run(*F, clip, {}, false, model);
+        const std::vector<Frame> out = run(*F, clip, kDefaultAmount, false, -1, kDefaultAmount, model);
         for (int t = 0; t < kFrames; ++t)
             for (int p = 0; p < F->nb_planes; ++p) EXPECT_TRUE(out[t].plane[p] == clip[t].plane[p]) << "frame " << t << " plane " << p;
         if (F->sys != PL_COLOR_SYSTEM_RGB || F->f.is_float) {
@@ -667,4 +682,58 @@ TEST(Identity, ZeroHeadReturnsTheInputOutOfRangeIncluded) {
         }
     }
     std::remove(model.c_str());
+}
+
+// The blend: amount a scales the whole change, on top of luma and chroma: {a, l, c} is the same
+// as {1, a l, a c} (bit-exact, the engine folds it), amount 0 gives the input back bit-exact
+// whatever luma and chroma say, and a blend of 0.5 on float R'G'B' moves every sample by half of
+// the full change.
+TEST(Amounts, Blend) {
+    std::vector<Frame> clip = make_clip(kYuv420p, 45);
+    const DenoiseAmount blend = {0.5f, 1.f, 0.5f}, zero = {0.f, 1.f, 1.f};
+    const std::vector<Frame> b = run(kYuv420p, clip, blend), folded = run(kYuv420p, clip, lc(0.5f, 0.25f)),
+                             z = run(kYuv420p, clip, zero), full = run(kYuv420p, clip);
+    long moved = 0;
+    for (int t = 0; t < kFrames; ++t)
+        for (int p = 0; p < kYuv420p.nb_planes; ++p) {
+            EXPECT_TRUE(b[t].plane[p] == folded[t].plane[p]) << "frame " << t << " plane " << p;
+            EXPECT_TRUE(z[t].plane[p] == clip[t].plane[p]) << "amount 0 moved frame " << t << " plane " << p;
+            moved += b[t].plane[p] != full[t].plane[p];
+        }
+    EXPECT_GT(moved, 0) << "a blend of 0.5 gave the full change";
+
+    std::vector<Frame> fclip = make_clip(kGbrpf32, 46);
+    const DenoiseAmount half = {0.5f, 1.f, 1.f};
+    const std::vector<Frame> ff = run(kGbrpf32, fclip), fh = run(kGbrpf32, fclip, half);
+    double worst = 0;
+    for (int t = 0; t < kFrames; ++t)
+        for (int c = 0; c < 3; ++c)
+            for (int y = 0; y < kH; ++y)
+                for (int x = 0; x < kW; ++x) {
+                    const double i = as_float(get(fclip[t], kGbrpf32.f, c, x, y));
+                    const double d = as_float(get(ff[t], kGbrpf32.f, c, x, y)) - i;
+                    worst = std::max(worst, std::fabs(as_float(get(fh[t], kGbrpf32.f, c, x, y)) - i - 0.5 * d));
+                }
+    std::printf("  blend 0.5 on float R'G'B': worst |change - half the full change| %.2e\n", worst);
+    EXPECT_LT(worst, 1e-6);
+}
+
+// Amounts set between pushes apply from the next pushed frame's output on, exactly: outputs of
+// frames pushed before the change are those of the default run, outputs of frames pushed after
+// it the input itself (amount 0), although output t is computed only once frame t + R is pushed.
+TEST(Amounts, ChangeAppliesFromTheNextPushedFrame) {
+    const int k = 2;
+    std::vector<Frame> clip = make_clip(kYuv420p, 47);
+    const DenoiseAmount off = {0.f, 1.f, 1.f};
+    const std::vector<Frame> full = run(kYuv420p, clip),
+                             changed = run(kYuv420p, clip, kDefaultAmount, false, k, off);
+    for (int t = 0; t < kFrames; ++t)
+        for (int p = 0; p < kYuv420p.nb_planes; ++p) {
+            if (t < k) {
+                EXPECT_TRUE(changed[t].plane[p] == full[t].plane[p]) << "frame " << t << " pushed before the change";
+                EXPECT_FALSE(changed[t].plane[p] == clip[t].plane[p]) << "frame " << t << " was not denoised";
+            } else {
+                EXPECT_TRUE(changed[t].plane[p] == clip[t].plane[p]) << "frame " << t << " pushed after amount 0";
+            }
+        }
 }

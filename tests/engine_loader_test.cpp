@@ -282,6 +282,41 @@ TEST_F(Loader, NonFiniteWeights) {
     refused(write("nanbf16.safetensors", bytes_of(r)), {"nanbf16.safetensors: tensor 'unet.fusion.bias' holds NaN at element 5"});
 }
 
+// The noise levels of the training: __metadata__ "sigma_range" when present, else 0..55 (models
+// v1 and v2); a malformed range refuses the file, naming the field.
+TEST_F(Loader, SigmaRange) {
+    auto range = [&](const std::string &path, float *lo, float *hi) {
+        DenoiseEngine *e = denoise_alloc();
+        DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, rgb_f32_format());
+        int rc = denoise_open(e, &p);
+        EXPECT_EQ(rc, 0) << denoise_last_error(e);
+        if (!rc) rc = denoise_model_sigma_range(e, lo, hi);
+        denoise_free(&e);
+        return rc;
+    };
+    float lo = -1, hi = -1;
+    EXPECT_EQ(range(data_dir() + "/golden_weights.safetensors", &lo, &hi), 0);
+    EXPECT_EQ(lo, 0.0f);
+    EXPECT_EQ(hi, 55.0f);
+
+    RawFile r = golden();
+    r.meta["sigma_range"] = "[5, 30.5]";
+    EXPECT_EQ(range(write("range.safetensors", bytes_of(r)), &lo, &hi), 1);
+    EXPECT_EQ(lo, 5.0f);
+    EXPECT_EQ(hi, 30.5f);
+
+    DenoiseEngine *e = denoise_alloc();
+    EXPECT_EQ(denoise_model_sigma_range(e, &lo, &hi), DENOISE_EINVAL);  // not open
+    denoise_free(&e);
+
+    int n = 0;
+    for (const char *bad : {"[30, 5]", "[0, 300]", "[-1, 20]", "[10]", "{\"lo\": 0}", "0..55", "[0, \"55\"]"}) {
+        r.meta["sigma_range"] = bad;
+        const std::string name = "badrange" + std::to_string(n++) + ".safetensors";
+        refused(write(name, bytes_of(r)), {name, "'sigma_range'", bad});
+    }
+}
+
 TEST_F(Loader, OtherArchitecture) {
     RawFile r = golden();
     r.meta["format"] = "denoise-unet";
@@ -426,9 +461,14 @@ TEST_F(Loader, BadArguments) {
     no_plane.data[1] = nullptr;
     EXPECT_EQ(denoise_push(e, &no_plane), DENOISE_EINVAL);
     EXPECT_EQ(denoise_set_sigma(e, 300.0f), DENOISE_EINVAL);
-    EXPECT_EQ(denoise_set_amount(e, 1.5f, 1.0f), DENOISE_EINVAL);
-    EXPECT_EQ(denoise_set_amount(e, 1.0f, NAN), DENOISE_EINVAL);
-    EXPECT_EQ(denoise_set_amount(e, 0.5f, 0.0f), 0);
+    const DenoiseAmount over = {1.0f, 1.5f, 1.0f}, nan_chroma = {1.0f, 1.0f, NAN}, neg = {-0.1f, 1.0f, 1.0f},
+                        ok = {0.25f, 0.5f, 0.0f};
+    EXPECT_EQ(denoise_set_amount(e, &over), DENOISE_EINVAL);
+    EXPECT_NE(std::string(denoise_last_error(e)).find("luma 1.5"), std::string::npos) << denoise_last_error(e);
+    EXPECT_EQ(denoise_set_amount(e, &nan_chroma), DENOISE_EINVAL);
+    EXPECT_EQ(denoise_set_amount(e, &neg), DENOISE_EINVAL);
+    EXPECT_EQ(denoise_set_amount(e, &ok), 0);
+    EXPECT_EQ(denoise_set_amount(e, nullptr), 0);
     std::vector<float> obuf(buf.size());
     const DenoiseImage out = rgb_f32_image(&obuf[0], &obuf[40 * 24], &obuf[2 * 40 * 24], 40);
     EXPECT_EQ(denoise_pull(e, &out), DENOISE_EAGAIN);

@@ -14,7 +14,9 @@
 //  3. network: U-Net + head vs the CPU's, unchunked and in small chunks / bands.
 //  4. the public API, backend CUDA vs backend CPU: golden sequences (and vs PyTorch); the format
 //     families with memory HOST and memory CUDA (a context of its own made current, as FFmpeg's
-//     hwcontext does), with amounts; the trained weights on the sample clips (PSNR within 0.05 dB).
+//     hwcontext does), with amounts (blend, luma, chroma); an amount change between pushes applies
+//     from the next pushed frame on (pipelined outputs included); the trained weights on the
+//     sample clips (PSNR within 0.05 dB).
 //  6. sigma=auto: the CUDA noise source (kernels/cuda/noise_estimate.cu) against the CPU source on
 //     the planes the CPU backend gives it, on fresh random noisy frames of every plan (converted
 //     R'G'B', native 4:2:0 / 4:2:2, gray, float), odd sizes: Immerkaer's sums, the scatter of all
@@ -1019,7 +1021,9 @@ struct ApiRun {
 struct ApiOpts {
     DenoiseBackend backend = DENOISE_BACKEND_CUDA;
     DenoiseMemory memory = DENOISE_MEMORY_HOST;
-    Amount amount;
+    DenoiseAmount amount = {DENOISE_AMOUNT_DEFAULTS};
+    int change_at = -1;                                // set `later` before pushing this frame
+    DenoiseAmount later = {DENOISE_AMOUNT_DEFAULTS};
     int64_t gpu_memory = 0;
     int tile = 0;
     float sigma = 20.f;
@@ -1077,7 +1081,14 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
         return r;
     }
     r.reason = denoise_backend_reason(e);
-    if (!(o.amount.luma == 1.f && o.amount.chroma == 1.f)) denoise_set_amount(e, o.amount.luma, o.amount.chroma);
+    if (!(o.amount.amount == 1.f && o.amount.luma == 1.f && o.amount.chroma == 1.f) &&
+        (rc = denoise_set_amount(e, &o.amount)) != 0) {
+        r.rc = rc;
+        r.err = std::string("denoise_set_amount: ") + denoise_last_error(e);
+        denoise_free(&e);
+        if (stream) cudaStreamDestroy(stream);
+        return r;
+    }
     const int N = (int)in.size();
     r.out = in;  // output frames start as copies (their non-colour bits must survive)
     std::vector<std::vector<void *>> dout;
@@ -1106,7 +1117,8 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
     };
     for (int k = 0; k < N && !rc; ++k) {
         DenoiseImage im = dev ? dev_image(dplanes[k], in[k]) : in[k].image(col);
-        rc = denoise_push(e, &im);
+        if (k == o.change_at) rc = denoise_set_amount(e, &o.later);
+        if (!rc) rc = denoise_push(e, &im);
         if (!rc) {
             int q = drain();
             if (q != DENOISE_EAGAIN && q != DENOISE_EOF) rc = q;
@@ -1286,8 +1298,8 @@ void golden_api_checks(const char *path) {
 // One format through the API: CUDA (memory HOST, and memory CUDA in a context of the test's own
 // where the format is one FFmpeg hands over as CUDA frames) vs CPU, on a clip; over_input: also
 // the outputs written over their own input frames (one format per layout family runs it).
-void api_format_check(const std::string &weights, const Clip &c, const char *fname, Amount amount, bool cuda_memory,
-                      bool over_input) {
+void api_format_check(const std::string &weights, const Clip &c, const char *fname, DenoiseAmount amount,
+                      bool cuda_memory, bool over_input) {
     const Fmt &F = fmt_named(fname);
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
     std::vector<HostFrame> in = clip_frames(F, col, c, true);
@@ -1303,8 +1315,8 @@ void api_format_check(const std::string &weights, const Clip &c, const char *fna
     ApiRun rcpu = run_api(weights, F, col, in, c.W, c.H, ocpu);
     ApiRun rhost = run_api(weights, F, col, in, c.W, c.H, o);
     char name[128];
-    std::snprintf(name, sizeof name, "api %s %s %dx%d N=%d amount %.2g/%.2g", c.name.c_str(), fname, c.W, c.H, c.N,
-                  amount.luma, amount.chroma);
+    std::snprintf(name, sizeof name, "api %s %s %dx%d N=%d amount %.2g luma %.2g chroma %.2g", c.name.c_str(), fname,
+                  c.W, c.H, c.N, amount.amount, amount.luma, amount.chroma);
     if (rcpu.rc || rhost.rc) {
         result(false, "%-58s cpu: %s | cuda: %s", name, rcpu.err.c_str(), rhost.err.c_str());
         return;
@@ -1348,6 +1360,49 @@ void api_format_check(const std::string &weights, const Clip &c, const char *fna
     result(m3 <= 1.0 && n3 <= (size_t)c.N * c.W * c.H / 1000 && other3 == 0,
            "%-58s CUDA memory (own context, own stream) vs HOST: max %.3g, %zu samples differ, other bits changed %zu",
            name, m3, n3, other3);
+}
+
+// Amounts changed between pushes apply from the next pushed frame's output on, also on the
+// pipelined CUDA backend (outputs queued ahead of the pulls): amount 0 set before frame k gives
+// outputs k.. equal to their inputs bit-exact, while outputs 0..k-1 match the unchanged run.
+// Memory HOST and memory CUDA.
+void amount_change_check(const std::string &weights, const Clip &c, const char *fname) {
+    const Fmt &F = fmt_named(fname);
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    const int k = c.N / 2;
+    auto one = [&](DenoiseMemory mem) {
+        char name[128];
+        std::snprintf(name, sizeof name, "amount change %s %s %dx%d N=%d at frame %d, memory %s", c.name.c_str(), fname,
+                      c.W, c.H, c.N, k, mem == DENOISE_MEMORY_HOST ? "HOST" : "CUDA");
+        ApiOpts o, oc;
+        o.memory = oc.memory = mem;
+        oc.change_at = k;
+        oc.later = DenoiseAmount{0.f, 1.f, 1.f};
+        ApiRun full = run_api(weights, F, col, in, c.W, c.H, o), ch = run_api(weights, F, col, in, c.W, c.H, oc);
+        if (full.rc || ch.rc) {
+            result(false, "%-58s unchanged: %s | changed: %s", name, full.err.c_str(), ch.err.c_str());
+            return;
+        }
+        std::vector<HostFrame> fa(full.out.begin(), full.out.begin() + k), ca(ch.out.begin(), ch.out.begin() + k),
+            ia(in.begin(), in.begin() + k), cb(ch.out.begin() + k, ch.out.end()), ib(in.begin() + k, in.end());
+        size_t n_before = 0, n_after = 0, n_moved = 0;
+        const double before = max_sample_diff(F, ca, fa, c.W, c.H, &n_before);
+        const double after = max_sample_diff(F, cb, ib, c.W, c.H, &n_after);
+        max_sample_diff(F, ca, ia, c.W, c.H, &n_moved);
+        result(before <= 1.0 && n_before <= (size_t)k * c.W * c.H / 1000 && after == 0 && n_moved > 0,
+               "%-58s frames < %d vs unchanged run: max %.3g, %zu differ (<= 1, 0.1%%), moved %zu (> 0); frames >= %d "
+               "vs input: max %.3g (== 0)",
+               name, k, before, n_before, n_moved, k, after);
+    };
+    one(DENOISE_MEMORY_HOST);
+    OwnContext own;  // memory CUDA: a context of the test's own, current
+    if (!own.ok) {
+        result(false, "amount change %s %s: memory CUDA: no CUDA driver context (cuCtxCreate through libcuda.so.1)",
+               c.name.c_str(), fname);
+        return;
+    }
+    one(DENOISE_MEMORY_CUDA);
 }
 
 // The trained weights on a clip: the CUDA engine on both Swin-block paths (fused, the default;
@@ -1938,7 +1993,8 @@ int main(int argc, char **argv) {
     const std::string api_w = weights.empty() ? golden_w : weights;
     timed("sigma=auto noise source", [&] { noise_checks(ctx, api_w, quick); });
     if (quick) {
-        timed("api nv12 (HOST and CUDA memory)", [&] { api_format_check(api_w, small, "nv12", Amount{1.f, 1.f}, true, true); });
+        timed("api nv12 (HOST and CUDA memory)",
+              [&] { api_format_check(api_w, small, "nv12", DenoiseAmount{DENOISE_AMOUNT_DEFAULTS}, true, true); });
         Clip q = small;
         timed("tiles p010le", [&] { tile_check(api_w, q, 64, "p010le"); });
     } else {
@@ -1959,7 +2015,8 @@ int main(int argc, char **argv) {
             }
         });
         timed("api golden sequences", [&] { golden_api_checks(""); });
-        const Amount one{1.f, 1.f}, part{0.7f, 0.3f};
+        // part: the blend and both scales off 1 (luma 0.7, chroma 0.3 once the blend is folded in)
+        const DenoiseAmount one{DENOISE_AMOUNT_DEFAULTS}, part{0.8f, 0.875f, 0.375f};
         // outputs over their own inputs: once per layout family (planar, semi-planar with shifted
         // 10-bit words, packed with alpha, float)
         auto over = [](const char *f) {
@@ -1974,6 +2031,10 @@ int main(int argc, char **argv) {
         timed("api amounts (nv12, gbrp)", [&] {
             api_format_check(api_w, small, "nv12", part, true, false);
             api_format_check(api_w, small, "gbrp", part, false, false);
+        });
+        timed("api amount changes (nv12, gbrp)", [&] {
+            amount_change_check(api_w, small, "nv12");
+            amount_change_check(api_w, small, "gbrp");
         });
         for (const auto &s : samples)
             timed("sample " + s.name, [&] {

@@ -8,8 +8,9 @@ Tensors keep the PyTorch module names (model.Denoiser.state_dict()). __metadata_
 strings, as safetensors requires) holds:
   format "denoise-swin", version ("1" for a model v1 config, "2" when it uses a v2 option: the
   v1 engines refuse those, naming the field), config (model.Config JSON), data, noise_model
-  (from the checkpoint's recipe), steps, clips, train_minutes, gpu ("NVIDIA H200"), eval (JSON of
-  weights/eval.py, if given), faithfulness (JSON of weights/faithful.py, if given).
+  (from the checkpoint's recipe), sigma_range (JSON [lo, hi]: the noise levels of the training in
+  8-bit code values, which the filter warns outside of), steps, clips, train_minutes, gpu ("NVIDIA
+  H200"), eval (JSON of weights/eval.py, if given), faithfulness (JSON of weights/faithful.py, if given).
 Loading it back: weights/export.py's load_weights(), or the C engine (kernels/safetensors.cpp).
 """
 from __future__ import annotations
@@ -44,6 +45,17 @@ def provenance(state: dict) -> tuple[str, str]:
     if state.get("recipe") == "v1":
         return DATA_V2, AWGNRecipe().describe()
     return DATA, NOISE   # model v1's own checkpoint (before recipes were recorded)
+
+
+def sigma_range(state: dict) -> list:
+    """[lo, hi] of the training's noise levels (8-bit code values) for a checkpoint's state: every
+    recipe draws sigma ~ U(0, sigma_max) per clip (noise_models.py; v1's own checkpoint:
+    data.make_noisy's default, 55)."""
+    if state.get("recipe") == "v2":
+        return [0, NoiseRecipe().sigma_max]
+    if state.get("recipe") == "v1":
+        return [0, AWGNRecipe().sigma_max]
+    return [0, 55.0]
 
 
 def load_weights(path: str, device="cpu") -> Denoiser:
@@ -84,7 +96,7 @@ def main():
     data, noise = provenance(st)
     meta = {
         "format": FORMAT, "version": str(cfg.version), "config": cfg.to_json(),
-        "data": data, "noise_model": noise,
+        "data": data, "noise_model": noise, "sigma_range": json.dumps(sigma_range(st)),
         "steps": str(st.get("step", 0)), "clips": str(st.get("clips", 0)),
         "train_minutes": f"{st.get('train_seconds', 0) / 60:.1f}", "gpu": args.gpu,
         "dtype": args.dtype,
