@@ -97,6 +97,8 @@ def validate(model, val, sigmas=(10, 30, 50)):
 def save_ckpt(path, model, opt, state):
     """Atomic: model fp32, AdamW state with its moment tensors in bf16."""
     sd = opt.state_dict()
+    # state_dict() shares each parameter's state dict with the live optimizer: convert copies
+    sd["state"] = {i: dict(st) for i, st in sd["state"].items()}
     for st in sd["state"].values():
         for k in ("exp_avg", "exp_avg_sq"):
             if k in st:
