@@ -176,7 +176,7 @@ FF_INDEVS := lavfi
 FF_FILTERS := testsrc testsrc2 color nullsrc scale format hwupload hwdownload \
     psnr ssim crop hstack vstack pad setpts trim select split null nullsink scdet sendcmd \
     hqdn3d nlmeans bm3d atadenoise fftdnoiz vaguedenoiser noise \
-    showinfo fps setsar tpad concat copy \
+    showinfo metadata fps setsar tpad concat copy \
     aformat anull atrim asetpts aresample anullsrc abuffer abuffersink buffer buffersink
 FF_CUDA_FILTERS := hwupload_cuda *_cuda
 ifneq ($(FILTER_PRESENT),)
