@@ -91,11 +91,6 @@ using cuda::bf16;
 using cuda::DevFrame;
 using cuda::FrameLayout;
 
-#define TRY(x)                  \
-    do {                        \
-        int rc_ = (x);          \
-        if (rc_) return rc_;    \
-    } while (0)
 
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
 constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band

@@ -36,13 +36,7 @@ __device__ __forceinline__ void pixel_rgb(const InArgs &a, int X, int Y, float r
     const DenoisePixelFormat &fm = a.fmt;
     if (fm.nb_components == 1) {
         float v = load_value(a.f, fm.comp[0], fm.bytes, fm.is_float, X, Y);
-        if (fm.is_float) {
-            v = sanitize(v);
-        } else {
-            const float *m = a.col.dec[0];
-            v = __fadd_rn(__fadd_rn(__fmul_rn(m[0], v), __fmul_rn(__fadd_rn(m[1], m[2]), a.col.neutral)),
-                          a.col.dec_off[0]);
-        }
+        v = gray_value(a.col, v, fm.is_float);
         rgb[0] = rgb[1] = rgb[2] = v;
         return;
     }

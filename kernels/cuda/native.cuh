@@ -40,6 +40,14 @@ __device__ __forceinline__ float sanitize(float v) {
     return fminf(2.f, fmaxf(-1.f, v));
 }
 
+// A gray sample (code value v normalised, or the float) to R'G'B' units: floats through sanitize,
+// integers through row 0 of the decoding matrix with neutral chroma (Y' -> the common R'G'B').
+__device__ __forceinline__ float gray_value(const FrameColor &col, float v, int is_float) {
+    if (is_float) return sanitize(v);
+    const float *m = col.dec[0];
+    return __fadd_rn(__fadd_rn(__fmul_rn(m[0], v), __fmul_rn(__fadd_rn(m[1], m[2]), col.neutral)), col.dec_off[0]);
+}
+
 // One axis of the bilinear chroma upsampling (the filter's make_taps): luma coordinate i reads
 // chroma samples i0 (weight 1 - w) and i1 (weight w) of n; chroma sample k sits at luma
 // coordinate k * sub + off, off = pos / 256 * (sub - 1), sub = 1 << log2_sub.

@@ -53,11 +53,6 @@ void chunk_elems(const ModelConfig &c, const NetShape &s, int64_t *ea, int64_t *
 
 }  // namespace
 
-#define TRY(x)                  \
-    do {                        \
-        int rc_ = (x);          \
-        if (rc_) return rc_;    \
-    } while (0)
 
 void Net::destroy(Ctx &ctx) {
     release(ctx);

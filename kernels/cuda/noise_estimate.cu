@@ -66,13 +66,7 @@ __device__ __forceinline__ float plane_value(const NoiseArgs &a, int j, int x, i
         v = load_value(a.f, fm.comp[j], fm.bytes, 0, x, y);
     } else if (fm.nb_components == 1) {
         v = load_value(a.f, fm.comp[0], fm.bytes, fm.is_float, x, y);
-        if (fm.is_float) {
-            v = sanitize(v);
-        } else {
-            const float *m = a.col.dec[0];
-            v = __fadd_rn(__fadd_rn(__fmul_rn(m[0], v), __fmul_rn(__fadd_rn(m[1], m[2]), a.col.neutral)),
-                          a.col.dec_off[0]);
-        }
+        v = gray_value(a.col, v, fm.is_float);
     } else if (a.col.rgb) {
         v = load_value(a.f, fm.comp[j], fm.bytes, fm.is_float, x, y);
         if (fm.is_float) v = sanitize(v);
@@ -246,11 +240,6 @@ __global__ void __launch_bounds__(kThreads) scatter_kernel(NoiseArgs a, const fl
 
 }  // namespace
 
-#define TRY(x)                  \
-    do {                        \
-        int rc_ = (x);          \
-        if (rc_) return rc_;    \
-    } while (0)
 
 CudaNoiseSource::~CudaNoiseSource() {
     dev_free(ctx_, stats_);
