@@ -12,12 +12,13 @@
 //    engine queues output t+1 before it writes t: uploads, compute and downloads of two frames
 //    overlap. Only native bytes cross the bus (1.5 B per pixel each way for yuv420p).
 //  - memory CUDA: the caller's context is used as it is (no cudaSetDevice); push orders a
-//    device-to-device copy of the frame's rows after the work queued on the caller's stream
-//    (an event) and makes the caller's stream wait for the copy; write_output copies the output
+//    device-to-device copy of the frame's rows on the input copy stream, after the work queued on
+//    the caller's stream (an event) and the slot's last read, and makes the compute stream and the
+//    caller's stream wait for the copy only; write_output copies the output
 //    (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for planes
 //    that also hold alpha / padding / p010's low bits) and makes the caller's stream wait for it.
 //    No host synchronisation, except sigma=auto's (noise_source: the host waits for the
-//    estimator's kernels, which follow the caller's stream); pipeline_depth() = 0.
+//    estimator's kernels, which follow the input copy); pipeline_depth() = 0.
 // Memory plans (chosen at creation, allocated on the first push; docs/cuda.md has the figures):
 //  - whole frames: a native ring slot per kept frame with its network input converted once
 //    (frame_in at push), a feature ring (F_s computed once, reused by three outputs), the change
@@ -149,7 +150,6 @@ public:
         if (ours_ev_) cudaEventDestroy(ours_ev_);
         if (est_) cudaStreamSynchronize(est_);
         nsrc_.reset();  // its device blocks go back through ctx_
-        if (est_ev_) cudaEventDestroy(est_ev_);
         if (est_) cudaStreamDestroy(est_);
         if (up_) cudaStreamDestroy(up_);
         if (down_) cudaStreamDestroy(down_);
@@ -330,10 +330,10 @@ public:
         return 0;
     }
 
-    // The estimator reads the kept native copy (memory HOST: after its upload, s->ready) or the
-    // caller's frame itself (memory CUDA: after the work queued on the caller's stream, an event),
-    // on its own stream of the highest priority, so that neither waits for the network's queued
-    // work; the host waits for the estimator's kernels only (noise_estimate.h).
+    // The estimator reads the kept native copy after its upload or input copy (s->ready), on its
+    // own stream of the highest priority, so that it waits for neither the network's queued work
+    // nor (memory CUDA) the caller's; the host waits for the estimator's kernels only
+    // (noise_estimate.h).
     int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) override {
         try {
             TRY(enter());
@@ -345,18 +345,10 @@ public:
                 TRY(ck(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange"));
                 TRY(ck(cudaStreamCreateWithPriority(&est_, cudaStreamNonBlocking, greatest),
                        "cudaStreamCreateWithPriority (noise estimator)"));
-                TRY(ck(cudaEventCreateWithFlags(&est_ev_, cudaEventDisableTiming), "cudaEventCreate"));
                 nsrc_.reset(new cuda::CudaNoiseSource(ctx_));
             }
-            DevFrame f;
-            if (host_) {
-                TRY(ck(cudaStreamWaitEvent(est_, s->ready, 0), "cudaStreamWaitEvent (noise estimator, upload)"));
-                f = cuda::compact_frame(L_, s->nat);
-            } else {
-                TRY(ck(cudaEventRecord(est_ev_, (cudaStream_t)spec_.cuda_stream), "cudaEventRecord (caller's stream)"));
-                TRY(ck(cudaStreamWaitEvent(est_, est_ev_, 0), "cudaStreamWaitEvent (noise estimator, caller's stream)"));
-                f = cuda::image_frame(in);
-            }
+            TRY(ck(cudaStreamWaitEvent(est_, s->ready, 0), "cudaStreamWaitEvent (noise estimator, input copy)"));
+            const DevFrame f = cuda::compact_frame(L_, s->nat);
             TRY(nsrc_->bind(f, spec_.format, s->color, spec_.width, spec_.height, spec_.cw, spec_.ch, plan, est_));
             *src = nsrc_.get();
             return 0;
@@ -454,8 +446,8 @@ private:
         // on the compute stream, which reads it (see Net::put)
         TRY(ck(cudaMemcpyAsync(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice, ctx_.stream),
                "cudaMemcpyAsync (blue noise)"));
+        TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (input copy stream)"));
         if (host_) {
-            TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (upload stream)"));
             TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));
             for (Pin &p : pins_) {
                 TRY(ck(cudaHostAlloc((void **)&p.host, (size_t)L_.bytes, cudaHostAllocDefault),
@@ -618,20 +610,25 @@ private:
         return ck(cudaStreamWaitEvent(ctx_.stream, s->ready, 0), "cudaStreamWaitEvent (frame upload)");
     }
 
+    // On the input copy stream, not the compute stream: the copy then waits only for the frame's
+    // producer (the caller's stream) and the slot's last reader, and neither the caller's stream
+    // nor the noise estimator (which reads the copy) waits for the network work queued before it.
     int copy_in(const DenoiseImage &in, Slot *s) {
         cudaStream_t caller = (cudaStream_t)spec_.cuda_stream;
         TRY(ck(cudaEventRecord(caller_ev_, caller), "cudaEventRecord (caller's stream)"));
-        TRY(ck(cudaStreamWaitEvent(ctx_.stream, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(up_, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(up_, s->released, 0), "cudaStreamWaitEvent (input ring)"));
         for (int i = 0; i < 4; ++i) {
             const cuda::PlaneLayout &pl = L_.plane[i];
             if (!pl.used) continue;
             TRY(ck(cudaMemcpy2DAsync(s->nat + pl.offset, (size_t)pl.pitch, in.data[i], (size_t)in.linesize[i],
-                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, ctx_.stream),
+                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, up_),
                    "cudaMemcpy2DAsync (input frame)"));
         }
+        TRY(ck(cudaEventRecord(s->ready, up_), "cudaEventRecord"));
+        TRY(ck(cudaStreamWaitEvent(ctx_.stream, s->ready, 0), "cudaStreamWaitEvent (input copy)"));
         // the caller may reuse the frame once what it queues after this call runs
-        TRY(ck(cudaEventRecord(ours_ev_, ctx_.stream), "cudaEventRecord"));
-        return ck(cudaStreamWaitEvent(caller, ours_ev_, 0), "cudaStreamWaitEvent (caller's stream)");
+        return ck(cudaStreamWaitEvent(caller, s->ready, 0), "cudaStreamWaitEvent (caller's stream)");
     }
 
     int copy_out(Out *o, const DenoiseImage &out) {
@@ -778,13 +775,13 @@ private:
     std::vector<Plan> plans_;
     size_t plan_i_ = 0;
 
-    cudaStream_t up_ = nullptr, down_ = nullptr;  // copy streams (memory HOST)
+    cudaStream_t up_ = nullptr;      // input copy stream (upload, or memory CUDA's device copy)
+    cudaStream_t down_ = nullptr;    // download stream (memory HOST)
     Pin pins_[2];
     int pin_next_ = 0;
     cudaEvent_t caller_ev_ = nullptr, ours_ev_ = nullptr;  // memory CUDA
     float *noise_ = nullptr;
     cudaStream_t est_ = nullptr;     // sigma=auto's stream (highest priority), made on first use
-    cudaEvent_t est_ev_ = nullptr;
     std::unique_ptr<cuda::CudaNoiseSource> nsrc_;
 
     std::vector<std::unique_ptr<Slot>> slots_;
