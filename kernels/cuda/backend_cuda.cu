@@ -587,16 +587,17 @@ private:
         Slot *q = slots_.back().get();
         TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
         TRY(ck(cudaEventCreateWithFlags(&q->released, cudaEventDisableTiming), "cudaEventCreate"));
-        TRY(ck(cudaEventRecord(q->released, ctx_.stream), "cudaEventRecord"));
+        TRY(ck(cudaEventRecord(q->released, up_), "cudaEventRecord"));  // nothing has read it yet
         *ps = q;
         return 0;
     }
 
-    void release_slot(Slot *s) {
-        // later uploads into this slot wait for the compute stream's reads queued so far
-        cudaEventRecord(s->released, ctx_.stream);
-        free_slots_.push_back(s);
-    }
+    // s->released marks the compute stream's last read of the slot (read_done() after each kernel
+    // that reads it), not the whole stream at release: the next copy into the slot then waits only
+    // for that read, not for the network work of the frames queued since.
+    void release_slot(Slot *s) { free_slots_.push_back(s); }
+
+    int read_done(Slot *s) { return ck(cudaEventRecord(s->released, ctx_.stream), "cudaEventRecord (input ring read)"); }
 
     int upload(const DenoiseImage &in, Slot *s) {
         Pin &p = pins_[pin_next_];
@@ -668,7 +669,7 @@ private:
         TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height, 0, 0,
                            spec_.hp, spec_.wp, s->x));
         s->has_x = true;
-        return 0;
+        return read_done(s);
     }
 
     int features_whole(int64_t s) {
@@ -691,6 +692,7 @@ private:
             }
         }
         int rc = net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F);
+        for (size_t k = 0; !rc && k < r.frames.size(); ++k) rc = read_done(frames_.at(r.frames[k]));
         if (rc) {
             free_feats_.push_back(F);
             return rc;
@@ -711,9 +713,10 @@ private:
         }
         Slot *s = frames_.at(t);
         TRY(net_.head(ctx_, F, s->x, h2_, w2_, change_, true));
-        return cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
-                               cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height, 0,
-                               spec_.height, 0, spec_.width, amount, noise_);
+        TRY(cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
+                            cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height, 0,
+                            spec_.height, 0, spec_.width, amount, noise_));
+        return read_done(s);
     }
 
     int output_tiled(int64_t t, const int64_t feats[3], Amount amount, Out *o) {
@@ -756,6 +759,7 @@ private:
                                     cuda::compact_frame(L_, o->dev), spec_.format, st->color, spec_.width, spec_.height,
                                     ty, ty + T, tx, tx + T, amount, noise_));
             }
+        for (int64_t f : fids) TRY(read_done(frames_.at(f)));
         return 0;
     }
 
