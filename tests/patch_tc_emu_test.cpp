@@ -143,7 +143,7 @@ void check_merge(int C, int Co, int H, int W, uint32_t seed) {
     uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
     for (int b = 0; b < ctas; ++b) {
         std::memset(sm, 0xFF, bytes);
-        warp_emu::run_cta(patch_tc::kThreads, sm, bytes, [&](int tid) { patch_tc::merge_cta(a, b, tid, sm); });
+        warp_emu::run_cta(patch_tc::kThreads, sm, bytes, [&](int tid) { patch_tc::merge_cta_any(a, b, tid, sm); });
     }
     char what[128];
     std::snprintf(what, sizeof what, "merge C %3d -> %3d, %3dx%-3d map (%lld tokens, %d CTAs, %zu B smem)", C, Co, W, H,
@@ -236,6 +236,7 @@ TEST(PatchTcEmu, Merge) {
     check_merge(128, 256, 6, 6, 5);
     check_merge(256, 512, 2, 4, 6);   // 4C 1024: every lane 8 float4
     check_merge(32, 48, 4, 6, 7);     // Co not 2C: 3 column groups over 4 warp lanes
+    check_merge(160, 320, 2, 6, 8);   // one token per warp iteration, 5 float4 per lane
 }
 // model v1's expands (C 128 -> 256 -> 64 + 64 -> 64; C 64 -> 128 -> 32 + 32 -> 32), in place
 // as the engine runs them, and the other widths

@@ -8,8 +8,8 @@
 // channels, LayerNorm over the 4C (fp32 statistics, two-pass, biased variance, eps; gamma/beta
 // fp32), the result rounded once to bf16 (the GEMM operand, as merge_s2d_layernorm stores it),
 // W (Co, 4C) bf16, no bias. CTA: 64 consecutive output tokens (row-major over the output map,
-// so a tile may wrap a row), 8 warps. Phase 1: warp per token, lane l holds float4 l + 32 i of
-// the token's 4C vector in k' order (sub-pixel-major: 16 consecutive k' = 16 channels of one
+// so a tile may wrap a row), 8 warps. Phase 1: a warp takes 8 / (C / 32) tokens at a time (8
+// float4 loads per lane in flight), lane l holds float4 l + 32 i of each token's 4C vector in k' order (sub-pixel-major: 16 consecutive k' = 16 channels of one
 // source token, a 64-byte run; patch_tc.h folds the permutation into W and gamma/beta), LN,
 // bf16 into shared memory A (64, 4C + 8). Phase 2: warp w computes rows 32 (w % 2) .. + 31 (two
 // m16 tiles) for the column groups w / 2, w / 2 + 4, ... of 16 columns; A by ldmatrix, B from the
@@ -52,8 +52,10 @@
 #include <cstddef>
 #include <cstring>
 #define DN_HD inline
+#define PT_UNROLL_4
 #else
 #define DN_HD __host__ __device__ __forceinline__
+#define PT_UNROLL_4 _Pragma("unroll 4")
 #endif
 
 namespace denoise {
@@ -65,7 +67,7 @@ using namespace warp;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kMergeM = 64;   // output tokens per merge CTA
 constexpr int kExpandL = 32;  // low-res tokens per expand CTA (4 x as many output tokens)
-constexpr int kMaxQ = 8;      // float4 per lane of a merge token: 4C <= 1024
+constexpr int kMaxQ = 8;      // float4 per lane in flight in the merge's phase 1 (4C <= 1024)
 
 struct MergeArgs {
     const float *x;     // (H, W, C) fp32, 16-byte aligned
@@ -157,47 +159,67 @@ DN_DEVI void warp_gemm(const uint16_t *As, int sa, int row0, int K, const void *
     }
 }
 
-// Merge CTA `cta` (output tokens 64 cta ..), thread tid of kThreads, smem merge_smem(C) bytes.
+// Merge CTA `cta` (output tokens 64 cta ..), thread tid of kThreads, smem merge_smem(C) bytes,
+// C = 32 NQ. Phase 1 loads 8 / NQ tokens per warp at once (8 float4 per lane in flight).
+template <int NQ>
 DN_DEVI void merge_cta(const MergeArgs &a, int cta, int tid, uint8_t *smem) {
-    const int C = a.C, K = 4 * C, sa = K + 8, nq = K / 128, wo = a.W / 2;
+    constexpr int TPI = kMaxQ / NQ;  // tokens per warp iteration
+    constexpr int C = 32 * NQ, K = 4 * C, sa = K + 8;
+    const int wo = a.W / 2;
     uint16_t *As = reinterpret_cast<uint16_t *>(smem);
     const int64_t t0 = (int64_t)cta * kMergeM;
     const int warp_id = tid >> 5, lane = tid & 31;
-    const float inv_k = 1.0f / (float)K;
-    for (int r = warp_id; r < kMergeM; r += kWarps) {
-        const int64_t tok = t0 + r;
-        const bool valid = tok < a.ntok;
-        const int yo = valid ? (int)(tok / wo) : 0, xo = valid ? (int)(tok - (int64_t)yo * wo) : 0;
-        f32x4 v[kMaxQ];
-        float s = 0.f;
+    constexpr float inv_k = 1.0f / (float)K;
+    for (int r0 = warp_id * TPI; r0 < kMergeM; r0 += kWarps * TPI) {
+        f32x4 v[TPI][NQ];
         DN_UNROLL
-        for (int i = 0; i < kMaxQ; ++i) {
-            v[i] = f32x4{0.f, 0.f, 0.f, 0.f};
-            if (i < nq && valid) {
-                const int k = 4 * (lane + 32 * i), j = k / C, c = k - j * C;
-                const int y = 2 * yo + (j >> 1), x = 2 * xo + (j & 1);
-                v[i] = ldg4f(a.x + ((size_t)y * a.W + x) * C + c);
+        for (int tk = 0; tk < TPI; ++tk) {
+            const int64_t tok = t0 + r0 + tk;
+            const bool valid = r0 + tk < kMergeM && tok < a.ntok;
+            const int yo = valid ? (int)(tok / wo) : 0, xo = valid ? (int)(tok - (int64_t)yo * wo) : 0;
+            DN_UNROLL
+            for (int i = 0; i < NQ; ++i) {
+                v[tk][i] = f32x4{0.f, 0.f, 0.f, 0.f};
+                if (valid) {
+                    // k' = 4 (lane + 32 i): sub-pixel j = k' / C, channel k' % C of source token (2 yo + dy, 2 xo + dx)
+                    const int k = 4 * (lane + 32 * i), j = k / C, c = k - j * C;
+                    const int y = 2 * yo + (j >> 1), x = 2 * xo + (j & 1);
+                    v[tk][i] = ldg4f(a.x + ((size_t)y * a.W + x) * C + c);
+                }
             }
-            s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
         }
-        const float mean = warp_sum(s) * inv_k;
-        float q = 0.f;
+        float mean[TPI], rstd[TPI];
         DN_UNROLL
-        for (int i = 0; i < kMaxQ; ++i)
-            if (i < nq) {
-                const float d0 = v[i].x - mean, d1 = v[i].y - mean, d2 = v[i].z - mean, d3 = v[i].w - mean;
+        for (int tk = 0; tk < TPI; ++tk) {
+            float s = 0.f;
+            DN_UNROLL
+            for (int i = 0; i < NQ; ++i) s += (v[tk][i].x + v[tk][i].y) + (v[tk][i].z + v[tk][i].w);
+            mean[tk] = warp_sum(s) * inv_k;
+        }
+        DN_UNROLL
+        for (int tk = 0; tk < TPI; ++tk) {
+            float q = 0.f;
+            DN_UNROLL
+            for (int i = 0; i < NQ; ++i) {
+                const float d0 = v[tk][i].x - mean[tk], d1 = v[tk][i].y - mean[tk], d2 = v[tk][i].z - mean[tk],
+                            d3 = v[tk][i].w - mean[tk];
                 q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
             }
-        const float rstd = rsqrt(warp_sum(q) * inv_k + a.eps);
+            rstd[tk] = rsqrt(warp_sum(q) * inv_k + a.eps);
+        }
         DN_UNROLL
-        for (int i = 0; i < kMaxQ; ++i)
-            if (i < nq) {
+        for (int tk = 0; tk < TPI; ++tk) {
+            const int r = r0 + tk;
+            if (r >= kMergeM) continue;
+            DN_UNROLL
+            for (int i = 0; i < NQ; ++i) {
                 const int k = 4 * (lane + 32 * i);
                 const f32x4 gm = ldg4f(a.g + k), bt = ldg4f(a.b + k);
-                store8(As + (size_t)r * sa + k,
-                       pack4((v[i].x - mean) * rstd * gm.x + bt.x, (v[i].y - mean) * rstd * gm.y + bt.y,
-                             (v[i].z - mean) * rstd * gm.z + bt.z, (v[i].w - mean) * rstd * gm.w + bt.w));
+                const float m = mean[tk], rs = rstd[tk];
+                store8(As + (size_t)r * sa + k, pack4((v[tk][i].x - m) * rs * gm.x + bt.x, (v[tk][i].y - m) * rs * gm.y + bt.y,
+                                                      (v[tk][i].z - m) * rs * gm.z + bt.z, (v[tk][i].w - m) * rs * gm.w + bt.w));
             }
+        }
     }
     sync_cta();
     warp_gemm(As, sa, (warp_id & 1) * 32, K, a.wp, warp_id >> 1, kWarps / 2, a.Co / 16, lane,
@@ -205,6 +227,21 @@ DN_DEVI void merge_cta(const MergeArgs &a, int cta, int tid, uint8_t *smem) {
                   const int64_t tok = t0 + row;
                   if (tok < a.ntok) store2f(a.out + tok * a.Co + col, v0, v1);
               });
+}
+
+// merge_cta for a.C (32..256 in steps of 32; anything else does nothing: refused before).
+DN_DEVI void merge_cta_any(const MergeArgs &a, int cta, int tid, uint8_t *smem) {
+    switch (a.C) {
+    case 32: merge_cta<1>(a, cta, tid, smem); break;
+    case 64: merge_cta<2>(a, cta, tid, smem); break;
+    case 96: merge_cta<3>(a, cta, tid, smem); break;
+    case 128: merge_cta<4>(a, cta, tid, smem); break;
+    case 160: merge_cta<5>(a, cta, tid, smem); break;
+    case 192: merge_cta<6>(a, cta, tid, smem); break;
+    case 224: merge_cta<7>(a, cta, tid, smem); break;
+    case 256: merge_cta<8>(a, cta, tid, smem); break;
+    default: break;
+    }
 }
 
 // Expand CTA `cta` (low-res tokens 32 cta ..), thread tid of kThreads, smem expand_smem(C, Ck) bytes.
@@ -222,6 +259,7 @@ DN_DEVI void expand_cta(const ExpandArgs &a, int cta, int tid, uint8_t *smem) {
         return (int64_t)(2 * y + (j >> 1)) * W2 + 2 * x + (j & 1);
     };
     const int cq = C / 4, sq = Cs / 4;
+    PT_UNROLL_4
     for (int i = tid; i < kExpandL * cq; i += kThreads) {
         const int r = i / cq, q = i - r * cq;
         const int64_t tok = t0 + r;
@@ -229,6 +267,7 @@ DN_DEVI void expand_cta(const ExpandArgs &a, int cta, int tid, uint8_t *smem) {
         if (tok < nlo) v = ldg4f(a.lo + tok * C + 4 * q);
         store8(A1 + (size_t)r * s1 + 4 * q, pack4(v.x, v.y, v.z, v.w));
     }
+    PT_UNROLL_4
     for (int i = tid; i < 4 * kExpandL * sq; i += kThreads) {
         const int R = i / sq, q = i - R * sq;
         const int64_t o = out_token(R);
@@ -262,9 +301,18 @@ namespace cuda {
 
 namespace {
 
-__global__ void __launch_bounds__(patch_tc::kThreads) patch_merge_tc_kernel(const patch_tc::MergeArgs a) {
+template <int NQ>
+__global__ void __launch_bounds__(patch_tc::kThreads, 4) patch_merge_tc_kernel(const patch_tc::MergeArgs a) {
     extern __shared__ __align__(16) uint8_t smem[];
-    patch_tc::merge_cta(a, blockIdx.x, threadIdx.x, smem);
+    patch_tc::merge_cta<NQ>(a, blockIdx.x, threadIdx.x, smem);
+}
+
+template <int NQ>
+int launch_merge(Ctx &ctx, const patch_tc::MergeArgs &a, unsigned ctas, size_t smem) {
+    TRY(cuda_check(ctx, cudaFuncSetAttribute(patch_merge_tc_kernel<NQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                   "cudaFuncSetAttribute(patch_merge_tc_kernel)"));
+    patch_merge_tc_kernel<NQ><<<ctas, patch_tc::kThreads, smem, ctx.stream>>>(a);
+    return launch_check(ctx, "patch_merge_tc_kernel");
 }
 
 __global__ void __launch_bounds__(patch_tc::kThreads) patch_expand_tc_kernel(const patch_tc::ExpandArgs a) {
@@ -314,11 +362,17 @@ int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp
     TRY(optin_smem(ctx, &optin));
     DN_REQUIRE(smem <= (size_t)optin, "patch merge needs " + std::to_string(smem) + " B of shared memory, the device allows " +
                                           std::to_string(optin));
-    TRY(cuda_check(ctx, cudaFuncSetAttribute(patch_merge_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                   "cudaFuncSetAttribute(patch_merge_tc_kernel)"));
-    patch_tc::MergeArgs a{x, H, W, C, wp, g, b, eps, Co, out, ntok};
-    patch_merge_tc_kernel<<<(unsigned)ctas, patch_tc::kThreads, smem, ctx.stream>>>(a);
-    return launch_check(ctx, "patch_merge_tc_kernel");
+    const patch_tc::MergeArgs a{x, H, W, C, wp, g, b, eps, Co, out, ntok};
+    switch (C / 32) {
+    case 1: return launch_merge<1>(ctx, a, (unsigned)ctas, smem);
+    case 2: return launch_merge<2>(ctx, a, (unsigned)ctas, smem);
+    case 3: return launch_merge<3>(ctx, a, (unsigned)ctas, smem);
+    case 4: return launch_merge<4>(ctx, a, (unsigned)ctas, smem);
+    case 5: return launch_merge<5>(ctx, a, (unsigned)ctas, smem);
+    case 6: return launch_merge<6>(ctx, a, (unsigned)ctas, smem);
+    case 7: return launch_merge<7>(ctx, a, (unsigned)ctas, smem);
+    default: return launch_merge<8>(ctx, a, (unsigned)ctas, smem);
+    }
 }
 
 int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *we, const float *be, int C2,
