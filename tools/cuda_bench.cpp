@@ -304,7 +304,6 @@ int bench_patch(const Model &M, int W, int H, int iters) {
     const float eps = (float)cfg.ln_eps;
     cuda::Ctx ctx;
     CK(cuda::ctx_create(ctx, 0, true));
-    std::vector<void *> allocs;
     auto up = [&](const void *host, size_t bytes, void **dst) -> int {
         CK(cuda::dev_alloc(ctx, dst, bytes, "bench_patch"));
         CU(cudaMemcpyAsync(*dst, host, bytes, cudaMemcpyHostToDevice, ctx.stream));

@@ -15,11 +15,12 @@
 // m16 tiles) for the column groups w / 2, w / 2 + 4, ... of 16 columns; A by ldmatrix, B from the
 // packed weights (patch_tc.h) in global memory, one 16-byte load per lane per k step (L1/L2
 // hits: every CTA reads the same Co x 4C matrix); fp32 stores straight from the accumulators.
-// Cost per output token: 16 C Co FLOP (C 32, Co 64: 32.8 K; C 64: 131 K) for DRAM 16 C B read +
-// 4 Co B written (C 32: 768 B: 43 FLOP/B; C 64: 1.5 KB: 85 FLOP/B): bandwidth-bound on an H200
-// (4.8 TB/s, ~500 TFLOP/s of mma.sync) at every width up to C 128. At 4K (1920 x 1088 tokens)
-// merge0 is 17 GFLOP and 400 MB (~0.09 ms at the bandwidth), merge1 8.6 GFLOP and 200 MB.
-// Shared memory 128 C + 1 KB (C 32: 17 KB; C 256: 132 KB); weights from L2, Co 4C 2 B per CTA.
+// Cost per output token: 8 C Co FLOP (model v1: C 32, Co 64: 16.4 K; C 64, Co 128: 65.5 K) for
+// DRAM 16 C B read + 4 Co B written (768 B: 21 FLOP/B; 1.5 KB: 43 FLOP/B): bandwidth-bound on an
+// H200 (4.8 TB/s; mma.sync's ridge is above 100 FLOP/B); a C 128 merge is 85 FLOP/B, near it. At
+// 4K (1920 x 1088 tokens) merge0 is 8.6 GFLOP and 401 MB (~0.08 ms at the bandwidth), merge1 8.6
+// GFLOP and 200 MB. Weights: Co 4C 2 B read from L2 per CTA (C 32: 256 B per output token).
+// Shared memory 128 C + 1 KB (C 32: 17 KB; C 256: 132 KB).
 //
 // patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs, lo (h, w, C)
 // fp32 (rounded to bf16 for the GEMM, as cast_to_bf16), We (C2, C) bf16, be fp32, d2s as
@@ -35,12 +36,12 @@
 // rows 32 (w % 4) .., column groups w / 4, + 2, ...; + bs, fp32 stores to the output tokens.
 // out may be skip when Co = Cs (the engine writes y in the encoder map's buffer): a CTA reads exactly the skip
 // tokens it writes, all before its first barrier.
-// Cost per low-res token: 4 C C2 + 8 (Cu + Cs) Co FLOP (v1 expand1 C 128: 131 K; expand0 C 64:
+// Cost per low-res token: 2 C C2 + 8 (Cu + Cs) Co FLOP (v1 expand1 C 128: 131 K; expand0 C 64:
 // 32.8 K) for 4 C + 16 Cs B read and 16 Co B written (C 128: 2.5 KB, 51 FLOP/B; C 64: 1.25 KB,
 // 26 FLOP/B): bandwidth-bound. At 4K expand0 reads 400 MB and writes 267 MB (~0.14 ms), expand1
 // 200 + 134 MB. Shared memory 64 (C + 8) + 256 (Cu + Cs + 8) B (C 128: 43 KB).
 //
-// Limits (refused with DENOISE_EINVAL and a message otherwise; patch_*_tc_supported says why):
+// Limits (refused with DENOISE_EINVAL and a message otherwise; patch_*_tc_refusal says why):
 // merge C 32..256 in steps of 32, Co a multiple of 16 up to 1024; expand C 16..512 and Cs, Co
 // multiples of 16, C2 a multiple of 64 (Cu a multiple of 16); 16-byte aligned maps; shared memory
 // within the device's opt-in limit. The CTA bodies (patch_tc::merge_cta, expand_cta) are written
