@@ -30,8 +30,10 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
                  side CUDA stream (batch_feed.BatchFeed), overlapping the step; the others build
                  each batch on the step's stream just before it (feed "sync")
 For each variant: clips/s, step time, set-up (compile / capture / first step), peak memory, the
-time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches)
-and which SDPA backend its kernels ran, forward and backward (check_attention.sdpa_backends on
+time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches),
+the host's time to queue one batch and one step onto an idle GPU (host ms batch/step, median of
+5: when their sum reaches the step time, the loop is bound by the host, not the GPU) and which
+SDPA backend its kernels ran, forward and backward (check_attention.sdpa_backends on
 one step of the same kernels, after the timing). The recommendation (printed last and written to
 --json as "recommended", the engine, and "recommended_feed") is the fastest variant at batch 128
 in a default form (sdpa, graph, compile, compile-graph, each also with -overlap) whose set-up
@@ -180,6 +182,20 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     ms = [a.ms_to(b) for a, b in ev]
     total_ms = ev[0][0].ms_to(ev[-1][1])
     peak = round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else 0.0
+    host_b, host_s = [], []            # host time to queue one batch / one step, from an idle GPU
+    for _ in range(5 if dev.type == "cuda" else 1):
+        sync(dev)
+        t = time.perf_counter()
+        with torch.no_grad():
+            make()
+        host_b.append((time.perf_counter() - t) * 1000)
+        nb = batch()
+        sync(dev)
+        t = time.perf_counter()
+        acc += eng.step(*nb, 1e-4)
+        host_s.append((time.perf_counter() - t) * 1000)
+        del nb
+    sync(dev)
     dms = []                           # batch generation alone, on the step's stream
     for _ in range(20 if dev.type == "cuda" else 2):
         a, b = Stamp(dev), Stamp(dev)
@@ -191,12 +207,15 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     sync(dev)
     backends = eng.attention_backends(*batch())
     r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
-         "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(), "channels_last": eng.describe()["channels_last"],
+         "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(),
+         "channels_last": eng.describe()["channels_last"],
          "steps": len(ev), "clips_per_s": round(len(ev) * B / (total_ms / 1000), 1),
          "step_ms_median": round(statistics.median(ms), 3), "step_ms_p90": round(sorted(ms)[int(0.9 * len(ms))], 3),
          "data_ms_median": round(statistics.median(a.ms_to(b) for a, b in dms), 3),
+         "host_batch_ms_median": round(statistics.median(host_b), 3),
+         "host_step_ms_median": round(statistics.median(host_s), 3),
          "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1), "peak_alloc_gib": peak,
-         "mean_loss": round(acc.item() / len(ev), 4), "sdpa_backends": backends,
+         "mean_loss": round(acc.item() / (len(ev) + len(host_s)), 4), "sdpa_backends": backends,
          "attention": describe_backends(backends), "fallbacks": eng.fallbacks}
     return r
 
@@ -282,7 +301,7 @@ def main():
         print("feed check: " + ("PASS" if fc["pass"] else "FAIL " + "; ".join(fc["failures"][:4]))
               + "".join("; " + n for n in fc["notes"]))
     print(f"{'variant':21s} {'engine':14s} {'feed':7s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
-          f"{'step ms':>8s} {'data ms':>7s} {'setup s':>7s} {'GiB':>6s}  SDPA backend")
+          f"{'step ms':>8s} {'data ms':>7s} {'host ms':>11s} {'setup s':>7s} {'GiB':>6s}  SDPA backend")
     for r in out["results"]:
         if "error" in r:
             print(f"{r['variant']:21s} ERROR {r['error'][:100]}")
@@ -290,7 +309,7 @@ def main():
         x = f"{r['clips_per_s'] / v1['clips_per_s']:.2f}" if v1 else "-"
         print(f"{r['variant']:21s} {r['engine']:14s} {r['feed']:7s} {r['batch']:5d} {r['clips_per_s']:9.1f} {x:>6s} "
               f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['data_ms_median']:7.2f} "
-              f"{r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f}  {r['attention']}")
+              f"{r['host_batch_ms_median']:5.1f}/{r['host_step_ms_median']:5.1f} {r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f}  {r['attention']}")
     by = {r["variant"]: r for r in ok}
     for v in DEFAULT_FORMS:
         if v in by and f"{v}-overlap" in by:
