@@ -153,7 +153,8 @@ def table(rows: list[dict], meta: dict) -> str:
                         f"{v['val_psnr_mean']:.2f}" if v else "- | -")
                      + f" | {d} | {half if half is not None else '-'} | {pv} |")
     return ("\n".join(lines) + f"\n\nK = {meta['K']:,} clips per candidate (128x128, batch {meta['batch']}), one "
-            f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; planned {meta['seconds']:.0f} s, "
+            f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; "
+            f"planned {meta['seconds']:.0f} s, "
             f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
             f"24 clips of 256x256, AWGN unclipped, noise seed 777.\n")
 
@@ -208,7 +209,8 @@ def main():
     overhead = (b["setup_seconds"] if b else 0.0) + OVERHEAD_S
     meta = {"K": K, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
             "deadline": a.deadline, "elapsed": 0.0, "rate_assumed": rate, "overhead_assumed": overhead}
-    log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine, feed=feed,
+    log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine,
+        feed=feed,
         cost={n: round(c, 2) for n, c in cost.items()}, seconds=a.seconds, deadline=a.deadline,
         bench=b and {k: b[k] for k in ("variant", "clips_per_s", "setup_seconds")})
     rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half), status="pending") for n in names}

@@ -19,14 +19,14 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
-  - Batches: built one step ahead on a side CUDA stream, overlapping the step (weights/batch_feed.py;
-    --feed auto takes the bench's recommendation, else overlap on CUDA; --feed sync builds each
-    batch on the step's stream just before it). Either way the batches are the same, in the same
-    order.
-  - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr, clips/s, trained
-    minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777, AWGN unclipped,
-    and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read back from the
-    GPU between logs.
+  - Batches: built one step ahead on a side CUDA stream, overlapping the step
+    (weights/batch_feed.py; --feed auto takes the bench's recommendation, else overlap on CUDA;
+    --feed sync builds each batch on the step's stream just before it). Either way the batches
+    are the same, in the same order.
+  - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
+    clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
+    AWGN unclipped, and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read
+    back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged).
 """
 from __future__ import annotations
@@ -187,7 +187,8 @@ def main():
     ap.add_argument("--video-share", type=float, default=0.5)
     ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
     ap.add_argument("--feed", default="auto", choices=("auto",) + FEEDS,
-                    help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before its step")
+                    help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
+                    "its step; auto: the bench's recommendation, else overlap on CUDA")
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
