@@ -270,7 +270,7 @@ resume) signal_all CONT ;;
 collect) collect ;;
 finish) cmd_finish ;;
 *)
-    sed -n '2,30p' "$0" >&2
+    sed -n '2,33p' "$0" >&2
     exit 2
     ;;
 esac
