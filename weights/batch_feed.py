@@ -94,9 +94,9 @@ class BatchFeed:
         return batch
 
 
-def pick_feed(arg: str, bench_json: str | None, dev) -> str:
-    """--feed auto: the bench's recommendation (weights/bench_train.py JSON "recommended_feed")
-    when given, else overlap on CUDA and sync elsewhere."""
+def pick_feed(arg: str, bench_json: str | None) -> str:
+    """--feed auto: the bench's recommendation (weights/bench_train.py JSON "recommended_feed",
+    overlap only where its feed check passed on this machine) when given, else sync."""
     if arg != "auto":
         return arg
     if bench_json and os.path.exists(bench_json):
@@ -104,4 +104,4 @@ def pick_feed(arg: str, bench_json: str | None, dev) -> str:
             rec = json.load(f).get("recommended_feed")
         if rec in FEEDS:
             return rec
-    return "overlap" if torch.device(dev).type == "cuda" else "sync"
+    return "sync"

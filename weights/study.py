@@ -28,7 +28,7 @@ Engine (--engine auto): from the bench JSON the default-form engine at batch 128
 compile, compile-graph, each built with a synchronous or an overlapping feed, weights/batch_feed.py)
 with the least set-up + K / clips-per-second; without one, graph. Feed (--feed auto): that bench
 result's (an overlapping one only if the bench's feed check passed); without one, train.py's own
-default (overlap on CUDA).
+default (sync).
 
 Results: OUT/results.json and OUT/results.md are rewritten whenever a candidate starts or ends
 (pending, running, skipped, complete, incomplete and failed rows), so a call that collects them

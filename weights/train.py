@@ -20,7 +20,7 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
   - Batches: built one step ahead on a side CUDA stream, overlapping the step
-    (weights/batch_feed.py; --feed auto takes the bench's recommendation, else overlap on CUDA;
+    (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
     are the same, in the same order.
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
@@ -188,7 +188,7 @@ def main():
     ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
     ap.add_argument("--feed", default="auto", choices=("auto",) + FEEDS,
                     help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
-                    "its step; auto: the bench's recommendation, else overlap on CUDA")
+                    "its step; auto: the bench's recommendation (overlap where its feed check passed), else sync")
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -310,7 +310,7 @@ def run(args, log, dev):
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
                                             recipe["synth_share"]),
-                     dev, overlap=pick_feed(args.feed, args.bench_json, dev) == "overlap")
+                     dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
 
     last_val = {"step": None}
 
