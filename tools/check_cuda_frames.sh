@@ -11,6 +11,12 @@
 #   host: format=F,denoise=backend=cuda           (the same backend on software frames)
 #   cpu:  format=F,denoise=backend=cpu:threads=8  (the fp32 reference; nv12 and p010le only:
 #         gpu_check compares the two backends through the API for every one of these formats)
+# Every output file is rawvideo in NUT, in a format that NUT keeps: p010le and p016le have no raw
+# pixel-format tag (libavcodec/raw.c), so NUT writes them as 16 bpp and reads them back as
+# rgb555le (2/3 of the luma plane, seen as RGB: the 10-bit value's low 4 bits become G), which
+# makes any comparison of them meaningless; they are stored as yuv420p10le (p010: the 10 bits
+# exactly, shifted down) and yuv420p16le (p016: the same words), and every file's pix_fmt is
+# checked after writing.
 # and checks: N frames out with the input's pts (those of the host run); the frames leaving
 # denoise are CUDA frames (showinfo's fmt:cuda); cuda == host (identical, or PSNR >= 60 dB); cuda
 # vs cpu PSNR >= 40 dB (bf16 storage vs fp32). showinfo runs with checksum=0 on CUDA frames: FFmpeg 7.1's showinfo
@@ -60,8 +66,22 @@ why() {
     fi
 }
 
+# store_fmt F: the pixel format the NUT files of sw_format F are written in (see the top note)
+store_fmt() {
+    case $1 in p010le) echo yuv420p10le ;; p016le) echo yuv420p16le ;; *) echo "$1" ;; esac
+}
+# stored_ok FILE FMT: the file reads back in FMT, else say what it reads back as
+stored_ok() {
+    _pf=$(probe "$1" pix_fmt)
+    [ "$_pf" = "$2" ] && return 0
+    fail "$(basename "$1") reads back as ${_pf:-nothing}, written as $2: its comparisons would be meaningless"
+    return 1
+}
+
 for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     c=$TMP/$F.cuda.nut h=$TMP/$F.host.nut p=$TMP/$F.cpu.nut
+    S=$(store_fmt "$F")
+    ST=$([ "$S" = "$F" ] || echo ",format=$S")
     if ! ff "$L/$F.ctrl.log" -f lavfi -i "$SRC" \
             -vf "format=$F,hwupload_cuda,showinfo=checksum=0,hwdownload,format=$F" -f null -; then
         fail "$F: FFmpeg's CUDA chain fails without denoise (hwupload_cuda,hwdownload; log $L/$F.ctrl.log):"
@@ -69,20 +89,22 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
         row "$F" FAIL "control chain without denoise failed"; continue
     fi
     if ! ff "$L/$F.cuda.log" -f lavfi -i "$SRC" \
-            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo=checksum=0,hwdownload,format=$F" \
+            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo=checksum=0,hwdownload,format=$F$ST" \
             -c:v rawvideo -f nut "$c"; then
         fail "$F: CUDA frames run failed (the same chain without denoise passed; log $L/$F.cuda.log):"
         why "$L/$F.cuda.log"
         row "$F" FAIL "cuda run failed"; continue
     fi
-    ff "$L/$F.host.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cuda:$DN" \
+    ff "$L/$F.host.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cuda:$DN$ST" \
         -c:v rawvideo -f nut "$h" || { fail "$F: host-frames run failed:"; why "$L/$F.host.log"; row "$F" FAIL "host run failed"; continue; }
     vs_cpu=-
     case $F in nv12|p010le)
-        ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cpu:threads=8:$DN" \
+        ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cpu:threads=8:$DN$ST" \
             -c:v rawvideo -f nut "$p" || { fail "$F: cpu run failed:"; why "$L/$F.cpu.log"; row "$F" FAIL "cpu run failed"; continue; }
+        stored_ok "$p" "$S" || { row "$F" FAIL "stored as $(probe "$p" pix_fmt)"; continue; }
         vs_cpu=$(psnr "$c" "$p") ;;
     esac
+    { stored_ok "$c" "$S" && stored_ok "$h" "$S"; } || { row "$F" FAIL "stored as $(probe "$c" pix_fmt)"; continue; }
     n=$(count_frames "$c")
     ncuda=$(grep -c 'Parsed_showinfo.*fmt:cuda' "$L/$F.cuda.log")
     pts_c=$(frame_pts "$c" | tr '\n' ' ') pts_h=$(frame_pts "$h" | tr '\n' ' ')
