@@ -119,6 +119,40 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     row "$F" "$([ $ok = 1 ] && echo PASS || echo FAIL)" "frames $n, cuda out $ncuda, vs host $same dB, vs cpu $vs_cpu dB"
 done
 
+# nvdec_split: where a difference between the NVDEC and the software-decoded denoised outputs
+# comes from, one run per hypothesis (12 frames each), printed as one line per question:
+#   decode   NVDEC frames vs software-decoded frames, no denoise (bit-exact decoding: inf)
+#   upload   the software-decoded frames uploaded (hwupload_cuda: CUDA memory, no NVDEC) vs the
+#            host run: the CUDA-memory path on this content, apart from NVDEC
+#   sigma15  NVDEC vs software decoding both with sigma=15: with it equal, sigma=auto differs
+#   scene0   the host run with the built-in scene detector off (scene=0; it is off for CUDA
+#            frames) vs the host run
+#   props    the frames' colour properties and chroma location (showinfo) as denoise gets them
+#   sigmas   lavfi.denoise.sigma per output frame, NVDEC / host
+nvdec_split() {
+    _v=$TMP/nvdec.split
+    mkdir -p "$_v"
+    ff "$L/nvdec.dec.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" -vf hwdownload,format=nv12 \
+        -c:v rawvideo -f nut "$_v/dec_hw.nut" &&
+        ff "$L/nvdec.dec_sw.log" -i "$enc" -vf format=nv12 -c:v rawvideo -f nut "$_v/dec_sw.nut" &&
+        echo "    decode:  NVDEC vs software decoding, no denoise: $(psnr "$_v/dec_hw.nut" "$_v/dec_sw.nut") dB"
+    ff "$L/nvdec.upload.log" -i "$enc" -vf "format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" \
+        -c:v rawvideo -f nut "$_v/upload.nut" &&
+        echo "    upload:  software-decoded frames through hwupload_cuda (CUDA memory) vs the host run: $(psnr "$_v/upload.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/upload.nut" "$TMP/nvdec.nut") dB"
+    ff "$L/nvdec.s15_hw.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
+        -vf "denoise=backend=cuda:sigma=15:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/s15_hw.nut" &&
+        ff "$L/nvdec.s15_sw.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:sigma=15:$DN" -c:v rawvideo -f nut "$_v/s15_sw.nut" &&
+        echo "    sigma15: NVDEC vs software decoding, both sigma=15: $(psnr "$_v/s15_hw.nut" "$_v/s15_sw.nut") dB"
+    ff "$L/nvdec.scene0.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:scene=0:$DN" -c:v rawvideo -f nut "$_v/scene0.nut" &&
+        echo "    scene0:  host run with scene=0 vs the host run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.nut") dB"
+    _props() { grep -m1 -o 'color_range:.*' "$1"; grep -m1 -o 'fmt:[^ ]* cl:[^ ]*' "$1"; }
+    echo "    props:   NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
+    _sig() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | tr '\n' ' '; }
+    echo "    sigmas:  NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
+}
+
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
 # same stream decoded in software (H.264 decoding is bit-exact, so the frames are the same)
 enc=$TMP/src.mkv
@@ -129,19 +163,21 @@ elif ! ff "$L/nvdec.ctrl.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc
     skip "nvdec: no NVDEC decoding of h264 into CUDA frames here: $(grep -iE 'nvcuvid|Failed setup|hardware frame|rror' "$L/nvdec.ctrl.log" | head -n 2 | tr '\n' ' ')"
     row nvdec SKIP "no NVDEC here"
 elif ! ff "$L/nvdec.cuda.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
-        -vf "denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$TMP/nvdec.nut"; then
+        -vf "showinfo=checksum=0,denoise=backend=cuda:$DN,hwdownload,format=nv12,metadata=print:key=lavfi.denoise.sigma" \
+        -c:v rawvideo -f nut "$TMP/nvdec.nut"; then
     fail "nvdec: -hwaccel cuda -hwaccel_output_format cuda ... -vf denoise failed:"; why "$L/nvdec.cuda.log"
     row nvdec FAIL "run failed"
 elif ! grep -q 'Parsed_denoise.*for [0-9]*x[0-9]* cuda/' "$L/nvdec.cuda.log"; then
     fail "nvdec: denoise did not get CUDA frames (log $L/nvdec.cuda.log)"; row nvdec FAIL "not CUDA frames"
 else
-    ff "$L/nvdec.host.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:$DN" -c:v rawvideo -f nut "$TMP/nvdec.host.nut" ||
-        fail "nvdec: software-decoded run failed"
+    ff "$L/nvdec.host.log" -i "$enc" -vf "format=nv12,showinfo,denoise=backend=cuda:$DN,metadata=print:key=lavfi.denoise.sigma" \
+        -c:v rawvideo -f nut "$TMP/nvdec.host.nut" || fail "nvdec: software-decoded run failed"
     nd=$(count_frames "$TMP/nvdec.nut") sd=$(psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut")
     if [ "$nd" = $N ] && { [ "$sd" = inf ] || fcmp "${sd:-0}" '>=' 60; }; then
         pass "nvdec: $nd NVDEC-decoded CUDA frames denoised, vs software decoding $sd dB"; row nvdec PASS "frames $nd, vs sw decode $sd dB"
     else
         fail "nvdec: $nd frames of $N, vs software decoding $sd dB (needs >= 60)"; row nvdec FAIL "frames $nd, vs sw decode $sd dB"
+        nvdec_split
     fi
 fi
 
