@@ -129,28 +129,29 @@ done
 #            frames) vs the host run
 #   props    the frames' colour properties and chroma location (showinfo) as denoise gets them
 #   sigmas   lavfi.denoise.sigma per output frame, NVDEC / host
+# as INFO lines (tools/device_gpu.sh shows them with the failures).
 nvdec_split() {
     _v=$TMP/nvdec.split
     mkdir -p "$_v"
     ff "$L/nvdec.dec.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" -vf hwdownload,format=nv12 \
         -c:v rawvideo -f nut "$_v/dec_hw.nut" &&
         ff "$L/nvdec.dec_sw.log" -i "$enc" -vf format=nv12 -c:v rawvideo -f nut "$_v/dec_sw.nut" &&
-        echo "    decode:  NVDEC vs software decoding, no denoise: $(psnr "$_v/dec_hw.nut" "$_v/dec_sw.nut") dB"
+        echo "INFO $TEST_NAME: nvdec split: decode: NVDEC vs software decoding, no denoise: $(psnr "$_v/dec_hw.nut" "$_v/dec_sw.nut") dB"
     ff "$L/nvdec.upload.log" -i "$enc" -vf "format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" \
         -c:v rawvideo -f nut "$_v/upload.nut" &&
-        echo "    upload:  software-decoded frames through hwupload_cuda (CUDA memory) vs the host run: $(psnr "$_v/upload.nut" "$TMP/nvdec.host.nut") dB;" \
+        echo "INFO $TEST_NAME: nvdec split: upload: software-decoded frames through hwupload_cuda (CUDA memory) vs the host run: $(psnr "$_v/upload.nut" "$TMP/nvdec.host.nut") dB;" \
              "vs the NVDEC run: $(psnr "$_v/upload.nut" "$TMP/nvdec.nut") dB"
     ff "$L/nvdec.s15_hw.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
         -vf "denoise=backend=cuda:sigma=15:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/s15_hw.nut" &&
         ff "$L/nvdec.s15_sw.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:sigma=15:$DN" -c:v rawvideo -f nut "$_v/s15_sw.nut" &&
-        echo "    sigma15: NVDEC vs software decoding, both sigma=15: $(psnr "$_v/s15_hw.nut" "$_v/s15_sw.nut") dB"
+        echo "INFO $TEST_NAME: nvdec split: sigma15: NVDEC vs software decoding, both sigma=15: $(psnr "$_v/s15_hw.nut" "$_v/s15_sw.nut") dB"
     ff "$L/nvdec.scene0.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:scene=0:$DN" -c:v rawvideo -f nut "$_v/scene0.nut" &&
-        echo "    scene0:  host run with scene=0 vs the host run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.host.nut") dB;" \
+        echo "INFO $TEST_NAME: nvdec split: scene0: host run with scene=0 vs the host run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.host.nut") dB;" \
              "vs the NVDEC run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.nut") dB"
     _props() { grep -m1 -o 'color_range:.*' "$1"; grep -m1 -o 'fmt:[^ ]* cl:[^ ]*' "$1"; }
-    echo "    props:   NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
+    echo "INFO $TEST_NAME: nvdec split: props: NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
     _sig() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | tr '\n' ' '; }
-    echo "    sigmas:  NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
+    echo "INFO $TEST_NAME: nvdec split: sigmas: NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
 }
 
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
