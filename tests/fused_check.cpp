@@ -130,8 +130,8 @@ struct DevBlock {
     int C, heads;
     uint8_t *image = nullptr;
     std::vector<Dev *> bufs;
-    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16, *proj_b16, *fc1_b16;
-    float *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
+    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16;
+    float *proj_b32, *fc1_b32, *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
     DevBlock(const swin_ref::RandomBlock &rb) : C(rb.C), heads(rb.heads) {
         ok_or_die(swin_weight_image_upload(g_ctx, rb.w, C, heads, &image, nullptr), "swin_weight_image_upload");
         auto put16 = [&](const std::vector<float> &v) {
@@ -152,8 +152,8 @@ struct DevBlock {
         fc1_w = put16(rb.fc1w);
         fc2_w = put16(rb.fc2w);
         qkv_b16 = put16(rb.qkvb);
-        proj_b16 = put16(rb.projb);
-        fc1_b16 = put16(rb.fc1b);
+        proj_b32 = put32(rb.projb.data(), rb.projb.size());
+        fc1_b32 = put32(rb.fc1b.data(), rb.fc1b.size());
         fc2_b32 = put32(rb.fc2b.data(), rb.fc2b.size());
         n1g = put32(rb.n1g.data(), C);
         n1b = put32(rb.n1b.data(), C);
@@ -173,13 +173,14 @@ struct DevBlock {
 struct SeqWs {
     int wper;
     int64_t tper;
-    Dev tb, qkv, att, hid;
+    Dev tb, qkv, att, hidf, hid;
     SeqWs(int wper_, int64_t tper_, int C)
         : wper(wper_),
           tper(tper_),
           tb(2 * (size_t)std::max<int64_t>(64 * (int64_t)wper_, tper_) * C),
           qkv(6 * 64 * (size_t)wper_ * C),
           att(2 * 64 * (size_t)wper_ * C),
+          hidf(16 * (size_t)tper_ * C),
           hid(8 * (size_t)tper_ * C) {}
 };
 
@@ -192,6 +193,7 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
     const int nwin = (H / 8) * (W / 8);
     if (ev && (ws.wper < nwin || ws.tper < n)) fatal("unfused_block: per-op events need the map in one chunk");
     bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
+    float *hidf = ws.hidf.as<float>();
     int rc;
     int e = 0;
     auto mark = [&] {
@@ -207,9 +209,10 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
         mark();
         if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, w0, w1, B.relb, att))) return rc;
         mark();
-        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
+        float *pf = ws.qkv.as<float>();  // the proj output in fp32, in qkv's room (qkv is consumed)
+        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b32, C, pf, true, C, 0.f))) return rc;
         mark();
-        if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
+        if ((rc = window_scatter_add(ctx, pf, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
     }
     for (int64_t t0 = 0; t0 < n; t0 += ws.tper) {
         const int64_t nc = std::min(n, t0 + ws.tper) - t0;
@@ -217,9 +220,9 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
         mark();
         if ((rc = layernorm_rows(ctx, xt, nc, C, B.n2g, B.n2b, kEps, tb))) return rc;
         mark();
-        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b16, Ch, hid, false, Ch, 0.f))) return rc;
+        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b32, Ch, hidf, true, Ch, 0.f))) return rc;
         mark();
-        if ((rc = gelu_tanh(ctx, hid, nc, Ch, nullptr))) return rc;
+        if ((rc = gelu_tanh(ctx, hidf, nc, Ch, nullptr, hid))) return rc;
         mark();
         if ((rc = linear(ctx, hid, nc, Ch, Ch, B.fc2_w, B.fc2_b32, C, xt, true, C, 1.f))) return rc;
     }

@@ -141,9 +141,9 @@ int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int 
 int linear(Ctx &ctx, const bf16 *in, int64_t n, int K, int lda, const bf16 *W, const void *bias, int N, void *out,
            bool out_f32, int ldo, float beta);
 
-// ---- gelu.cu: x = GELU_tanh(x + bias) in place on rows x C bf16 (bias fp32 per channel, may be
-// null), fp32 math, one rounding on the store.
-int gelu_tanh(Ctx &ctx, bf16 *x, int64_t rows, int C, const float *bias);
+// ---- gelu.cu: out = GELU_tanh(x + bias) on rows x C, x fp32 (fc1's output), out bf16 (not
+// aliasing x; bias fp32 per channel, may be null), fp32 math, one rounding on the store.
+int gelu_tanh(Ctx &ctx, const float *x, int64_t rows, int C, const float *bias, bf16 *out);
 
 // ---- window_attention.cu: Swin W-MSA core on qkv (n, 3C) bf16 in window order ([q | k | v],
 // head h at channels h*32..h*32+31 of each part); qkv_bias (3C fp32, may be null: already added);
@@ -153,10 +153,10 @@ int gelu_tanh(Ctx &ctx, bf16 *x, int64_t rows, int C, const float *bias);
 int window_attention(Ctx &ctx, const bf16 *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws,
                      int shift, int win0, int win1, const float *rel_bias, bf16 *out);
 
-// ---- residual.cu: x (H, W, C) fp32 += win (window order, bf16) (+ bias fp32, may be null), the
+// ---- residual.cu: x (H, W, C) fp32 += win (window order, fp32) (+ bias fp32, may be null), the
 // inverse of layernorm_window's gather (roll by +shift folded into the index), windows [win0,
 // win1) held from win's start; cast fp32 -> bf16.
-int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
+int window_scatter_add(Ctx &ctx, const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
                        int win1, float *x);
 int cast_to_bf16(Ctx &ctx, const float *in, int64_t n, bf16 *out);
 // out[i] = a[i] + b[i] (fp32), n elements (a or b may alias out).
