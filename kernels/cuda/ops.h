@@ -178,6 +178,21 @@ int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
 
+// ---- head_tc.cu: the whole head (conv3d 3x3x3 of F[0..2] = F_{t-1}, F_t, F_{t+1}, each (h, w, 32)
+// bf16 16-byte aligned, spatial zero padding; + bias (Cout fp32) + residual (h, w, Cout) bf16,
+// clamped to [min(-1, r), max(1, r)]; out (h, w, Cout) fp32, or with as_change 0.5 (o - r)) in one
+// tensor-core kernel on the whole map; the same value as the three GEMMs + head_stencil up to fp32
+// summation order. wk: (9, 16, 96) bf16 from head_conv3d_tc_pack (PyTorch's head.weight (Cout, 32,
+// 3, 3, 3) fp32; false for Cin != 32 or Cout outside 1..16). head_conv3d_tc_supported: 0 when the
+// device's shared memory per block takes the kernel (head_conv3d_tc_smem() bytes), DENOISE_EINVAL
+// with the reason in *why otherwise, DENOISE_EDEVICE when the device cannot be queried.
+// head_conv3d_tc: 0, DENOISE_EINVAL (bad shape / pointer / device, with a message), EDEVICE.
+int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *wk, const float *bias, int Cout,
+                   const bf16 *residual, float *out, bool as_change);
+bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
+size_t head_conv3d_tc_smem();
+int head_conv3d_tc_supported(int device, std::string *why);
+
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);
 
