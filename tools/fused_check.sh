@@ -1,12 +1,15 @@
 #!/bin/bash
-# tools/fused_check.sh: the fused Swin block kernel on a GPU machine, in one go (about 2-3 min on
-# an H200); builds nothing:
+# tools/fused_check.sh: the fused Swin block kernel and the tensor-core head on a GPU machine, in
+# one go (about 2-3 min on an H200); builds nothing:
 #   1. build/tests/fused_check: every instantiated tile against the CPU reference block, the mma
-#      count self-check, the refusals, the correct-first sequence (whole and chunked) against the
-#      CPU, then the timings (fused vs the correct-first op sequence vs the cuBLASLt bf16 GEMM
-#      ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame, the C 32 size sweep);
+#      count self-check, the refusals, the tensor-core head vs the two-pass head vs the CPU head,
+#      the correct-first sequence (whole and chunked) against the CPU, then the timings (fused vs
+#      the correct-first op sequence vs the cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K,
+#      model v1's eleven blocks per frame, the C 32 size sweep, the head tensor-core vs two-pass);
 #   2. compute-sanitizer --tool memcheck  fused_check --quick and
 #   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
+# --head: the head's checks and timings only (fused_check --head; the sanitizers on --head --quick):
+# well under a minute.
 # Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
 # Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
 # before the run are printed, and the summary warns when there were any (pause them, e.g. a
@@ -19,6 +22,8 @@
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
 # ../shared/tools/device-libs.sh, unpacked here.
 set -u
+MODE=()
+[ "${1:-}" = --head ] && MODE=(--head)
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 BIN=$BUILD/tests/fused_check
@@ -50,9 +55,9 @@ fi
 summary_of() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
 
 p=0 f=0
-echo "=== fused_check (log: $OUT/fused_check.log)"
+echo "=== fused_check ${MODE[*]} (log: $OUT/fused_check.log)"
 t0=$SECONDS
-timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" > "$OUT/fused_check.log" 2>&1
+timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" "${MODE[@]}" > "$OUT/fused_check.log" 2>&1
 rc=$?
 echo "fused_check took $((SECONDS - t0)) s"
 grep -E '^(FAIL|SKIP)' "$OUT/fused_check.log"
@@ -74,13 +79,13 @@ t0=$SECONDS
 declare -A spid
 if [ -n "$SAN" ]; then
     for tool in memcheck racecheck; do
-        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$OUT/$tool.log" 2>&1 &
+        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" "${MODE[@]}" --quick > "$OUT/$tool.log" 2>&1 &
         spid[$tool]=$!
     done
 fi
 for tool in memcheck racecheck; do
     log=$OUT/$tool.log
-    echo "=== compute-sanitizer --tool $tool fused_check --quick (log: $log)"
+    echo "=== compute-sanitizer --tool $tool fused_check ${MODE[*]} --quick (log: $log)"
     if [ -z "$SAN" ]; then
         echo "FAIL $tool: compute-sanitizer not found"
         f=$((f + 1))
@@ -110,6 +115,10 @@ echo
 echo "=== summary (full log: $OUT/fused_check.log)"
 grep -E '^(device|ceiling)' "$OUT/fused_check.log"
 sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+if [ ${#MODE[@]} -gt 0 ]; then
+    grep -E '^PASS head ' "$OUT/fused_check.log" | cut -c1-200
+    sed -n '/^head (ms/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+fi
 if [ -n "$others" ]; then
     echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
     echo "$others" | sed 's/^/  /'

@@ -191,6 +191,16 @@ int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *w
                    const bf16 *residual, float *out, bool as_change);
 bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
 size_t head_conv3d_tc_smem();
+// Work of the head on `tokens` tokens for the roofline: FLOP issued on tensor cores by
+// head_conv3d_tc (N padded to 16), FLOP of the conv itself (2 x 27 x 32 x Cout per token), and the
+// least DRAM bytes each form moves (three feature maps + residual read, output written; the
+// two-pass form also writes and reads G, (9 Cout rounded up to 16) fp32 per token).
+inline double head_conv3d_tc_flop(int64_t tokens) { return 2.0 * 9 * 96 * 16 * (double)tokens; }
+inline double head_conv3d_flop(int64_t tokens, int Cout) { return 2.0 * 27 * 32 * Cout * (double)tokens; }
+inline double head_conv3d_tc_bytes(int64_t tokens, int Cout) { return (3.0 * 64 + 6.0 * Cout) * (double)tokens; }
+inline double head_two_pass_bytes(int64_t tokens, int Cout) {
+    return head_conv3d_tc_bytes(tokens, Cout) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
+}
 int head_conv3d_tc_supported(int device, std::string *why);
 
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
