@@ -809,7 +809,7 @@ void check_head(int h, int w, int Cout, bool as_change, int band, uint32_t seed)
     cpu::head_conv3d(Fp, h, w, 32, wt.data(), c.bias.data(), Cout, c.res.data(), ref.data(), work.data());
     int64_t clamped = 0;
     for (size_t i = 0; i < n; ++i) {
-        if (std::fabs(ref[i]) >= std::max(1.f, std::fabs(c.res[i]))) ++clamped;
+        if (ref[i] == std::max(1.f, c.res[i]) || ref[i] == std::min(-1.f, c.res[i])) ++clamped;  // at a bound
         if (as_change) ref[i] = 0.5f * (ref[i] - c.res[i]);
     }
     std::vector<float> out[2];
