@@ -8,8 +8,9 @@
 #      model v1's eleven blocks per frame, the C 32 size sweep, the head tensor-core vs two-pass);
 #   2. compute-sanitizer --tool memcheck  fused_check --quick and
 #   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
-# --head: the head's checks and timings only (fused_check --head; the sanitizers on --head --quick):
-# well under a minute.
+# --head: the head's checks and timings only (fused_check --head; the sanitizers on --head --quick),
+# then denoise-cuda-bench --head (tensor-core vs two-pass head at 1080p and 4K token maps, counted
+# as one check; log cuda_bench_head.log): about a minute.
 # Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
 # Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
 # before the run are printed, and the summary warns when there were any (pause them, e.g. a
@@ -32,6 +33,9 @@ mkdir -p "$OUT"
 cd "$ROOT" || exit 1
 if [ ! -x "$BIN" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
     tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/fused_check || exit 1
+fi
+if [ ${#MODE[@]} -gt 0 ] && [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
+    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/bin/denoise-cuda-bench || exit 1
 fi
 if [ ! -x "$BIN" ]; then
     echo "fused_check.sh: $BIN missing: ./configure && make $BIN (or carry .device from tools/device_gpu.sh --pack)"
@@ -71,6 +75,20 @@ else
     f=1
 fi
 [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+
+if [ ${#MODE[@]} -gt 0 ]; then
+    echo "=== denoise-cuda-bench --head (log: $OUT/cuda_bench_head.log)"
+    timeout 60 "$BUILD/bin/denoise-cuda-bench" --head --sizes 960x544,1920x1088 > "$OUT/cuda_bench_head.log" 2>&1
+    brc=$?
+    if [ $brc -eq 0 ]; then
+        echo "PASS denoise-cuda-bench --head"
+        p=$((p + 1))
+    else
+        echo "FAIL denoise-cuda-bench --head (exit $brc; 124: timeout):"
+        tail -n 10 "$OUT/cuda_bench_head.log"
+        f=$((f + 1))
+    fi
+fi
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
@@ -118,6 +136,7 @@ sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9
 if [ ${#MODE[@]} -gt 0 ]; then
     grep -E '^PASS head ' "$OUT/fused_check.log" | cut -c1-200
     sed -n '/^head (ms/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+    grep -E '^cuda-bench head' "$OUT/cuda_bench_head.log" 2>/dev/null
 fi
 if [ -n "$others" ]; then
     echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
