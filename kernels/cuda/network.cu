@@ -27,7 +27,10 @@
 // output tokens: merge_s2d_layernorm + linear) -> x1; enc1; -> x2; mid; expand (rows of input
 // tokens: cast + linear expand + d2s_concat [up | skip] + linear skip) -> y1 (in x1's buffer);
 // dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
-// Head per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1, r1 + 1) (n, 112) fp32 + head_stencil.
+// Head: on the fused path (where the device takes it) one launch of head_conv3d_tc on the whole map
+// (head_tc.cu: the 27 taps as a tensor-core implicit GEMM + bias + residual + clamp; no G); else
+// (DENOISE_CUDA_FUSED=0, the reference) per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1,
+// r1 + 1) (n, 112) fp32 + head_stencil. G exists only when the workspace is sized with a band.
 #include "network.h"
 
 #include "common.cuh"
@@ -144,6 +147,7 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     b += 4 * c0 * 4 * 2 + lin(4 * c0, c1, false) + 4 * c1 * 4 * 2 + lin(4 * c1, c2, false);
     b += lin(c2, 2 * c2, true) + lin(2 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(2 * c0, c0, true);
     b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
+    b += (size_t)9 * 16 * 3 * c0 * 2;  // head_conv3d_tc's weights (9, 16, 96) bf16
     // dev_alloc rounds nothing up; cudaMalloc's own granularity is not the engine's account
     return b;
 }
@@ -193,10 +197,23 @@ int Net::upload(Ctx &ctx, const Model &m) {
         TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
+    // the tensor-core head's weights (head_tc.cu's layout), where the device runs it
+    {
+        const int rc = head_conv3d_tc_supported(ctx.device, &no_head_tc_);
+        if (rc == DENOISE_EDEVICE) return fail(ctx, rc, no_head_tc_);
+        if (rc == 0) {
+            std::vector<uint16_t> wk((size_t)9 * 16 * 3 * c0);
+            DN_REQUIRE(head_conv3d_tc_pack(W.head_w, hc, c0, wk.data()), "head_conv3d_tc_pack refused the head");
+            uint16_t *d = nullptr;
+            TRY(put(ctx, &d, wk, "head weight (tensor-core layout)"));
+            head_wtc_ = reinterpret_cast<bf16 *>(d);
+        }
+    }
     TRY(cuda_check(ctx, cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (weights upload)"));
     up_ = true;
     fused_ = fused_from_env();
-    if (std::getenv("DENOISE_CUDA_DEBUG")) std::fprintf(stderr, "denoise CUDA engine: %s\n", swin_path().c_str());
+    if (std::getenv("DENOISE_CUDA_DEBUG"))
+        std::fprintf(stderr, "denoise CUDA engine: %s; %s\n", swin_path().c_str(), head_path().c_str());
     return 0;
 }
 
@@ -234,12 +251,20 @@ std::string Net::swin_path() const {
     return why.empty() ? s : s + "; correct-first: " + why;
 }
 
+bool Net::head_fused() const { return fused_ && head_wtc_; }
+
+std::string Net::head_path() const {
+    if (head_fused()) return "head: tensor-core conv3d (one kernel)";
+    if (!fused_) return "head: two-pass (temporal GEMMs + stencil; fused path off)";
+    return "head: two-pass (temporal GEMMs + stencil): " + no_head_tc_;
+}
+
 size_t Net::workspace_bytes_for(const ModelConfig &c, const NetShape &s) {
     int64_t ea, eq;
     chunk_elems(c, s, &ea, &eq);
     const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
     return n0 * c.channels[0] * 4 + n1 * c.channels[1] * 4 + n2 * c.channels[2] * 4 + (size_t)(2 * ea + eq) * 2 +
-           (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc(c) * 4;
+           (s.band > 0 ? (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc(c) * 4 : 0);
 }
 
 void Net::release(Ctx &ctx) {
@@ -258,7 +283,7 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     DN_REQUIRE(s.h >= unit && s.w >= unit && s.h % unit == 0 && s.w % unit == 0,
                "token grid " + std::to_string(s.w) + "x" + std::to_string(s.h) + " not a multiple of " +
                    std::to_string(unit));
-    DN_REQUIRE(s.band >= 1, "head band < 1 row");
+    DN_REQUIRE(s.band >= 0, "head band < 0 rows");
     release(ctx);
     const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
     chunk_elems(cfg_, s, &ea_, &eq_);
@@ -277,7 +302,8 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     if (!rc) rc = get((void **)&a_, (size_t)ea_ * 2, "U-Net chunk buffer a");
     if (!rc) rc = get((void **)&b_, (size_t)ea_ * 2, "U-Net chunk buffer b");
     if (!rc) rc = get((void **)&q_, (size_t)eq_ * 2, "U-Net chunk buffer q (qkv / MLP hidden)");
-    if (!rc) rc = get((void **)&G_, (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc_ * 4, "head band G");
+    if (!rc && s.band > 0)
+        rc = get((void **)&G_, (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc_ * 4, "head band G");
     if (rc) {
         const std::string e = ctx.err;
         release(ctx);
@@ -447,6 +473,12 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
     DN_REQUIRE(F[0] && F[1] && F[2] && centre && out, "null pointer");
     DN_REQUIRE(h >= 1 && w >= 1 && w <= shape_.w, "domain " + std::to_string(w) + "x" + std::to_string(h) +
                                                       " wider than the workspace's " + std::to_string(shape_.w));
+    if (head_fused()) {
+        TRY(mark(ctx, "head tensor-core conv3d"));
+        return head_conv3d_tc(ctx, F, h, w, head_wtc_, head_b_, cfg_.head_out_channels(), centre, out, as_change);
+    }
+    DN_REQUIRE(G_ && shape_.band > 0, "the two-pass head needs the workspace sized with a head band (NetShape.band "
+                                      ">= 1); it was sized for the tensor-core head only");
     const int c0 = cfg_.channels[0], band = shape_.band;
     for (int r0 = 0; r0 < h; r0 += band) {
         const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);

@@ -178,6 +178,31 @@ int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
 
+// ---- head_tc.cu: the whole head (conv3d 3x3x3 of F[0..2] = F_{t-1}, F_t, F_{t+1}, each (h, w, 32)
+// bf16 16-byte aligned, spatial zero padding; + bias (Cout fp32) + residual (h, w, Cout) bf16,
+// clamped to [min(-1, r), max(1, r)]; out (h, w, Cout) fp32, or with as_change 0.5 (o - r)) in one
+// tensor-core kernel on the whole map; the same value as the three GEMMs + head_stencil up to fp32
+// summation order. wk: (9, 16, 96) bf16 from head_conv3d_tc_pack (PyTorch's head.weight (Cout, 32,
+// 3, 3, 3) fp32; false for Cin != 32 or Cout outside 1..16). head_conv3d_tc_supported: 0 when the
+// device's shared memory per block takes the kernel (head_conv3d_tc_smem() bytes), DENOISE_EINVAL
+// with the reason in *why otherwise, DENOISE_EDEVICE when the device cannot be queried.
+// head_conv3d_tc: 0, DENOISE_EINVAL (bad shape / pointer / device, with a message), EDEVICE.
+int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *wk, const float *bias, int Cout,
+                   const bf16 *residual, float *out, bool as_change);
+bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
+size_t head_conv3d_tc_smem();
+// Work of the head on `tokens` tokens for the roofline: FLOP issued on tensor cores by
+// head_conv3d_tc (N padded to 16), FLOP of the conv itself (2 x 27 x 32 x Cout per token), and the
+// least DRAM bytes each form moves (three feature maps + residual read, output written; the
+// two-pass form also writes and reads G, (9 Cout rounded up to 16) fp32 per token).
+inline double head_conv3d_tc_flop(int64_t tokens) { return 2.0 * 9 * 96 * 16 * (double)tokens; }
+inline double head_conv3d_flop(int64_t tokens, int Cout) { return 2.0 * 27 * 32 * Cout * (double)tokens; }
+inline double head_conv3d_tc_bytes(int64_t tokens, int Cout) { return (3.0 * 64 + 6.0 * Cout) * (double)tokens; }
+inline double head_two_pass_bytes(int64_t tokens, int Cout) {
+    return head_conv3d_tc_bytes(tokens, Cout) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
+}
+int head_conv3d_tc_supported(int device, std::string *why);
+
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);
 
