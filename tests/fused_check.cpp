@@ -1,5 +1,6 @@
-// fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) on a GPU: checks,
-// then timings. Built with the CUDA engine; run by tools/fused_check.sh.
+// fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) and the tensor-core
+// head (kernels/cuda/head_tc.cu) on a GPU: checks, then timings; with --merge the fused patch merge / expand
+// (kernels/cuda/patch_tc.cu). Built with the CUDA engine; run by tools/fused_check.sh.
 // Not GoogleTest: one line per check, the last line "N passed, N failed".
 //
 // Every host <-> device transfer and fill here is queued on the context's compute stream (a
@@ -23,6 +24,13 @@
 //  4. (full mode) the correct-first op sequence (kernels/cuda/ops.h) that the timings compare
 //     against, against the same CPU reference: as one chunk, and in chunks of a few windows /
 //     tokens with the chunk buffers holding only the chunk (Net::block's contract).
+//  5. the head: head_conv3d_tc vs the two-pass head (cuBLASLt GEMMs + head_stencil in bands of
+//     rows, Net::head's loop) vs the CPU engine's fp32 head (kernels/cpu/head.cpp) on fresh random
+//     bf16-exact inputs (F ~ U(-1, 1), weights and bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3)),
+//     1x1 to a 1080p frame's 960x544 tokens, odd widths / heights, Cout 1..16 (12, 7, 16, 4),
+//     bands of 1 row to the backend's, output and change forms; outputs poisoned (NaN) between
+//     guard bands; pass: all finite, rel L2 < 1e-5 and max abs < 1e-4 pairwise (fp32 summation
+//     order only), guards intact, some outputs clamped; then its refusals.
 // Timings (full mode, CUDA events after 3 warm-ups, --iters samples, default 30; each line gives
 // the median and the min): the token grids of 960x540, 1920x1080 and 3840x2160 frames (padded to
 // multiples of 64 px) for model v1's stages (C 32 at h/2, C 64 at h/4, C 128 at h/8): the fused
@@ -32,13 +40,16 @@
 // sweep, the diagnostic of the level-0 block between the 1080p and the 4K grid: per grid and tile,
 // CTAs, resident CTAs per SM, waves, min / median / max, ns per token against 1080p's, with the L2
 // flushed before each launch for the default tile, and the 4K grid run as four 1080p-sized bands.
+// Last the head at 1080p and 4K: tensor-core vs two-pass (and its GEMMs and stencil alone), ms,
+// TFLOP/s, GB/s of the least DRAM traffic.
 // A median far above its min (> 1.3x and > 0.5 ms) means something else ran on the GPU during the
 // samples (another process's time slices): such lines are marked '!' and counted at the end.
 // With --merge: instead of all that, the fused patch merge / patch expand (kernels/cuda/patch_tc.cu)
 // against a host reference and the op sequence, refusals, then the timings of both at 1080p / 4K
-// (section "patch merge / patch expand" below).
-// Usage: fused_check [--merge] [--quick] [--iters N]   (--quick: checks on small maps only, for
-//   compute-sanitizer memcheck / racecheck)
+// (section "patch merge / patch expand" below). With --head: instead of all that, the head's
+// checks (5.) and timings only. Both flags together run both sets.
+// Usage: fused_check [--quick] [--merge] [--head] [--iters N]   (--quick: checks on small maps only,
+//   for compute-sanitizer memcheck / racecheck)
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
 
@@ -48,6 +59,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -134,8 +146,8 @@ struct DevBlock {
     int C, heads;
     uint8_t *image = nullptr;
     std::vector<Dev *> bufs;
-    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16, *proj_b16, *fc1_b16;
-    float *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
+    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16;
+    float *proj_b32, *fc1_b32, *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
     DevBlock(const swin_ref::RandomBlock &rb) : C(rb.C), heads(rb.heads) {
         ok_or_die(swin_weight_image_upload(g_ctx, rb.w, C, heads, &image, nullptr), "swin_weight_image_upload");
         auto put16 = [&](const std::vector<float> &v) {
@@ -156,8 +168,8 @@ struct DevBlock {
         fc1_w = put16(rb.fc1w);
         fc2_w = put16(rb.fc2w);
         qkv_b16 = put16(rb.qkvb);
-        proj_b16 = put16(rb.projb);
-        fc1_b16 = put16(rb.fc1b);
+        proj_b32 = put32(rb.projb.data(), rb.projb.size());
+        fc1_b32 = put32(rb.fc1b.data(), rb.fc1b.size());
         fc2_b32 = put32(rb.fc2b.data(), rb.fc2b.size());
         n1g = put32(rb.n1g.data(), C);
         n1b = put32(rb.n1b.data(), C);
@@ -177,13 +189,14 @@ struct DevBlock {
 struct SeqWs {
     int wper;
     int64_t tper;
-    Dev tb, qkv, att, hid;
+    Dev tb, qkv, att, hidf, hid;
     SeqWs(int wper_, int64_t tper_, int C)
         : wper(wper_),
           tper(tper_),
           tb(2 * (size_t)std::max<int64_t>(64 * (int64_t)wper_, tper_) * C),
           qkv(6 * 64 * (size_t)wper_ * C),
           att(2 * 64 * (size_t)wper_ * C),
+          hidf(16 * (size_t)tper_ * C),
           hid(8 * (size_t)tper_ * C) {}
 };
 
@@ -196,6 +209,7 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
     const int nwin = (H / 8) * (W / 8);
     if (ev && (ws.wper < nwin || ws.tper < n)) fatal("unfused_block: per-op events need the map in one chunk");
     bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
+    float *hidf = ws.hidf.as<float>();
     int rc;
     int e = 0;
     auto mark = [&] {
@@ -211,9 +225,10 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
         mark();
         if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, w0, w1, B.relb, att))) return rc;
         mark();
-        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b16, C, tb, false, C, 0.f))) return rc;
+        float *pf = ws.qkv.as<float>();  // the proj output in fp32, in qkv's room (qkv is consumed)
+        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b32, C, pf, true, C, 0.f))) return rc;
         mark();
-        if ((rc = window_scatter_add(ctx, tb, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
+        if ((rc = window_scatter_add(ctx, pf, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
     }
     for (int64_t t0 = 0; t0 < n; t0 += ws.tper) {
         const int64_t nc = std::min(n, t0 + ws.tper) - t0;
@@ -221,9 +236,9 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
         mark();
         if ((rc = layernorm_rows(ctx, xt, nc, C, B.n2g, B.n2b, kEps, tb))) return rc;
         mark();
-        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b16, Ch, hid, false, Ch, 0.f))) return rc;
+        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b32, Ch, hidf, true, Ch, 0.f))) return rc;
         mark();
-        if ((rc = gelu_tanh(ctx, hid, nc, Ch, nullptr))) return rc;
+        if ((rc = gelu_tanh(ctx, hidf, nc, Ch, nullptr, hid))) return rc;
         mark();
         if ((rc = linear(ctx, hid, nc, Ch, Ch, B.fc2_w, B.fc2_b32, C, xt, true, C, 1.f))) return rc;
     }
@@ -1132,8 +1147,8 @@ void timings(int iters) {
                     ts[f] / tf[f]);
 }
 
-// `fused_check --merge [--quick]`
-int run(bool quick, int iters) {
+// `fused_check --merge [--quick]`: the checks, then (not --quick) the timings
+void run(bool quick, int iters) {
     uint32_t seed = 7000;
     g_seq = !quick;
     // model v1's merges (C 32 at the level-0 grid, C 64 at level 1) and a deeper model's C 128;
@@ -1160,27 +1175,264 @@ int run(bool quick, int iters) {
         check_expand(256, 34, 60, true, 1000, seed++);
         timings(iters);
     }
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
 }
 
 #undef PC_TRY
 }  // namespace patchchk
 
+// ---- the head: head_conv3d_tc (kernels/cuda/head_tc.cu, one tensor-core kernel) against the
+// two-pass head (three cuBLASLt GEMMs into G + head_stencil, in bands of rows as Net::head runs
+// them) and against the CPU engine's fp32 head (kernels/cpu/head.cpp), on fresh random inputs:
+// F ~ U(-1, 1), weights ~ U(-0.1, 0.1), bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3) (the clamp
+// and its widening both act), all bf16-exact so that the three differ only in fp32 summation.
+struct HeadCase {
+    int h, w, Cout;
+    std::vector<float> F[3], W, bias, res;  // W: PyTorch's (Cout, 32, 3, 3, 3)
+    std::vector<uint16_t> Fb[3], resb;
+    HeadCase(int h_, int w_, int Cout_, uint32_t seed) : h(h_), w(w_), Cout(Cout_) {
+        auto uni = [&](size_t n, float lo, float hi, uint32_t s) {
+            std::mt19937 rng(s);
+            std::uniform_real_distribution<float> u(lo, hi);
+            std::vector<float> v(n);
+            for (float &x : v) x = swin_ref::from_bf16(swin_ref::to_bf16(u(rng)));
+            return v;
+        };
+        for (int dt = 0; dt < 3; ++dt) {
+            F[dt] = uni((size_t)h * w * 32, -1.f, 1.f, seed + dt);
+            Fb[dt] = bf16_of(F[dt].data(), F[dt].size());
+        }
+        W = uni((size_t)Cout * 32 * 27, -0.1f, 0.1f, seed + 3);
+        bias = uni(Cout, -0.1f, 0.1f, seed + 4);
+        res = uni((size_t)h * w * Cout, -1.3f, 1.3f, seed + 5);
+        resb = bf16_of(res.data(), res.size());
+    }
+};
+
+// The two-pass head's weights (Net::upload's layout): per time tap (Gc, 32) bf16, row (ky*3 +
+// kx)*Cout + o, rows 9 Cout .. Gc-1 zero.
+int head_gc(int Cout) { return (9 * Cout + 15) / 16 * 16; }
+std::vector<uint16_t> two_pass_weights(const HeadCase &c, int dt) {
+    const int Gc = head_gc(c.Cout);
+    std::vector<float> m((size_t)Gc * 32, 0.f);
+    for (int o = 0; o < c.Cout; ++o)
+        for (int ci = 0; ci < 32; ++ci)
+            for (int t = 0; t < 9; ++t) m[((size_t)t * c.Cout + o) * 32 + ci] = c.W[(((size_t)o * 32 + ci) * 3 + dt) * 9 + t];
+    return bf16_of(m.data(), m.size());
+}
+
+struct DevHead {
+    Dev F0, F1, F2, wtc, w0, w1, w2, bias, res, G;
+    int Gc, band;
+    DevHead(const HeadCase &c, int band_)
+        : F0(2 * c.Fb[0].size()), F1(2 * c.Fb[1].size()), F2(2 * c.Fb[2].size()), wtc(2 * 9 * 16 * 96),
+          w0(2 * (size_t)head_gc(c.Cout) * 32), w1(w0.bytes), w2(w0.bytes), bias(4 * c.Cout), res(2 * c.resb.size()),
+          G(4 * (size_t)(std::min(band_, c.h) + 2) * c.w * head_gc(c.Cout)), Gc(head_gc(c.Cout)), band(band_) {
+        upload(F0, c.Fb[0].data(), F0.bytes);
+        upload(F1, c.Fb[1].data(), F1.bytes);
+        upload(F2, c.Fb[2].data(), F2.bytes);
+        std::vector<uint16_t> wk((size_t)9 * 16 * 96);
+        if (!head_conv3d_tc_pack(c.W.data(), c.Cout, 32, wk.data())) fatal("head_conv3d_tc_pack refused Cout " + std::to_string(c.Cout));
+        upload(wtc, wk.data(), wtc.bytes);
+        Dev *wt[3] = {&w0, &w1, &w2};
+        for (int dt = 0; dt < 3; ++dt) {
+            const std::vector<uint16_t> m = two_pass_weights(c, dt);
+            upload(*wt[dt], m.data(), wt[dt]->bytes);
+        }
+        upload(bias, c.bias.data(), bias.bytes);
+        upload(res, c.resb.data(), res.bytes);
+    }
+    const bf16 *F(int dt) const { return (dt == 0 ? F0 : dt == 1 ? F1 : F2).as<bf16>(); }
+    int tc(const HeadCase &c, float *out, bool as_change) const {
+        const bf16 *Fp[3] = {F(0), F(1), F(2)};
+        return head_conv3d_tc(g_ctx, Fp, c.h, c.w, wtc.as<bf16>(), bias.as<float>(), c.Cout, res.as<bf16>(), out, as_change);
+    }
+    // Net::head's two-pass loop; parts: 1 the GEMMs only, 2 the stencil only, 3 both
+    int two_pass(const HeadCase &c, float *out, bool as_change, int parts = 3) const {
+        const bf16 *wt[3] = {w0.as<bf16>(), w1.as<bf16>(), w2.as<bf16>()};
+        int rc;
+        for (int r0 = 0; r0 < c.h; r0 += band) {
+            const int r1 = std::min(c.h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(c.h, r1 + 1);
+            const int64_t ng = (int64_t)(g1 - g0) * c.w;
+            if (parts & 1)
+                for (int dt = 0; dt < 3; ++dt)
+                    if ((rc = linear(g_ctx, F(dt) + (size_t)g0 * c.w * 32, ng, 32, 32, wt[dt], nullptr, Gc, G.p, true, Gc,
+                                     dt ? 1.f : 0.f)))
+                        return rc;
+            if (parts & 2)
+                if ((rc = head_stencil(g_ctx, G.as<float>(), Gc, g0, c.h, c.w, r0, r1, bias.as<float>(), c.Cout,
+                                       res.as<bf16>(), out, as_change)))
+                    return rc;
+        }
+        return 0;
+    }
+};
+
+struct Diff {
+    double rel = 0, max_abs = 0;
+    int64_t nonfinite = 0, first_bad = -1;
+};
+Diff diff(const std::vector<float> &a, const std::vector<float> &ref) {
+    Diff d;
+    double n2 = 0, r2 = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) {
+            if (!d.nonfinite++) d.first_bad = (int64_t)i;
+            continue;
+        }
+        const double e = (double)a[i] - ref[i];
+        n2 += e * e;
+        r2 += (double)ref[i] * ref[i];
+        d.max_abs = std::max(d.max_abs, std::fabs(e));
+    }
+    d.rel = r2 > 0 ? std::sqrt(n2 / r2) : std::sqrt(n2);
+    return d;
+}
+
+constexpr double kHeadRel = 1e-5, kHeadAbs = 1e-4;  // fp32 summation order only (outputs O(1))
+
+void check_head(int h, int w, int Cout, bool as_change, int band, uint32_t seed) {
+    const HeadCase c(h, w, Cout, seed);
+    const DevHead d(c, band);
+    const size_t n = (size_t)h * w * Cout;
+    // the CPU engine's head (fp32) on the same bf16-exact values
+    std::vector<float> ref(n), work(cpu::head_work_floats(h, w, Cout)), wt((size_t)3 * 32 * 9 * Cout);
+    cpu::head_pack(c.W.data(), Cout, 32, wt.data());
+    const float *Fp[3] = {c.F[0].data(), c.F[1].data(), c.F[2].data()};
+    cpu::head_conv3d(Fp, h, w, 32, wt.data(), c.bias.data(), Cout, c.res.data(), ref.data(), work.data());
+    int64_t clamped = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (ref[i] == std::max(1.f, c.res[i]) || ref[i] == std::min(-1.f, c.res[i])) ++clamped;  // at a bound
+        if (as_change) ref[i] = 0.5f * (ref[i] - c.res[i]);
+    }
+    std::vector<float> out[2];
+    bool guards[2];
+    for (int k = 0; k < 2; ++k) {
+        GuardedMap m(4 * n);  // poisoned (0xFF: NaN) output between two guard bands
+        ok_or_die(k ? d.two_pass(c, (float *)m.map(), as_change) : d.tc(c, (float *)m.map(), as_change),
+                  k ? "two-pass head" : "head_conv3d_tc");
+        ck(cudaStreamSynchronize(g_ctx.stream), k ? "two-pass head" : "head_conv3d_tc");
+        out[k].resize(n);
+        d2h(out[k].data(), m.map(), 4 * n);
+        guards[k] = m.guards_intact();
+    }
+    const Diff e_tc = diff(out[0], ref), e_2p = diff(out[1], ref), e_x = diff(out[0], out[1]);
+    auto ok = [](const Diff &e) { return e.nonfinite == 0 && e.rel < kHeadRel && e.max_abs < kHeadAbs; };
+    const bool pass = ok(e_tc) && ok(e_2p) && ok(e_x) && guards[0] && guards[1] && (n < 1000 || clamped > 0);
+    std::string detail;
+    if (!pass) {
+        char b[200];
+        std::snprintf(b, sizeof b, "; first non-finite: tensor-core at %s, two-pass at %s",
+                      where(e_tc.first_bad, w, Cout).c_str(), where(e_2p.first_bad, w, Cout).c_str());
+        detail = b;
+    }
+    result(pass,
+           "head %4dx%-4d Cout %2d %s bands of %d rows: tensor-core vs CPU rel L2 %.2e max abs %.2e; two-pass vs CPU "
+           "%.2e / %.2e; tensor-core vs two-pass %.2e / %.2e (each < %.0e / %.0e); non-finite %lld / %lld; clamped %lld "
+           "of %zu; guards %s / %s%s",
+           w, h, Cout, as_change ? "change" : "output", band, e_tc.rel, e_tc.max_abs, e_2p.rel, e_2p.max_abs, e_x.rel,
+           e_x.max_abs, kHeadRel, kHeadAbs, (long long)e_tc.nonfinite, (long long)e_2p.nonfinite, (long long)clamped, n,
+           guards[0] ? "intact" : "WRITTEN", guards[1] ? "intact" : "WRITTEN", detail.c_str());
+}
+
+void check_head_refusals() {
+    const HeadCase c(16, 16, 12, 4242);
+    const DevHead d(c, 16);
+    Dev out(4 * 16 * 16 * 16);
+    const bf16 *Fp[3] = {d.F(0), d.F(1), d.F(2)};
+    const bf16 *Fmis[3] = {d.F(0), d.F(1) + 4, d.F(2)};  // 8 bytes off
+    const struct {
+        const char *what;
+        const bf16 *const *F;
+        int h, w, Cout;
+        const bf16 *wk;
+    } bad[] = {
+        {"Cout 17", Fp, 16, 16, 17, d.wtc.as<bf16>()},
+        {"Cout 0", Fp, 16, 16, 0, d.wtc.as<bf16>()},
+        {"h 0 (empty map)", Fp, 0, 16, 12, d.wtc.as<bf16>()},
+        {"feature map 1 not 16-byte aligned", Fmis, 16, 16, 12, d.wtc.as<bf16>()},
+        {"null weights", Fp, 16, 16, 12, nullptr},
+    };
+    for (const auto &b : bad) {
+        g_ctx.err.clear();
+        const int rc = head_conv3d_tc(g_ctx, b.F, b.h, b.w, b.wk, d.bias.as<float>(), b.Cout, d.res.as<bf16>(),
+                                      out.as<float>(), false);
+        result(rc == DENOISE_EINVAL && !g_ctx.err.empty(), "head_conv3d_tc refuses %s: rc %d, \"%s\"", b.what, rc,
+               g_ctx.err.c_str());
+    }
+    std::string why;
+    const int rc = head_conv3d_tc_supported(g_ctx.device, &why);
+    result(rc == 0, "head_conv3d_tc_supported on this device: rc %d (needs %zu B of shared memory per block) %s", rc,
+           head_conv3d_tc_smem(), why.c_str());
+}
+
+// Timings on the token maps of 1080p and 4K frames (padded to 64 px, as the engine runs them;
+// model v1's Cout 12, the change form): the tensor-core head, the two-pass head in the backend's
+// bands (32 MiB of G), its GEMMs alone and its stencil alone; FLOP (issued / the conv's) and the
+// least DRAM bytes of each form (kernels/cuda/ops.h head_*_flop / _bytes).
+void time_head(int iters) {
+    std::printf("\nhead (ms, median of %d after 3 warm-ups, min in brackets; GB = the least DRAM traffic of the form; "
+                "! = contended):\n", iters);
+    std::printf("  %-10s %10s | %-28s | %-28s | %9s %9s | %7s\n", "frame", "tokens", "tensor-core (TFLOP/s, GB/s)",
+                "two-pass (GB/s)", "GEMMs", "stencil", "speedup");
+    const struct {
+        const char *name;
+        int w, h;
+    } sizes[] = {{"1920x1080", 960, 544}, {"3840x2160", 1920, 1088}};
+    for (const auto &s : sizes) {
+        const HeadCase c(s.h, s.w, 12, 9000 + s.w);
+        const int band = (int)std::max<int64_t>(1, ((int64_t)32 << 20) / ((int64_t)s.w * 112 * 4) - 2);
+        const DevHead d(c, band);
+        Dev out(4 * (size_t)s.h * s.w * 12);
+        const Stat tc = time_ms(iters, [&] { return d.tc(c, out.as<float>(), true); });
+        const Stat tp = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true); });
+        const Stat gm = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true, 1); });
+        const Stat st = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true, 2); });
+        const int64_t n = (int64_t)s.h * s.w;
+        const double gtc = head_conv3d_tc_bytes(n, 12) / 1e9, g2 = head_two_pass_bytes(n, 12) / 1e9;
+        char a[64], b[64];
+        std::snprintf(a, sizeof a, "%s%.4f (%.4f) %5.0f %5.0f", tc.flag(), tc.med, tc.min, head_conv3d_tc_flop(n) / 1e9 / tc.med,
+                      gtc / (tc.med * 1e-3));
+        std::snprintf(b, sizeof b, "%s%.4f (%.4f) %5.0f", tp.flag(), tp.med, tp.min, g2 / (tp.med * 1e-3));
+        std::printf("  %-10s %10lld | %-28s | %-28s | %9.4f %9.4f | %6.1fx\n", s.name, (long long)n, a, b, gm.med, st.med,
+                    tp.med / tc.med);
+        std::printf("  %-10s %10s   GFLOP issued %.1f (conv %.1f), GB %.3f | two-pass GB %.3f, bands of %d rows\n", "", "",
+                    head_conv3d_tc_flop(n) / 1e9, head_conv3d_flop(n, 12) / 1e9, gtc, g2, band);
+    }
+    std::fflush(stdout);
+}
+
+void head_checks(bool quick) {
+    check_head(1, 1, 12, false, 7, 501);    // every tap but the centre outside the map
+    check_head(2, 19, 12, true, 1, 502);    // every token an edge token; a band per row
+    check_head(37, 21, 12, false, 7, 503);  // tails in both directions; band edges inside tiles
+    check_head(17, 33, 7, true, 5, 504);    // odd Cout, one-token tails
+    check_head(18, 17, 16, false, 64, 505); // Cout 16 (no N padding); one band
+    check_head(19, 9, 4, true, 3, 506);     // gray (4 channels)
+    if (!quick) {
+        check_head(135, 241, 12, true, 7, 507);  // odd width and height, many tiles and bands
+        const int band = (int)std::max<int64_t>(1, ((int64_t)32 << 20) / ((int64_t)960 * 112 * 4) - 2);
+        check_head(544, 960, 12, true, band, 508);   // a 1080p frame's token map, the backend's bands
+        check_head(544, 960, 12, false, band, 509);
+    }
+    check_head_refusals();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    bool quick = false, merge = false;
+    bool quick = false, merge = false, head_only = false;
     int iters = 30;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick"))
             quick = true;
         else if (!std::strcmp(argv[i], "--merge"))
             merge = true;
+        else if (!std::strcmp(argv[i], "--head"))
+            head_only = true;
         else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
             iters = std::max(20, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: %s [--merge] [--quick] [--iters N (>= 20)]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--merge] [--head] [--iters N (>= 20)]\n", argv[0]);
             return 2;
         }
     }
@@ -1195,10 +1447,15 @@ int main(int argc, char **argv) {
     std::printf("device: %s, sm_%d%d, %d SMs, %.0f MB L2, %zu KB shared memory per block (opt-in)\n", prop.name, prop.major,
                 prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.sharedMemPerBlockOptin / 1024);
     ok_or_die(ctx_create(g_ctx, 0, true), "ctx_create");
-    if (merge) {
-        const int rc = patchchk::run(quick, iters);
+    if (merge || head_only) {
+        if (merge) patchchk::run(quick, iters);
+        if (head_only) {
+            head_checks(quick);
+            if (!quick) time_head(iters);
+        }
+        std::printf("%d passed, %d failed\n", g_pass, g_fail);
         ctx_destroy(g_ctx);
-        return rc;
+        return g_fail ? 1 : 0;
     }
 
     // 1. against the CPU reference
@@ -1241,6 +1498,8 @@ int main(int argc, char **argv) {
     for (const Tile &t : tiles()) check_mma_count(t, 24, 40);
     // 3. refusals
     check_refusals();
+    // 5. the head (tensor-core vs two-pass vs CPU)
+    head_checks(quick);
     if (quick) {
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
@@ -1317,6 +1576,7 @@ int main(int argc, char **argv) {
                     b16, bb32, bb16, seq, seq / f32);
     }
     size_sweep(iters);
+    time_head(iters);
     std::printf("\ntiming: %d of %d measurements contended (median > 1.3 x min and > 0.5 ms above it)%s\n", g_contended,
                 g_timed,
                 g_contended ? ": something else ran on the GPU (another process's time slices); the min columns are "

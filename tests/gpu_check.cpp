@@ -293,15 +293,16 @@ void ops_checks(cuda::Ctx &ctx) {
     {  // GELU
         const int64_t rows = 257;
         const int C = 128;
-        auto x = round_bf(rnd((size_t)rows * C, -4.f, 4.f)), b = rnd(C, -0.5f, 0.5f);
-        Dev dx(x.size() * 2), db(C * 4);
-        up_bf(dx, x);
+        auto x = rnd((size_t)rows * C, -4.f, 4.f), b = rnd(C, -0.5f, 0.5f);
+        Dev dx(x.size() * 4), db(C * 4), dout(x.size() * 2);
+        up_f(dx, x);
         up_f(db, b);
-        int rc = cuda::gelu_tanh(ctx, dx.h(), rows, C, db.f());
+        cuda::poison(ctx, dout.p, dout.bytes);
+        int rc = cuda::gelu_tanh(ctx, dx.f(), rows, C, db.f(), dout.h());
         rc = rc ? rc : sync();
         std::vector<float> ref = x;
         cpu::gelu_tanh(ref.data(), rows, C, b.data());
-        check("gelu_tanh + bias (in place)", down_bf(dx, ref.size()), ref, 3e-2, rc, ctx.err);
+        check("gelu_tanh + bias (fp32 in, bf16 out)", down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
     }
     for (int shift : {0, 4})  // window attention, all windows and windows [1, 4)
         for (int part = 0; part < 2; ++part) {
@@ -326,12 +327,12 @@ void ops_checks(cuda::Ctx &ctx) {
     for (int shift : {0, 4})  // scatter add (residual of the attention branch), windows [2, 6)
         for (int part = 0; part < 2; ++part) {
             const int C = 32, w0 = part ? 2 : 0, w1 = part ? 6 : nwin, nt = (w1 - w0) * 64;
-            auto win = round_bf(rnd((size_t)nt * C)), x = rnd((size_t)H * W * C), b = rnd(C);
-            Dev dw(win.size() * 2), dx(x.size() * 4), db(C * 4);
-            up_bf(dw, win);
+            auto win = rnd((size_t)nt * C), x = rnd((size_t)H * W * C), b = rnd(C);
+            Dev dw(win.size() * 4), dx(x.size() * 4), db(C * 4);
+            up_f(dw, win);
             up_f(dx, x);
             up_f(db, b);
-            int rc = cuda::window_scatter_add(ctx, dw.h(), db.f(), H, W, C, 8, shift, w0, w1, dx.f());
+            int rc = cuda::window_scatter_add(ctx, dw.f(), db.f(), H, W, C, 8, shift, w0, w1, dx.f());
             rc = rc ? rc : sync();
             std::vector<float> ref = x;
             cpu::window_scatter_add(win.data(), b.data(), H, W, C, 8, shift, w0, w1, ref.data());

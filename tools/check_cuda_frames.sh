@@ -11,6 +11,12 @@
 #   host: format=F,denoise=backend=cuda           (the same backend on software frames)
 #   cpu:  format=F,denoise=backend=cpu:threads=8  (the fp32 reference; nv12 and p010le only:
 #         gpu_check compares the two backends through the API for every one of these formats)
+# Every output file is rawvideo in NUT, in a format that NUT keeps: p010le and p016le have no raw
+# pixel-format tag (libavcodec/raw.c), so NUT writes them as 16 bpp and reads them back as
+# rgb555le (2/3 of the luma plane, seen as RGB: the 10-bit value's low 4 bits become G), which
+# makes any comparison of them meaningless; they are stored as yuv420p10le (p010: the 10 bits
+# exactly, shifted down) and yuv420p16le (p016: the same words), and every file's pix_fmt is
+# checked after writing.
 # and checks: N frames out with the input's pts (those of the host run); the frames leaving
 # denoise are CUDA frames (showinfo's fmt:cuda); cuda == host (identical, or PSNR >= 60 dB); cuda
 # vs cpu PSNR >= 40 dB (bf16 storage vs fp32). showinfo runs with checksum=0 on CUDA frames: FFmpeg 7.1's showinfo
@@ -60,8 +66,22 @@ why() {
     fi
 }
 
+# store_fmt F: the pixel format the NUT files of sw_format F are written in (see the top note)
+store_fmt() {
+    case $1 in p010le) echo yuv420p10le ;; p016le) echo yuv420p16le ;; *) echo "$1" ;; esac
+}
+# stored_ok FILE FMT: the file reads back in FMT, else say what it reads back as
+stored_ok() {
+    _pf=$(probe "$1" pix_fmt)
+    [ "$_pf" = "$2" ] && return 0
+    fail "$(basename "$1") reads back as ${_pf:-nothing}, written as $2: its comparisons would be meaningless"
+    return 1
+}
+
 for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     c=$TMP/$F.cuda.nut h=$TMP/$F.host.nut p=$TMP/$F.cpu.nut
+    S=$(store_fmt "$F")
+    ST=$([ "$S" = "$F" ] || echo ",format=$S")
     if ! ff "$L/$F.ctrl.log" -f lavfi -i "$SRC" \
             -vf "format=$F,hwupload_cuda,showinfo=checksum=0,hwdownload,format=$F" -f null -; then
         fail "$F: FFmpeg's CUDA chain fails without denoise (hwupload_cuda,hwdownload; log $L/$F.ctrl.log):"
@@ -69,20 +89,22 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
         row "$F" FAIL "control chain without denoise failed"; continue
     fi
     if ! ff "$L/$F.cuda.log" -f lavfi -i "$SRC" \
-            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo=checksum=0,hwdownload,format=$F" \
+            -vf "format=$F,hwupload_cuda,denoise=backend=cuda:$DN,showinfo=checksum=0,hwdownload,format=$F$ST" \
             -c:v rawvideo -f nut "$c"; then
         fail "$F: CUDA frames run failed (the same chain without denoise passed; log $L/$F.cuda.log):"
         why "$L/$F.cuda.log"
         row "$F" FAIL "cuda run failed"; continue
     fi
-    ff "$L/$F.host.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cuda:$DN" \
+    ff "$L/$F.host.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cuda:$DN$ST" \
         -c:v rawvideo -f nut "$h" || { fail "$F: host-frames run failed:"; why "$L/$F.host.log"; row "$F" FAIL "host run failed"; continue; }
     vs_cpu=-
     case $F in nv12|p010le)
-        ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cpu:threads=8:$DN" \
+        ff "$L/$F.cpu.log" -f lavfi -i "$SRC" -vf "format=$F,denoise=backend=cpu:threads=8:$DN$ST" \
             -c:v rawvideo -f nut "$p" || { fail "$F: cpu run failed:"; why "$L/$F.cpu.log"; row "$F" FAIL "cpu run failed"; continue; }
+        stored_ok "$p" "$S" || { row "$F" FAIL "stored as $(probe "$p" pix_fmt)"; continue; }
         vs_cpu=$(psnr "$c" "$p") ;;
     esac
+    { stored_ok "$c" "$S" && stored_ok "$h" "$S"; } || { row "$F" FAIL "stored as $(probe "$c" pix_fmt)"; continue; }
     n=$(count_frames "$c")
     ncuda=$(grep -c 'Parsed_showinfo.*fmt:cuda' "$L/$F.cuda.log")
     pts_c=$(frame_pts "$c" | tr '\n' ' ') pts_h=$(frame_pts "$h" | tr '\n' ' ')
@@ -97,6 +119,41 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     row "$F" "$([ $ok = 1 ] && echo PASS || echo FAIL)" "frames $n, cuda out $ncuda, vs host $same dB, vs cpu $vs_cpu dB"
 done
 
+# nvdec_split: where a difference between the NVDEC and the software-decoded denoised outputs
+# comes from, one run per hypothesis (12 frames each), printed as one line per question:
+#   decode   NVDEC frames vs software-decoded frames, no denoise (bit-exact decoding: inf)
+#   upload   the software-decoded frames uploaded (hwupload_cuda: CUDA memory, no NVDEC) vs the
+#            host run: the CUDA-memory path on this content, apart from NVDEC
+#   sigma15  NVDEC vs software decoding both with sigma=15: with it equal, sigma=auto differs
+#   scene0   the host run with the built-in scene detector off (scene=0; it is off for CUDA
+#            frames) vs the host run
+#   props    the frames' colour properties and chroma location (showinfo) as denoise gets them
+#   sigmas   lavfi.denoise.sigma per output frame, NVDEC / host
+# as INFO lines (tools/device_gpu.sh shows them with the failures).
+nvdec_split() {
+    _v=$TMP/nvdec.split
+    mkdir -p "$_v"
+    ff "$L/nvdec.dec.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" -vf hwdownload,format=nv12 \
+        -c:v rawvideo -f nut "$_v/dec_hw.nut" &&
+        ff "$L/nvdec.dec_sw.log" -i "$enc" -vf format=nv12 -c:v rawvideo -f nut "$_v/dec_sw.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: decode: NVDEC vs software decoding, no denoise: $(psnr "$_v/dec_hw.nut" "$_v/dec_sw.nut") dB"
+    ff "$L/nvdec.upload.log" -i "$enc" -vf "format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" \
+        -c:v rawvideo -f nut "$_v/upload.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: upload: software-decoded frames through hwupload_cuda (CUDA memory) vs the host run: $(psnr "$_v/upload.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/upload.nut" "$TMP/nvdec.nut") dB"
+    ff "$L/nvdec.s15_hw.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
+        -vf "denoise=backend=cuda:sigma=15:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/s15_hw.nut" &&
+        ff "$L/nvdec.s15_sw.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:sigma=15:$DN" -c:v rawvideo -f nut "$_v/s15_sw.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: sigma15: NVDEC vs software decoding, both sigma=15: $(psnr "$_v/s15_hw.nut" "$_v/s15_sw.nut") dB"
+    ff "$L/nvdec.scene0.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:scene=0:$DN" -c:v rawvideo -f nut "$_v/scene0.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: scene0: host run with scene=0 vs the host run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/scene0.nut" "$TMP/nvdec.nut") dB"
+    _props() { grep -m1 -o 'color_range:.*' "$1"; grep -m1 -o 'fmt:[^ ]* cl:[^ ]*' "$1"; }
+    echo "INFO $TEST_NAME: nvdec split: props: NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
+    _sig() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | tr '\n' ' '; }
+    echo "INFO $TEST_NAME: nvdec split: sigmas: NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
+}
+
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
 # same stream decoded in software (H.264 decoding is bit-exact, so the frames are the same)
 enc=$TMP/src.mkv
@@ -107,19 +164,21 @@ elif ! ff "$L/nvdec.ctrl.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc
     skip "nvdec: no NVDEC decoding of h264 into CUDA frames here: $(grep -iE 'nvcuvid|Failed setup|hardware frame|rror' "$L/nvdec.ctrl.log" | head -n 2 | tr '\n' ' ')"
     row nvdec SKIP "no NVDEC here"
 elif ! ff "$L/nvdec.cuda.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
-        -vf "denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$TMP/nvdec.nut"; then
+        -vf "showinfo=checksum=0,denoise=backend=cuda:$DN,hwdownload,format=nv12,metadata=print:key=lavfi.denoise.sigma" \
+        -c:v rawvideo -f nut "$TMP/nvdec.nut"; then
     fail "nvdec: -hwaccel cuda -hwaccel_output_format cuda ... -vf denoise failed:"; why "$L/nvdec.cuda.log"
     row nvdec FAIL "run failed"
 elif ! grep -q 'Parsed_denoise.*for [0-9]*x[0-9]* cuda/' "$L/nvdec.cuda.log"; then
     fail "nvdec: denoise did not get CUDA frames (log $L/nvdec.cuda.log)"; row nvdec FAIL "not CUDA frames"
 else
-    ff "$L/nvdec.host.log" -i "$enc" -vf "format=nv12,denoise=backend=cuda:$DN" -c:v rawvideo -f nut "$TMP/nvdec.host.nut" ||
-        fail "nvdec: software-decoded run failed"
+    ff "$L/nvdec.host.log" -i "$enc" -vf "format=nv12,showinfo,denoise=backend=cuda:$DN,metadata=print:key=lavfi.denoise.sigma" \
+        -c:v rawvideo -f nut "$TMP/nvdec.host.nut" || fail "nvdec: software-decoded run failed"
     nd=$(count_frames "$TMP/nvdec.nut") sd=$(psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut")
     if [ "$nd" = $N ] && { [ "$sd" = inf ] || fcmp "${sd:-0}" '>=' 60; }; then
         pass "nvdec: $nd NVDEC-decoded CUDA frames denoised, vs software decoding $sd dB"; row nvdec PASS "frames $nd, vs sw decode $sd dB"
     else
         fail "nvdec: $nd frames of $N, vs software decoding $sd dB (needs >= 60)"; row nvdec FAIL "frames $nd, vs sw decode $sd dB"
+        nvdec_split
     fi
 fi
 

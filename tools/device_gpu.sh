@@ -90,7 +90,7 @@ pack_logs
 
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
-grep -E '^(FAIL|SKIP)' "$OUTDIR/check_gpu.log" | head -n 40
+grep -E '^(FAIL|SKIP|INFO)' "$OUTDIR/check_gpu.log" | head -n 40
 grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|two engines|stream)' \
     "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 40
 grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"

@@ -1,12 +1,16 @@
 #!/bin/bash
-# tools/fused_check.sh: the fused Swin block kernel on a GPU machine, in one go (about 2-3 min on
-# an H200); builds nothing:
+# tools/fused_check.sh: the fused Swin block kernel and the tensor-core head on a GPU machine, in
+# one go (about 2-3 min on an H200); builds nothing:
 #   1. build/tests/fused_check: every instantiated tile against the CPU reference block, the mma
-#      count self-check, the refusals, the correct-first sequence (whole and chunked) against the
-#      CPU, then the timings (fused vs the correct-first op sequence vs the cuBLASLt bf16 GEMM
-#      ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame, the C 32 size sweep);
+#      count self-check, the refusals, the tensor-core head vs the two-pass head vs the CPU head,
+#      the correct-first sequence (whole and chunked) against the CPU, then the timings (fused vs
+#      the correct-first op sequence vs the cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K,
+#      model v1's eleven blocks per frame, the C 32 size sweep, the head tensor-core vs two-pass);
 #   2. compute-sanitizer --tool memcheck  fused_check --quick and
 #   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
+# --head: the head's checks and timings only (fused_check --head; the sanitizers on --head --quick),
+# then denoise-cuda-bench --head (tensor-core vs two-pass head at 1080p and 4K token maps, counted
+# as one check; log cuda_bench_head.log): about a minute.
 # Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
 # Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
 # before the run are printed, and the summary warns when there were any (pause them, e.g. a
@@ -20,6 +24,8 @@
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
 # ../shared/tools/device-libs.sh, unpacked here.
 set -u
+MODE=()
+[ "${1:-}" = --head ] && MODE=(--head)
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 BIN=$BUILD/tests/fused_check
@@ -28,6 +34,9 @@ mkdir -p "$OUT"
 cd "$ROOT" || exit 1
 if [ ! -x "$BIN" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
     tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/fused_check || exit 1
+fi
+if [ ${#MODE[@]} -gt 0 ] && [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
+    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/bin/denoise-cuda-bench || exit 1
 fi
 if [ ! -x "$BIN" ]; then
     echo "fused_check.sh: $BIN missing: ./configure && make $BIN (or carry .device from tools/device_gpu.sh --pack)"
@@ -146,9 +155,9 @@ if [ "${1:-}" = --merge ]; then
 fi
 
 p=0 f=0
-echo "=== fused_check (log: $OUT/fused_check.log)"
+echo "=== fused_check ${MODE[*]} (log: $OUT/fused_check.log)"
 t0=$SECONDS
-timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" > "$OUT/fused_check.log" 2>&1
+timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" "${MODE[@]}" > "$OUT/fused_check.log" 2>&1
 rc=$?
 echo "fused_check took $((SECONDS - t0)) s"
 grep -E '^(FAIL|SKIP)' "$OUT/fused_check.log"
@@ -163,6 +172,20 @@ else
 fi
 [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
 
+if [ ${#MODE[@]} -gt 0 ]; then
+    echo "=== denoise-cuda-bench --head (log: $OUT/cuda_bench_head.log)"
+    timeout 60 "$BUILD/bin/denoise-cuda-bench" --head --sizes 960x544,1920x1088 > "$OUT/cuda_bench_head.log" 2>&1
+    brc=$?
+    if [ $brc -eq 0 ]; then
+        echo "PASS denoise-cuda-bench --head"
+        p=$((p + 1))
+    else
+        echo "FAIL denoise-cuda-bench --head (exit $brc; 124: timeout):"
+        tail -n 10 "$OUT/cuda_bench_head.log"
+        f=$((f + 1))
+    fi
+fi
+
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
 # both sanitizer passes side by side (after the timings, which want the GPU to themselves)
@@ -170,13 +193,13 @@ t0=$SECONDS
 declare -A spid
 if [ -n "$SAN" ]; then
     for tool in memcheck racecheck; do
-        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --quick > "$OUT/$tool.log" 2>&1 &
+        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" "${MODE[@]}" --quick > "$OUT/$tool.log" 2>&1 &
         spid[$tool]=$!
     done
 fi
 for tool in memcheck racecheck; do
     log=$OUT/$tool.log
-    echo "=== compute-sanitizer --tool $tool fused_check --quick (log: $log)"
+    echo "=== compute-sanitizer --tool $tool fused_check ${MODE[*]} --quick (log: $log)"
     if [ -z "$SAN" ]; then
         echo "FAIL $tool: compute-sanitizer not found"
         f=$((f + 1))
@@ -206,6 +229,11 @@ echo
 echo "=== summary (full log: $OUT/fused_check.log)"
 grep -E '^(device|ceiling)' "$OUT/fused_check.log"
 sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+if [ ${#MODE[@]} -gt 0 ]; then
+    grep -E '^PASS head ' "$OUT/fused_check.log" | cut -c1-200
+    sed -n '/^head (ms/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+    grep -E '^cuda-bench head' "$OUT/cuda_bench_head.log" 2>/dev/null
+fi
 if [ -n "$others" ]; then
     echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
     echo "$others" | sed 's/^/  /'

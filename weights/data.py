@@ -191,10 +191,7 @@ class Batcher:
         cos, sin = torch.cos(ang) * s, torch.sin(ang) * s
         theta = torch.stack([torch.stack([cos, -sin, 2 * cx / TILE], -1),
                              torch.stack([sin, cos, 2 * cy / TILE], -1)], -2)  # (B, T, 2, 3)
-        grid = F.affine_grid(theta.view(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
-        src = img[:, None].expand(B, T, 3, TILE, TILE).reshape(B * T, 3, TILE, TILE)
-        out = F.grid_sample(src, grid, mode="bicubic", padding_mode="reflection", align_corners=False)
-        return out.view(B, T, 3, P, P).clamp(0, 1)
+        return resample_tiles(img, theta, P)
 
     def synthetic_clips(self, B: int, P: int) -> torch.Tensor:
         """Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
@@ -257,14 +254,11 @@ class Batcher:
         return img[bi, ci, yi, xi]
 
     def augment(self, c: torch.Tensor) -> torch.Tensor:
+        """Per clip, each with probability 1/2: x flip, y flip, transposition, time reversal
+        (flip_transpose; four draws of B uniforms, in that order)."""
         B = c.shape[0]
-
-        def m():
-            return (self._rand(B) < 0.5).view(B, 1, 1, 1, 1)
-        c = torch.where(m(), c.flip(-1), c)
-        c = torch.where(m(), c.flip(-2), c)
-        c = torch.where(m(), c.transpose(-1, -2), c)
-        return torch.where(m(), c.flip(1), c)
+        fx, fy, tr, ft = (self._rand(B) < 0.5 for _ in range(4))
+        return flip_transpose(c, fx, fy, tr, ft)
 
     def clean(self, B: int, P: int, video_share: float = 0.5, synth_share: float = 0.0) -> torch.Tensor:
         """(B, T, 3, P, P): round(B * synth_share) synthetic clips, then video_share of the rest
@@ -282,6 +276,45 @@ class Batcher:
         if bs:
             parts.append(self.synthetic_clips(bs, P))
         return self.augment(torch.cat(parts))
+
+
+def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int) -> torch.Tensor:
+    """img (B, 3, TILE, TILE) in [0,1], theta (B, T, 2, 3) affine maps in F.affine_grid's
+    normalised coordinates (align_corners=False) -> clips (B, T, 3, P, P) in [0,1] (strided: a
+    (B, 3, T, P, P) buffer). Bicubic grid_sample with reflection padding, clipped to [0,1]. The T
+    frames of a clip are one grid of T*P rows over the clip's tile, so the tile is read in place
+    instead of being copied T times; each output sample is computed from the same grid point and
+    tile as with a (B*T)-image batch, so the result is the same."""
+    B, T = theta.shape[:2]
+    grid = F.affine_grid(theta.reshape(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
+    out = F.grid_sample(img, grid.view(B, T * P, P, 2), mode="bicubic", padding_mode="reflection",
+                        align_corners=False)
+    return out.view(B, 3, T, P, P).transpose(1, 2).clamp(0, 1)
+
+
+def flip_transpose(c: torch.Tensor, fx: torch.Tensor, fy: torch.Tensor, tr: torch.Tensor,
+                   ft: torch.Tensor) -> torch.Tensor:
+    """c (B, T, C, P, P), fx, fy, tr, ft (B,) bool -> (B, T, C, P, P) contiguous: per clip, applied
+    in this order, the x axis flipped where fx, the y axis flipped where fy, y and x swapped where tr,
+    time reversed where ft. One gather (advanced indexing with broadcast index tensors) instead of
+    a full copy and a select per step; out[b, t, :, y, x] = c[b, t', :, y0, x0] with
+    t' = ft ? T-1-t : t, (y2, x2) = tr ? (x, y) : (y, x), y0 = fy ? P-1-y2 : y2,
+    x0 = fx ? P-1-x2 : x2."""
+    B, T, C, P, Q = c.shape
+    if P != Q:
+        raise ValueError(f"flip_transpose needs square clips, got {P}x{Q}")
+    dev = c.device
+    t = torch.arange(T, device=dev)
+    t0 = torch.where(ft[:, None], T - 1 - t, t)                              # (B, T)
+    yy = torch.arange(P, device=dev).view(1, P, 1).expand(B, P, P)
+    xx = yy.transpose(1, 2)
+    sw = tr.view(B, 1, 1)
+    y2, x2 = torch.where(sw, xx, yy), torch.where(sw, yy, xx)
+    y0 = torch.where(fy.view(B, 1, 1), P - 1 - y2, y2)                       # (B, P, P)
+    x0 = torch.where(fx.view(B, 1, 1), P - 1 - x2, x2)
+    bi = torch.arange(B, device=dev).view(B, 1, 1, 1, 1)
+    ci = torch.arange(C, device=dev).view(1, 1, C, 1, 1)
+    return c[bi, t0.view(B, T, 1, 1, 1), ci, y0.view(B, 1, 1, P, P), x0.view(B, 1, 1, P, P)]
 
 
 def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.0,

@@ -9,6 +9,9 @@
 #   unpack N            (device) move .data/packN to /root/data (resume files to /root/run) and
 #                       decode its photos/videos into /root/data/cache (parallel, .npy)
 #   bench [ARGS]        (device, foreground, <= 3 min) weights/bench_train.py -> /root/run/bench.json
+#                       (attention and batch-feed checks first; e.g. --variants
+#                       v1,compile-overlap,compile: model v1's recipe, the compiled step with and
+#                       without its batches built ahead on a side stream; needs no data pack)
 #   study [ARGS]        (device) start weights/study.py in the background, return at once
 #                       (candidates one after another; results.md is rewritten as they end)
 #   main MINUTES [CAND] (device) start or resume the main run in the background: resume
@@ -267,7 +270,7 @@ resume) signal_all CONT ;;
 collect) collect ;;
 finish) cmd_finish ;;
 *)
-    sed -n '2,30p' "$0" >&2
+    sed -n '2,33p' "$0" >&2
     exit 2
     ;;
 esac

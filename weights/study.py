@@ -4,7 +4,8 @@ number of clips, within a planned duration.
 
   python3 weights/study.py --photos DIR --videos DIR [DIR ...] --cache DIR --out RUN/study
          [--candidates v1,deep,frame32,frame32-r3,v1-awgn] [--clips 150016] [--seconds 480]
-         [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [-- EXTRA train.py ARGS]
+         [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [--feed auto]
+         [-- EXTRA train.py ARGS]
 
 Each candidate (weights/candidates.py; every one within candidates.engine_limits) is one
 weights/train.py process in OUT/<name>/, started when the one before it has ended: K = --clips
@@ -24,7 +25,10 @@ SIGTERM (it checkpoints, validates and is marked incomplete). SIGTERM to this pr
 running candidate the same way and ends the study.
 
 Engine (--engine auto): from the bench JSON the default-form engine at batch 128 (sdpa, graph,
-compile, compile-graph) with the least set-up + K / clips-per-second; without one, graph.
+compile, compile-graph, each built with a synchronous or an overlapping feed, weights/batch_feed.py)
+with the least set-up + K / clips-per-second; without one, graph. Feed (--feed auto): that bench
+result's (an overlapping one only if the bench's feed check passed); without one, train.py's own
+default (sync).
 
 Results: OUT/results.json and OUT/results.md are rewritten whenever a candidate starts or ends
 (pending, running, skipped, complete, incomplete and failed rows), so a call that collects them
@@ -50,6 +54,7 @@ from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E
 
 DEFAULT = "v1,deep,frame32,frame32-r3,v1-awgn"
 STUDY_ENGINES = ("sdpa", "graph", "compile", "compile-graph")
+STUDY_VARIANTS = STUDY_ENGINES + tuple(f"{e}-overlap" for e in STUDY_ENGINES)
 OVERHEAD_S = 20.0   # start, data loading, two validations and the probe, checkpoints
 
 
@@ -98,13 +103,17 @@ def summarise(name: str, folder: str, K: int, half: int) -> dict:
 
 def bench_choice(path: str | None, engine: str, K: int) -> dict | None:
     """The bench result (weights/bench_train.py JSON) of the engine the study runs: --engine, or
-    for auto the one with the least set-up + K / clips-per-second. None without a usable one."""
+    for auto the one with the least set-up + K / clips-per-second (an overlapping feed only when
+    the bench's feed check passed). None without a usable one."""
     if not path or not os.path.exists(path):
         return None
     with open(path) as f:
-        res = json.load(f).get("results", [])
-    ok = [r for r in res if "error" not in r and r.get("variant") in STUDY_ENGINES
-          and r.get("engine") == r.get("requested_engine") and r.get("clips_per_s")]
+        bench = json.load(f)
+    res = bench.get("results", [])
+    overlap_ok = (bench.get("feed_check") or {"pass": True})["pass"]
+    ok = [r for r in res if "error" not in r and r.get("variant") in STUDY_VARIANTS
+          and r.get("engine") == r.get("requested_engine") and r.get("clips_per_s")
+          and (r.get("feed", "sync") == "sync" or overlap_ok)]
     if engine != "auto":
         ok = [r for r in ok if r["engine"] == engine]
     return min(ok, key=lambda r: r["setup_seconds"] + K / r["clips_per_s"]) if ok else None
@@ -144,7 +153,8 @@ def table(rows: list[dict], meta: dict) -> str:
                         f"{v['val_psnr_mean']:.2f}" if v else "- | -")
                      + f" | {d} | {half if half is not None else '-'} | {pv} |")
     return ("\n".join(lines) + f"\n\nK = {meta['K']:,} clips per candidate (128x128, batch {meta['batch']}), one "
-            f"candidate at a time on the whole GPU, engine {meta['engine']}; planned {meta['seconds']:.0f} s, "
+            f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; "
+            f"planned {meta['seconds']:.0f} s, "
             f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
             f"24 clips of 256x256, AWGN unclipped, noise seed 777.\n")
 
@@ -167,6 +177,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--tie-db", type=float, default=0.05)
     ap.add_argument("--engine", default="auto")
+    ap.add_argument("--feed", default="auto", choices=("auto", "overlap", "sync"),
+                    help="train.py --feed (auto: the chosen bench result's, else train.py's default)")
     ap.add_argument("--device", default=None)
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more train.py arguments")
     a = ap.parse_args()
@@ -192,11 +204,13 @@ def main():
     cost = {n: gflop_per_frame(candidates.get(n)[0], 1080, 1920) / v1g for n in names}
     b = bench_choice(a.bench_json, a.engine, K)
     engine = b["engine"] if b else ("graph" if a.engine == "auto" else a.engine)
+    feed = a.feed if a.feed != "auto" else (b.get("feed", "sync") if b else "auto")
     rate = b["clips_per_s"] if b else a.rate
     overhead = (b["setup_seconds"] if b else 0.0) + OVERHEAD_S
-    meta = {"K": K, "half": half, "batch": a.batch, "engine": engine, "seconds": a.seconds,
+    meta = {"K": K, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
             "deadline": a.deadline, "elapsed": 0.0, "rate_assumed": rate, "overhead_assumed": overhead}
     log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine,
+        feed=feed,
         cost={n: round(c, 2) for n, c in cost.items()}, seconds=a.seconds, deadline=a.deadline,
         bench=b and {k: b[k] for k in ("variant", "clips_per_s", "setup_seconds")})
     rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half), status="pending") for n in names}
@@ -237,7 +251,8 @@ def main():
         os.makedirs(d, exist_ok=True)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--photos", a.photos, "--videos", *a.videos,
                "--out", d, "--candidate", n, "--clips", str(K), "--batch", str(a.batch), "--lr", str(a.lr),
-               "--warmup", str(a.warmup), "--engine", engine, "--val-minutes", "1e9", "--val-at", str(half),
+               "--warmup", str(a.warmup), "--engine", engine, "--feed", feed, "--val-minutes", "1e9",
+               "--val-at", str(half),
                "--ckpt-minutes", "1.5"]
         if a.cache:
             cmd += ["--cache", a.cache]

@@ -19,10 +19,14 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
-  - Log events: data, start, engine (+ engine_fallback), train (loss, lr, clips/s, trained
-    minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777, AWGN unclipped,
-    and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read back from the
-    GPU between logs.
+  - Batches: built one step ahead on a side CUDA stream, overlapping the step
+    (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
+    --feed sync builds each batch on the step's stream just before it). Either way the batches
+    are the same, in the same order.
+  - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
+    clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
+    AWGN unclipped, and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read
+    back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged).
 """
 from __future__ import annotations
@@ -38,7 +42,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
-from data import VAL_T, Batcher, load_photo_tiles, load_videos, make_noisy  # noqa: E402
+from batch_feed import FEEDS, BatchFeed, pick_feed, training_batch  # noqa: E402
+from data import VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
@@ -181,7 +186,10 @@ def main():
     ap.add_argument("--decay", type=float, default=0.2, help="wsd: share of the plan spent decaying")
     ap.add_argument("--video-share", type=float, default=0.5)
     ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
-    ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine auto")
+    ap.add_argument("--feed", default="auto", choices=("auto",) + FEEDS,
+                    help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
+                    "its step; auto: the bench's recommendation (overlap where its feed check passed), else sync")
+    ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
@@ -300,15 +308,9 @@ def run(args, log, dev):
     batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T)
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
-
-    def batch():
-        with torch.no_grad():
-            clean = batcher.clean(args.batch, args.patch, args.video_share, recipe["synth_share"])
-            if noise is None:
-                noisy, smap = make_noisy(clean, gen)
-            else:
-                noisy, smap, _ = noise(clean, gen)
-        return noisy, smap, clean[:, T // 2]
+    feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
+                                            recipe["synth_share"]),
+                     dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
 
     last_val = {"step": None}
 
@@ -341,7 +343,7 @@ def run(args, log, dev):
     while budget_left() and stop["sig"] is None:
         ts = time.monotonic()
         lr = lr_at(step_run)
-        noisy, smap, target = batch()
+        noisy, smap, target = feed.next()
         try:
             loss = eng.step(noisy, smap, target, lr)
         except torch.cuda.OutOfMemoryError as e:
@@ -360,7 +362,7 @@ def run(args, log, dev):
         if not logged:   # the first step includes compilation / capture: report, do not count it
             if dev.type == "cuda":
                 torch.cuda.synchronize()
-            log(event="engine", **eng.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
+            log(event="engine", **eng.describe(), feed=feed.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
                 setup_seconds_total=round(time.time() - t0, 1))
             logged = True
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}

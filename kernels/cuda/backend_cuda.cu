@@ -163,7 +163,11 @@ public:
         const int64_t fixed = (int64_t)cuda::Net::weight_bytes_for(cfg_) + (int64_t)cuda::kLtWorkspaceBytes +
                               kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (depth_ + 1) * Sn;
         const int c0 = cfg_.channels[0];
-        auto band = [&](int w) { return (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2); };
+        // the tensor-core head (the fused path's, where the device runs it) needs no G band: band 0
+        const bool tc_head = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, nullptr) == 0;
+        auto band = [&](int w) {
+            return tc_head ? 0 : (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2);
+        };
         int64_t need_min = INT64_MAX;
         if (!spec_.tile) {
             for (int64_t K : {(int64_t)1 << 18, (int64_t)1 << 16}) {

@@ -8,13 +8,20 @@
 //   layernorm_window (LN1 + shifted window gather)  -> a    (nc, C)  bf16
 //   linear qkv (+ bias epilogue)                    -> q    (nc, 3C) bf16
 //   window_attention (bias table, shift mask)       -> b    (nc, C)  bf16
-//   linear proj (+ bias)                            -> a    (nc, C)  bf16
+//   linear proj (+ fp32 bias)                       -> q    (nc, C)  fp32 (in q's room: 2 nc C of
+//                                                                    its 3 nc C bf16 slots)
 //   window_scatter_add (roll back, x += )           -> x    fp32
 // then the MLP half per chunk of tokens [t0, t1):
 //   layernorm_rows (LN2)                            -> a    (nc, C)  bf16
-//   linear fc1 (+ bias)                             -> q    (nc, 4C) bf16
-//   gelu_tanh in place                              -> q
+//   linear fc1 (+ fp32 bias)                        -> q    (nc, 4C) fp32
+//   gelu_tanh (fp32 in, one rounding)               -> b    (nc, 4C) bf16
 //   linear fc2 (+ bias, beta = 1: x += in the GEMM) -> x    fp32
+// (nc = ea / 4C tokens: the fp32 hidden fills q, 2 ea bf16 slots, the bf16 one b).
+// The roundings are the fused block's (swin_block_fused.cu) but for P, kept fp32 here: neither the
+// proj output (added to the residual stream) nor fc1's (the GELU's input) is rounded to bf16.
+// Rounding both, with bf16 biases, cost 0.088 dB against the CPU engine on the bedroom sample
+// (the fused block 0.049); a PyTorch emulation of the block roundings alone puts the two at
+// 0.067 and 0.029 dB, and this sequence at the fused block's 0.029.
 // The attention half reads the whole map only through its own windows and the MLP half is
 // token-wise, so chunking changes no value. U-Net: fusion_conv3x3 -> x0; enc0; merge -> x1; enc1;
 // -> x2; mid; expand -> y1 (in x1's buffer), each merge / expand one fused tensor-core kernel
@@ -22,7 +29,10 @@
 // else the op sequence: merge in rows of output tokens (merge_s2d_layernorm + linear), expand in
 // rows of input tokens (cast + linear expand + d2s_concat [up | skip] + linear skip);
 // dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
-// Head per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1, r1 + 1) (n, 112) fp32 + head_stencil.
+// Head: on the fused path (where the device takes it) one launch of head_conv3d_tc on the whole map
+// (head_tc.cu: the 27 taps as a tensor-core implicit GEMM + bias + residual + clamp; no G); else
+// (DENOISE_CUDA_FUSED=0, the reference) per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1,
+// r1 + 1) (n, 112) fp32 + head_stencil. G exists only when the workspace is sized with a band.
 #include "network.h"
 
 #include "common.cuh"
@@ -190,6 +200,7 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     };
     b += merge_tc(c0) + merge_tc(c1) + expand_tc(c2, c1) + expand_tc(c1, c0);
     b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
+    b += (size_t)9 * 16 * 3 * c0 * 2;  // head_conv3d_tc's weights (9, 16, 96) bf16
     // dev_alloc rounds nothing up; cudaMalloc's own granularity is not the engine's account
     return b;
 }
@@ -243,11 +254,24 @@ int Net::upload(Ctx &ctx, const Model &m) {
         TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
+    // the tensor-core head's weights (head_tc.cu's layout), where the device runs it
+    {
+        const int rc = head_conv3d_tc_supported(ctx.device, &no_head_tc_);
+        if (rc == DENOISE_EDEVICE) return fail(ctx, rc, no_head_tc_);
+        if (rc == 0) {
+            std::vector<uint16_t> wk((size_t)9 * 16 * 3 * c0);
+            DN_REQUIRE(head_conv3d_tc_pack(W.head_w, hc, c0, wk.data()), "head_conv3d_tc_pack refused the head");
+            uint16_t *d = nullptr;
+            TRY(put(ctx, &d, wk, "head weight (tensor-core layout)"));
+            head_wtc_ = reinterpret_cast<bf16 *>(d);
+        }
+    }
     TRY(cuda_check(ctx, cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (weights upload)"));
     up_ = true;
     fused_ = fused_from_env();
     if (std::getenv("DENOISE_CUDA_DEBUG"))
-        std::fprintf(stderr, "denoise CUDA engine: %s; %s\n", swin_path().c_str(), patch_path().c_str());
+        std::fprintf(stderr, "denoise CUDA engine: %s; %s; %s\n", swin_path().c_str(), patch_path().c_str(),
+                     head_path().c_str());
     return 0;
 }
 
@@ -305,12 +329,20 @@ std::string Net::patch_path() const {
     return why.empty() ? s : s + "; correct-first: " + why;
 }
 
+bool Net::head_fused() const { return fused_ && head_wtc_; }
+
+std::string Net::head_path() const {
+    if (head_fused()) return "head: tensor-core conv3d (one kernel)";
+    if (!fused_) return "head: two-pass (temporal GEMMs + stencil; fused path off)";
+    return "head: two-pass (temporal GEMMs + stencil): " + no_head_tc_;
+}
+
 size_t Net::workspace_bytes_for(const ModelConfig &c, const NetShape &s) {
     int64_t ea, eq;
     chunk_elems(c, s, &ea, &eq);
     const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
     return n0 * c.channels[0] * 4 + n1 * c.channels[1] * 4 + n2 * c.channels[2] * 4 + (size_t)(2 * ea + eq) * 2 +
-           (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc(c) * 4;
+           (s.band > 0 ? (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc(c) * 4 : 0);
 }
 
 void Net::release(Ctx &ctx) {
@@ -329,7 +361,7 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     DN_REQUIRE(s.h >= unit && s.w >= unit && s.h % unit == 0 && s.w % unit == 0,
                "token grid " + std::to_string(s.w) + "x" + std::to_string(s.h) + " not a multiple of " +
                    std::to_string(unit));
-    DN_REQUIRE(s.band >= 1, "head band < 1 row");
+    DN_REQUIRE(s.band >= 0, "head band < 0 rows");
     release(ctx);
     const size_t n0 = (size_t)s.h * s.w, n1 = n0 / 4, n2 = n0 / 16;
     chunk_elems(cfg_, s, &ea_, &eq_);
@@ -348,7 +380,8 @@ int Net::resize(Ctx &ctx, const NetShape &s) {
     if (!rc) rc = get((void **)&a_, (size_t)ea_ * 2, "U-Net chunk buffer a");
     if (!rc) rc = get((void **)&b_, (size_t)ea_ * 2, "U-Net chunk buffer b");
     if (!rc) rc = get((void **)&q_, (size_t)eq_ * 2, "U-Net chunk buffer q (qkv / MLP hidden)");
-    if (!rc) rc = get((void **)&G_, (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc_ * 4, "head band G");
+    if (!rc && s.band > 0)
+        rc = get((void **)&G_, (size_t)(std::min(s.band, s.h) + 2) * s.w * head_gc_ * 4, "head band G");
     if (rc) {
         const std::string e = ctx.err;
         release(ctx);
@@ -411,22 +444,25 @@ int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, i
         TRY(mark(ctx, "window attention", C));
         TRY(window_attention(ctx, q_, nullptr, H, W, C, heads, ws, B.shift, w0, w1, B.relb, b_));
         TRY(mark(ctx, "proj linear", C));
-        TRY(linear(ctx, b_, nc, C, C, B.proj.w, B.proj.b16, C, a_, false, C, 0.f));
+        float *pf = reinterpret_cast<float *>(q_);  // qkv is consumed: nc C floats fit its nc 3C bf16
+        TRY(linear(ctx, b_, nc, C, C, B.proj.w, B.proj.b32, C, pf, true, C, 0.f));
         TRY(mark(ctx, "window scatter-add", C));
-        TRY(window_scatter_add(ctx, a_, nullptr, H, W, C, ws, B.shift, w0, w1, x));
+        TRY(window_scatter_add(ctx, pf, nullptr, H, W, C, ws, B.shift, w0, w1, x));
     }
-    const int64_t tper = std::max<int64_t>(1, std::min(ea_ / C, eq_ / Ch));
+    // fp32 hidden in q (eq = 2 ea bf16 slots), bf16 hidden in b (ea slots)
+    const int64_t tper = std::max<int64_t>(1, std::min(ea_ / Ch, eq_ / (2 * Ch)));
     for (int64_t t0 = 0; t0 < n; t0 += tper) {
         const int64_t nc = std::min(n, t0 + tper) - t0;
         float *xt = x + t0 * C;
         TRY(mark(ctx, "LN2", C));
         TRY(layernorm_rows(ctx, xt, nc, C, B.n2.g, B.n2.b, eps, a_));
         TRY(mark(ctx, "fc1 linear", C));
-        TRY(linear(ctx, a_, nc, C, C, B.fc1.w, B.fc1.b16, Ch, q_, false, Ch, 0.f));
+        float *hf = reinterpret_cast<float *>(q_);
+        TRY(linear(ctx, a_, nc, C, C, B.fc1.w, B.fc1.b32, Ch, hf, true, Ch, 0.f));
         TRY(mark(ctx, "GELU", C));
-        TRY(gelu_tanh(ctx, q_, nc, Ch, nullptr));
+        TRY(gelu_tanh(ctx, hf, nc, Ch, nullptr, b_));
         TRY(mark(ctx, "fc2 linear + residual", C));
-        TRY(linear(ctx, q_, nc, Ch, Ch, B.fc2.w, B.fc2.b32, C, xt, true, C, 1.f));
+        TRY(linear(ctx, b_, nc, Ch, Ch, B.fc2.w, B.fc2.b32, C, xt, true, C, 1.f));
     }
     return 0;
 }
@@ -526,6 +562,12 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
     DN_REQUIRE(F[0] && F[1] && F[2] && centre && out, "null pointer");
     DN_REQUIRE(h >= 1 && w >= 1 && w <= shape_.w, "domain " + std::to_string(w) + "x" + std::to_string(h) +
                                                       " wider than the workspace's " + std::to_string(shape_.w));
+    if (head_fused()) {
+        TRY(mark(ctx, "head tensor-core conv3d"));
+        return head_conv3d_tc(ctx, F, h, w, head_wtc_, head_b_, cfg_.head_out_channels(), centre, out, as_change);
+    }
+    DN_REQUIRE(G_ && shape_.band > 0, "the two-pass head needs the workspace sized with a head band (NetShape.band "
+                                      ">= 1); it was sized for the tensor-core head only");
     const int c0 = cfg_.channels[0], band = shape_.band;
     for (int r0 = 0; r0 < h; r0 += band) {
         const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);

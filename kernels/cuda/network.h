@@ -2,13 +2,14 @@
 // tables, packed from the model layer's PyTorch layouts; per Swin block also the fused kernel's
 // weight image), one U-Net pass F_s and the head on a domain of h x w tokens, on one stream.
 // Each Swin block runs as one fused kernel (swin_block_fused.h) where one is built for its width
-// and fits the device, else as the correct-first sequence of the ops of ops.h. The token-wise
+// and fits the device, else as the correct-first sequence of the ops of ops.h; the head likewise
+// as one tensor-core kernel (head_tc.cu) or the two-pass reference (GEMMs + stencil). The token-wise
 // phases of the correct-first path run in chunks (windows for the attention half, rows of tokens
 // for the MLP half, the merges and the expands, bands of rows for the head) so that the workspace
 // is bounded independently of the domain size except for the three residual-stream maps.
 //
 // Environment: DENOISE_CUDA_FUSED=0 makes upload() choose the correct-first sequence for every
-// block (any other value or unset: fused where supported); DENOISE_CUDA_DEBUG (any value) prints
+// block and the two-pass head (any other value or unset: fused where supported); DENOISE_CUDA_DEBUG (any value) prints
 // the chosen path and the reason of any correct-first block to stderr once per upload.
 // Host-only header (g++-includable with -I$CUDA_HOME/include).
 #ifndef DENOISE_CUDA_NETWORK_H
@@ -79,7 +80,8 @@ private:
 
 // What the workspace is sized for: domains up to h x w tokens (multiples of 4 windows), the
 // token-wise phases in chunks of at most `chunk` level-0 tokens (raised to at least two rows of
-// the domain and 4096), the head in bands of `band` rows.
+// the domain and 4096), the two-pass head in bands of `band` rows; band 0: no G buffer, only the
+// tensor-core head runs (Net::head_fused(); the two-pass head then refuses with DENOISE_EINVAL).
 struct NetShape {
     int h = 0, w = 0;
     int64_t chunk = 0;
@@ -112,8 +114,10 @@ public:
     // F (h, w, c0) bf16 = UNet of the fusion window frames[0..n-1] ((h, w, 12) bf16) and sigma
     // (8-bit code values) on a domain of h x w tokens (within the workspace's shape).
     int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F);
-    // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, -1, 1), or with
-    // as_change the change 0.5 (that - centre).
+    // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, min(-1, centre),
+    // max(1, centre)), or with as_change the change 0.5 (that - centre). F: (h, w, 32) bf16,
+    // 16-byte aligned; centre (h, w, 12) bf16. head_fused(): one tensor-core kernel (head_tc.cu),
+    // else the two-pass head in bands (needs a workspace band >= 1).
     int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change);
 
     const NetShape &shape() const { return shape_; }
@@ -135,6 +139,10 @@ public:
     std::string patch_path() const;
     // The default path: false when DENOISE_CUDA_FUSED is "0".
     static bool fused_from_env();
+    // The head path: the tensor-core head when the fused path is on and the device takes it
+    // (uploaded then), else the two-pass head; head_path(): one line saying which and why.
+    bool head_fused() const;
+    std::string head_path() const;
     // Mark each op group of features() and head() on t (null: none, the default), with kinds such
     // as "Swin block fused C 32", "qkv linear C 64", "patch merge linear", "head stencil".
     void set_op_timer(OpTimer *t) { timer_ = t; }
@@ -172,13 +180,15 @@ private:
     bf16 *head_w_[3] = {nullptr, nullptr, nullptr};  // (Gc, c0) per time tap
     float *head_b_ = nullptr;
     int head_gc_ = 0;
+    bf16 *head_wtc_ = nullptr;  // (9, 16, 96): head_conv3d_tc's layout (null: the device cannot run it)
+    std::string no_head_tc_;    // why not ("" when it can)
 
     NetShape shape_;
     int64_t ea_ = 0, eq_ = 0;  // elements of a_/b_ and q_
     // x0 (y0 reuses it: the skip concat has copied x0 before y0 is written), x1 (y1 likewise), x2
     float *x0_ = nullptr, *x1_ = nullptr, *x2_ = nullptr;
     bf16 *a_ = nullptr, *b_ = nullptr, *q_ = nullptr;  // chunk buffers
-    float *G_ = nullptr;                              // head band (band + 2 rows)
+    float *G_ = nullptr;                              // head band (band + 2 rows; null with band 0)
 };
 
 }  // namespace cuda

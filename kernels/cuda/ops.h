@@ -141,9 +141,9 @@ int layernorm_window(Ctx &ctx, const float *x, int H, int W, int C, int ws, int 
 int linear(Ctx &ctx, const bf16 *in, int64_t n, int K, int lda, const bf16 *W, const void *bias, int N, void *out,
            bool out_f32, int ldo, float beta);
 
-// ---- gelu.cu: x = GELU_tanh(x + bias) in place on rows x C bf16 (bias fp32 per channel, may be
-// null), fp32 math, one rounding on the store.
-int gelu_tanh(Ctx &ctx, bf16 *x, int64_t rows, int C, const float *bias);
+// ---- gelu.cu: out = GELU_tanh(x + bias) on rows x C, x fp32 (fc1's output), out bf16 (not
+// aliasing x; bias fp32 per channel, may be null), fp32 math, one rounding on the store.
+int gelu_tanh(Ctx &ctx, const float *x, int64_t rows, int C, const float *bias, bf16 *out);
 
 // ---- window_attention.cu: Swin W-MSA core on qkv (n, 3C) bf16 in window order ([q | k | v],
 // head h at channels h*32..h*32+31 of each part); qkv_bias (3C fp32, may be null: already added);
@@ -153,10 +153,10 @@ int gelu_tanh(Ctx &ctx, bf16 *x, int64_t rows, int C, const float *bias);
 int window_attention(Ctx &ctx, const bf16 *qkv, const float *qkv_bias, int H, int W, int C, int heads, int ws,
                      int shift, int win0, int win1, const float *rel_bias, bf16 *out);
 
-// ---- residual.cu: x (H, W, C) fp32 += win (window order, bf16) (+ bias fp32, may be null), the
+// ---- residual.cu: x (H, W, C) fp32 += win (window order, fp32) (+ bias fp32, may be null), the
 // inverse of layernorm_window's gather (roll by +shift folded into the index), windows [win0,
 // win1) held from win's start; cast fp32 -> bf16.
-int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
+int window_scatter_add(Ctx &ctx, const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
                        int win1, float *x);
 int cast_to_bf16(Ctx &ctx, const float *in, int64_t n, bf16 *out);
 // out[i] = a[i] + b[i] (fp32), n elements (a or b may alias out).
@@ -193,6 +193,31 @@ int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *
 // fp32 receives o, or with as_change the change 0.5 (o - residual) (R'G'B' units). Cout <= 16.
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
+
+// ---- head_tc.cu: the whole head (conv3d 3x3x3 of F[0..2] = F_{t-1}, F_t, F_{t+1}, each (h, w, 32)
+// bf16 16-byte aligned, spatial zero padding; + bias (Cout fp32) + residual (h, w, Cout) bf16,
+// clamped to [min(-1, r), max(1, r)]; out (h, w, Cout) fp32, or with as_change 0.5 (o - r)) in one
+// tensor-core kernel on the whole map; the same value as the three GEMMs + head_stencil up to fp32
+// summation order. wk: (9, 16, 96) bf16 from head_conv3d_tc_pack (PyTorch's head.weight (Cout, 32,
+// 3, 3, 3) fp32; false for Cin != 32 or Cout outside 1..16). head_conv3d_tc_supported: 0 when the
+// device's shared memory per block takes the kernel (head_conv3d_tc_smem() bytes), DENOISE_EINVAL
+// with the reason in *why otherwise, DENOISE_EDEVICE when the device cannot be queried.
+// head_conv3d_tc: 0, DENOISE_EINVAL (bad shape / pointer / device, with a message), EDEVICE.
+int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *wk, const float *bias, int Cout,
+                   const bf16 *residual, float *out, bool as_change);
+bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
+size_t head_conv3d_tc_smem();
+// Work of the head on `tokens` tokens for the roofline: FLOP issued on tensor cores by
+// head_conv3d_tc (N padded to 16), FLOP of the conv itself (2 x 27 x 32 x Cout per token), and the
+// least DRAM bytes each form moves (three feature maps + residual read, output written; the
+// two-pass form also writes and reads G, (9 Cout rounded up to 16) fp32 per token).
+inline double head_conv3d_tc_flop(int64_t tokens) { return 2.0 * 9 * 96 * 16 * (double)tokens; }
+inline double head_conv3d_flop(int64_t tokens, int Cout) { return 2.0 * 27 * 32 * Cout * (double)tokens; }
+inline double head_conv3d_tc_bytes(int64_t tokens, int Cout) { return (3.0 * 64 + 6.0 * Cout) * (double)tokens; }
+inline double head_two_pass_bytes(int64_t tokens, int Cout) {
+    return head_conv3d_tc_bytes(tokens, Cout) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
+}
+int head_conv3d_tc_supported(int device, std::string *why);
 
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);

@@ -3,9 +3,10 @@
 // window_scatter_add: the attention branch's residual: x[map token] += win[window token] (+ bias),
 // where map token ((wy ws + i + shift) % H, (wx ws + j + shift) % W) is window (wy, wx) token
 // (i, j): Swin's window_reverse + torch.roll(+shift) as index math (the exact inverse of
-// layernorm_window's gather), no rolled copy. x fp32 (H, W, C), win bf16 in window order, windows
-// [win0, win1) from its start.
-// One thread per element; traffic per token 2C B read (win) + 4C B read-modify-write (x).
+// layernorm_window's gather), no rolled copy. x fp32 (H, W, C), win fp32 in window order (the proj
+// GEMM's fp32 output: the branch reaches the residual stream unrounded, as in the fused block),
+// windows [win0, win1) from its start.
+// One thread per element; traffic per token 4C B read (win) + 4C B read-modify-write (x).
 // (The MLP branch's residual needs no kernel: fc2's GEMM accumulates into x with beta = 1.)
 //
 // cast_to_bf16: fp32 -> bf16 (round to nearest even), used where a residual-stream map becomes a
@@ -17,7 +18,7 @@ namespace cuda {
 
 namespace {
 
-__global__ void scatter_add_kernel(const bf16 *__restrict__ win, const float *__restrict__ bias, int H, int W, int C,
+__global__ void scatter_add_kernel(const float *__restrict__ win, const float *__restrict__ bias, int H, int W, int C,
                                    int ws, int shift, int win0, int64_t nel, float *__restrict__ x) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nel) return;
@@ -28,7 +29,7 @@ __global__ void scatter_add_kernel(const bf16 *__restrict__ win, const float *__
     const int r = (int)(t % N);
     const int wy = (int)(wi / nwx), wx = (int)(wi % nwx);
     const int y = (wy * ws + r / ws + shift) % H, xx = (wx * ws + r % ws + shift) % W;
-    float v = __bfloat162float(win[i]);
+    float v = win[i];
     if (bias) v += bias[c];
     x[((size_t)y * W + xx) * C + c] += v;
 }
@@ -45,7 +46,7 @@ __global__ void add_kernel(const float *a, const float *b, int64_t n, float *out
 
 }  // namespace
 
-int window_scatter_add(Ctx &ctx, const bf16 *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
+int window_scatter_add(Ctx &ctx, const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0,
                        int win1, float *x) {
     DN_REQUIRE(win && x, "null pointer");
     DN_REQUIRE(C >= 1, "C < 1");

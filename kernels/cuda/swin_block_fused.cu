@@ -33,9 +33,9 @@
 //   O accumulated in fp32, rounded to bf16 (4) -> proj in fp32, + bias + residual in fp32 (no
 //   rounding) -> LN2 in fp32 -> bf16 (5) -> fc1 in fp32 + bias, GELU with tanh.approx (rel. error
 //   ~2^-11) -> bf16 (6) -> fc2 in fp32, + bias + residual in fp32 -> stored fp32, or rounded to
-//   bf16 once (7, kBf16Res). Against the correct-first sequence (kernels/cuda/ops.h) this adds (3)
-//   (that keeps P in fp32) and removes the bf16 rounding of the proj output before its residual
-//   add; the residual stream itself is rounded only by (7).
+//   bf16 once (7, kBf16Res). The correct-first sequence (Net::block in kernels/cuda/network.cu)
+//   rounds at the same points but (3): it keeps P in fp32. The residual stream itself is rounded
+//   only by (7).
 //
 // Cost per token (n tokens, model v1 C = 32 / 64 / 128): FLOP = 24 C^2 (qkv 6, proj 2, fc1 8,
 // fc2 8) + 256 C (scores + P v) = 32.8 K / 115 K / 426 K. DRAM bytes = the residual stream read

@@ -1,0 +1,22 @@
+#!/bin/sh
+# tests/weights_feed.sh: the training batch feed (weights/check_feed.py on the CPU, PyTorch).
+#
+#   - data.flip_transpose (augmentation as one gather) is bit-identical to the four-step flips,
+#     transposition and time reversal, for all 16 combinations;
+#   - data.resample_tiles (photo clips without copying the tile per frame) matches grid_sample on
+#     the copied tiles;
+#   - batch_feed.BatchFeed with overlap hands out the same batches, in the same order, as the
+#     synchronous feed (model v2's batch: photo, video and synthetic clips, NoiseRecipe noise).
+# Skipped (77) without python3 and PyTorch. About 5 s.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+python3 -c "import torch, numpy" 2>/dev/null || { skip "python3 with torch and numpy not available"; finish; }
+make_tmp
+if python3 "$ROOT/weights/check_feed.py" --device cpu >"$TMP/out" 2>&1; then
+    pass "$(grep -c ' ok$' "$TMP/out") checks: $(tr '\n' ' ' <"$TMP/out" | sed 's/  */ /g' | cut -c1-300)"
+else
+    cat "$TMP/out"
+    fail "weights/check_feed.py --device cpu: $(tail -n 1 "$TMP/out")"
+fi
+finish

@@ -1,0 +1,107 @@
+"""Training batches built one step ahead, on a side CUDA stream, so that building batch i+1 runs on
+the GPU while step i does.
+
+A training batch (data.Batcher clips, augmentation, noise_models noise) is built entirely on the
+GPU from data already there, by a few hundred small and memory-bound kernels (about 10 to 18 ms
+for 128 clips of 7x128x128 on the H200). On the step's stream they run between two steps; on a
+second stream they fill the SMs and memory bandwidth the step leaves idle.
+
+  feed = BatchFeed(make_batch, device)          make_batch() -> tuple of tensors
+  noisy, smap, target = feed.next()             (then enqueue the step on the current stream)
+
+Synchronisation (nothing waits on the host):
+  - next() hands out batch i, built on the side stream: the caller's stream waits for the event
+    recorded after it, and every tensor of it is marked as used by the caller's stream
+    (Tensor.record_stream), so the caching allocator does not give its memory to the side stream
+    again before the work the caller queued on it has run;
+  - then it enqueues batch i+1 on the side stream, which first waits for everything queued on the
+    caller's stream so far (up to step i-1): batch i+1 runs alongside step i, and nothing the
+    side stream does can overtake work queued before it.
+The host-side state of the random generators advances when a kernel is queued, so the batches are
+the ones a synchronous loop makes, in the same order (one extra batch is built at the end).
+
+On the CPU, or with overlap=False, there is no side stream: with overlap the batch is still built
+one call ahead (same order and data, synchronously), without it when asked for.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from data import make_noisy
+
+FEEDS = ("overlap", "sync")
+
+
+def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_share: float = 0.5,
+                   synth_share: float = 0.0) -> tuple:
+    """One training batch on the batcher's device: clean clips from data.Batcher.clean, then noise
+    (noise_models.NoiseRecipe, or model v1's data.make_noisy when noise is None) drawn from gen.
+    -> noisy (B, T, 3, P, P) in [0,1] plus noise, sigma map (B,) in 8-bit code values, clean
+    centre frame (B, 3, P, P) in [0,1] (a view of the clean clips)."""
+    clean = batcher.clean(B, P, video_share, synth_share)
+    if noise is None:
+        noisy, smap = make_noisy(clean, gen)
+    else:
+        noisy, smap, _ = noise(clean, gen)
+    return noisy, smap, clean[:, batcher.T // 2]
+
+
+class BatchFeed:
+    """next() -> the tuple make_batch() returns, the i-th call getting the i-th batch.
+
+    make_batch: builds one batch from its own generators (called with torch.no_grad() in force);
+    device: where it builds; overlap: build one batch ahead on a side stream (CUDA)."""
+
+    def __init__(self, make_batch, device, overlap: bool = True):
+        self.make_batch = make_batch
+        self.device = torch.device(device)
+        self.overlap = overlap
+        self.stream = torch.cuda.Stream(self.device) if overlap and self.device.type == "cuda" else None
+        self.pending = None      # (batch, event or None), built and not yet handed out
+
+    def describe(self) -> str:
+        if not self.overlap:
+            return "sync"
+        return "overlap (side CUDA stream)" if self.stream is not None else "overlap (synchronous: no CUDA)"
+
+    def _launch(self):
+        if self.stream is None:
+            with torch.no_grad():
+                self.pending = (tuple(self.make_batch()), None)
+            return
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream), torch.no_grad():
+            batch = tuple(self.make_batch())
+            ev = torch.cuda.Event()
+            ev.record(self.stream)
+        self.pending = (batch, ev)
+
+    def next(self) -> tuple:
+        if self.pending is None:
+            self._launch()
+        batch, ev = self.pending
+        self.pending = None
+        if ev is not None:
+            cur = torch.cuda.current_stream(self.device)
+            cur.wait_event(ev)
+            for t in batch:
+                t.record_stream(cur)
+        if self.overlap:
+            self._launch()
+        return batch
+
+
+def pick_feed(arg: str, bench_json: str | None) -> str:
+    """--feed auto: the bench's recommendation (weights/bench_train.py JSON "recommended_feed",
+    overlap only where its feed check passed on this machine) when given, else sync."""
+    if arg != "auto":
+        return arg
+    if bench_json and os.path.exists(bench_json):
+        with open(bench_json) as f:
+            rec = json.load(f).get("recommended_feed")
+        if rec in FEEDS:
+            return rec
+    return "sync"

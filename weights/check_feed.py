@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""The training batches are the same when built ahead on a side stream (weights/batch_feed.py)
+and with the gather-based augmentation and tile resampling of weights/data.py.
+
+  python3 weights/check_feed.py [--device cpu|cuda]
+
+Three checks, on fresh random inputs (never zeros), each printing what differs:
+  augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
+            transposition, time reversal, one after another), all 16 mask combinations: must be
+            bit-identical (both only move samples).
+  resample  data.resample_tiles (one grid of T*P rows per tile) against grid_sample on the tile
+            copied T times (B*T images): bit-identical expected (every output sample comes from the
+            same grid point and tile); max abs difference <= 1e-6 passes with a note.
+  feed      batch_feed.BatchFeed with overlap against overlap=False, the same seeds, model v2's
+            batch (data.Batcher with photo, video and synthetic clips, noise_models.NoiseRecipe):
+            every tensor of every batch must be bit-identical. On CUDA the check also provokes the
+            two hazards of a side stream: before each batch is read, the caller's stream is held
+            busy (torch.cuda._sleep) while the next batches are queued on the side stream, and the
+            host drops its reference to the batch before the (queued) read runs; a missing event
+            wait or Tensor.record_stream shows as a difference. It also times the same loop with
+            and without overlap (a note: a side stream that ran concurrently takes less time).
+Exit status 1 when anything fails.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from batch_feed import BatchFeed, training_batch  # noqa: E402
+from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
+from noise_models import NoiseRecipe  # noqa: E402
+
+
+def flip_transpose_steps(c, fx, fy, tr, ft):
+    """The four-step formulation data.flip_transpose replaces."""
+    B = c.shape[0]
+    c = torch.where(fx.view(B, 1, 1, 1, 1), c.flip(-1), c)
+    c = torch.where(fy.view(B, 1, 1, 1, 1), c.flip(-2), c)
+    c = torch.where(tr.view(B, 1, 1, 1, 1), c.transpose(-1, -2), c)
+    return torch.where(ft.view(B, 1, 1, 1, 1), c.flip(1), c)
+
+
+def resample_tiles_copied(img, theta, P):
+    """The formulation data.resample_tiles replaces: the tile copied once per frame."""
+    B, T = theta.shape[:2]
+    grid = F.affine_grid(theta.reshape(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
+    src = img[:, None].expand(B, T, 3, TILE, TILE).reshape(B * T, 3, TILE, TILE)
+    out = F.grid_sample(src, grid, mode="bicubic", padding_mode="reflection", align_corners=False)
+    return out.view(B, T, 3, P, P).clamp(0, 1)
+
+
+def max_diff(a, b) -> float:
+    return (a.double() - b.double()).abs().max().item()
+
+
+def check_augment(dev, g) -> list[str]:
+    B, T, C, P = 32, 5, 3, 24
+    c = torch.rand(B, T, C, P, P, device=dev, generator=g)
+    k = torch.arange(B, device=dev) % 16          # every combination twice
+    fx, fy, tr, ft = ((k >> i) & 1 == 1 for i in range(4))
+    a, b = flip_transpose(c, fx, fy, tr, ft), flip_transpose_steps(c, fx, fy, tr, ft)
+    ok = torch.equal(a, b)
+    print(f"augment   flip_transpose vs four steps, {B} clips x {T}x{C}x{P}x{P}: "
+          f"{'bit-identical' if ok else f'max |diff| {max_diff(a, b):.3g}'}  {'ok' if ok else 'FAIL'}")
+    return [] if ok else [f"augment: flip_transpose differs from the four steps by up to {max_diff(a, b):.3g}"]
+
+
+def check_resample(dev, g) -> tuple[list[str], list[str]]:
+    B, T, P = 6, 7, 64
+    img = torch.rand(B, 3, TILE, TILE, device=dev, generator=g)
+    ang = (torch.rand(B, T, device=dev, generator=g) - 0.5) * 0.1
+    s = (P / TILE) * (1 + 0.05 * (torch.rand(B, T, device=dev, generator=g) - 0.5))
+    cx, cy = (torch.rand(2, B, T, device=dev, generator=g) - 0.5) * 0.4
+    cos, sin = torch.cos(ang) * s, torch.sin(ang) * s
+    theta = torch.stack([torch.stack([cos, -sin, cx], -1), torch.stack([sin, cos, cy], -1)], -2)
+    a, b = resample_tiles(img, theta, P), resample_tiles_copied(img, theta, P)
+    d = max_diff(a, b)
+    ok = d <= 1e-6
+    print(f"resample  resample_tiles vs tile copied per frame, {B} tiles x {T} frames of {P}x{P}: "
+          f"{'bit-identical' if d == 0 else f'max |diff| {d:.3g}'}  {'ok' if ok else 'FAIL'}")
+    fails = [] if ok else [f"resample: resample_tiles differs by up to {d:.3g} (limit 1e-6)"]
+    notes = [] if d == 0 else [f"resample_tiles not bit-identical on {dev.type}: max |diff| {d:.3g}"]
+    return fails, notes
+
+
+def check_feed(dev, g) -> tuple[list[str], list[str]]:
+    cuda = dev.type == "cuda"
+    B, P, n = (64, 128, 6) if cuda else (6, 32, 4)
+    H, W = (256, 384) if cuda else (48, 64)
+    frames = (torch.rand(20, H, W, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    tiles = (torch.rand(12, TILE, TILE, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    starts = torch.arange(len(frames) - 6, device=dev)
+    recipe = NoiseRecipe()
+
+    cycles_per_ms = 0.0
+    if cuda:   # cycles of torch.cuda._sleep per ms on this GPU
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(10_000_000)
+        b.record()
+        b.synchronize()
+        cycles_per_ms = 10_000_000 / a.elapsed_time(b)
+    busy_ms = 30.0 if cuda else 0.0
+
+    def busy():   # hold the current stream (the side stream inside make_batch) busy_ms
+        if busy_ms:
+            torch.cuda._sleep(int(busy_ms * cycles_per_ms))
+
+    def make_feed(overlap, hold=False):
+        batcher = Batcher(tiles, frames, starts, dev, seed=11)
+        gen = torch.Generator(device=dev).manual_seed(12)
+
+        def make():
+            if hold:
+                busy()   # on the side stream: a read without the event wait would overtake the build
+            return training_batch(batcher, gen, recipe, B, P, 0.5, 0.08)
+        return BatchFeed(make, dev, overlap)
+
+    sync = make_feed(False)
+    ref = [[t.clone() for t in sync.next()] for _ in range(n)]
+
+    def run(overlap, hold):
+        feed = make_feed(overlap, hold)
+        got = []
+        for _ in range(n):
+            batch = feed.next()
+            got.append([t.clone() for t in batch])   # read on the caller's stream at once
+            busy()                                    # the caller's stream stays busy ...
+            keep = [t * 1 for t in batch]             # ... before this read, queued behind it
+            del batch                                 # and the host drops the batch before it ran
+            got[-1] += keep
+        if cuda:
+            torch.cuda.synchronize()
+        return got
+
+    got = run(True, cuda)
+    names = ("noisy", "sigma map", "target")
+    bad = [f"batch {i} {names[j % 3]} ({'read at once' if j < 3 else 'read late'}): "
+           f"max |diff| {max_diff(r[j % 3], o[j]):.3g}"
+           for i, (r, o) in enumerate(zip(ref, got)) for j in range(6) if not torch.equal(r[j % 3], o[j])]
+    what = f"{n} batches of {B} clips 7x{P}x{P}"
+    if cuda:
+        what += f", side and caller's streams each held {busy_ms:.0f} ms per batch"
+    print(f"feed      overlap vs sync, {what}: {'bit-identical' if not bad else '; '.join(bad[:4])}  "
+          f"{'ok' if not bad else 'FAIL'}")
+    notes = []
+    if cuda:
+        times = {}
+        for overlap in (False, True, False, True):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run(overlap, True)
+            times[overlap] = time.perf_counter() - t0
+        notes.append(f"feed loop of {n} x (one batch after {busy_ms:.0f} ms busy, {busy_ms:.0f} ms busy caller): "
+                     f"sync {times[False] * 1000:.0f} ms, overlap {times[True] * 1000:.0f} ms")
+        print(f"feed      {notes[-1]}")
+    fails = [f"feed: {b}" for b in bad[:4]] + ([f"feed: {len(bad) - 4} more differences"] if len(bad) > 4 else [])
+    return fails, notes
+
+
+def check(dev) -> tuple[list[str], list[str]]:
+    """-> (failures, notes); prints one line per check."""
+    g = torch.Generator(device=dev).manual_seed(20261201)
+    fails = check_augment(dev, g)
+    f, notes = check_resample(dev, g)
+    fails += f
+    f, n2 = check_feed(dev, g)
+    return fails + f, notes + n2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    failures, _ = check(torch.device(a.device))
+    print("feed check:", "PASS" if not failures else "FAIL: " + "; ".join(failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
