@@ -169,6 +169,22 @@ int merge_s2d_layernorm(Ctx &ctx, const float *x, int H, int W, int C, const flo
                         bf16 *out);
 int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip, int Cs, bf16 *out);
 
+// ---- patch_tc.cu: the fused patch merge and patch expand on tensor cores (one launch each, fp32
+// maps in and out; weights packed by patch_tc.h). patch_merge_tc: out (H/2, W/2, Co) fp32 =
+// LN(s2d(x)) W^T for x (H, W, C) fp32, wp = pack_merge(W (Co, 4C)), g / b its gamma / beta in the
+// packed order. patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs for
+// lo (h, w, C) fp32, skip (2h, 2w, Cs) fp32 (out may be skip), we / be / ws = pack_expand(...),
+// bs (Co) fp32. *_refusal: "" where the kernel is built for the shape, else why not; *_smem:
+// dynamic shared memory bytes (Ck = C2 / 4 + Cs).
+std::string patch_merge_tc_refusal(int C, int Co);
+std::string patch_expand_tc_refusal(int C, int C2, int Cs, int Co);
+size_t patch_merge_tc_smem(int C);
+size_t patch_expand_tc_smem(int C, int Ck);
+int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp, const float *g, const float *b, int Co,
+                   float eps, float *out);
+int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *we, const float *be, int C2,
+                    const float *skip, int Cs, const bf16 *ws, const float *bs, int Co, float *out);
+
 // ---- head.cu: the stencil pass of the head on rows [r0, r1) of an h x w map. G holds the
 // temporal GEMM's output for map rows g0.. (at least max(0, r0-1) .. min(h, r1+1) - 1), (w, Gc)
 // fp32 per row, channel (ky*3 + kx)*Cout + o = spatial tap (ky, kx) of output o (Gc >= 9 Cout);
