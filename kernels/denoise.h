@@ -248,9 +248,10 @@ int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi);
 #define DENOISE_SIGMA_TRAINED_MAX 55.0f
 
 /* Push one input frame (format and size as opened). The engine copies what it needs: the
- * caller may reuse the frame's memory as soon as the call returns (memory HOST) or once the
- * work queued on cuda_stream before the call has run (memory CUDA). The push may also compute
- * outputs whose inputs it completes. */
+ * caller may reuse the frame's memory as soon as the call returns (memory HOST), or, memory
+ * CUDA, for work it queues on cuda_stream after the call (the engine makes cuda_stream wait for
+ * its copy of the frame; a reuse that is not ordered on cuda_stream must synchronise with it
+ * first). The push may also compute outputs whose inputs it completes. */
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
 
 /* Mark the end of the current segment (end of stream or a scene cut). Pulls then drain every
