@@ -103,9 +103,10 @@ int frame_out(Ctx &ctx, const float *change, int oy, int ox, int hd, int wd, con
 // whole_words false each sample's depth bits at its shift are replaced and every other bit of dst
 // is kept (alpha, padding bytes, the low bits of p010-style words), as the CPU backend's write
 // does; with whole_words true each word holding a sample is copied whole (its other bits from
-// src), and only bytes that hold no sample (alpha plane, padding bytes) are kept.
+// src), and only bytes that hold no sample (alpha plane, padding bytes) are kept. The kernels run
+// on `stream` (ctx.stream, or memory CUDA's output copy stream).
 int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, const DenoisePixelFormat &fmt, int W,
-                          int H, unsigned plane_mask, bool whole_words);
+                          int H, unsigned plane_mask, bool whole_words, cudaStream_t stream);
 
 // ---- conv3x3.cu: the input fusion conv, zero padding 1, on the virtual 61-channel map
 // [frames[0] (12) | ... | frames[n-1] (12) | sigma/255 (1)] without building it: frames are
