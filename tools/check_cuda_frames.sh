@@ -157,6 +157,11 @@ fi
 #            frames) vs the host run
 #   props    the frames' colour properties and chroma location (showinfo) as denoise gets them
 #   sigmas   lavfi.denoise.sigma per output frame, NVDEC / host
+#   frames   per-frame PSNR of the NVDEC run against the host run (which frames differ: all, or
+#            the window's ends)
+#   roundtrip NVDEC frames downloaded and uploaded again (hwdownload,hwupload_cuda: a synchronised
+#            copy into a fresh pool frame) before denoise, vs the host run: equal when the
+#            difference comes from reading the decoder's own frames (their memory or ordering)
 # as INFO lines (tools/device_gpu.sh shows them with the failures).
 nvdec_split() {
     _v=$TMP/nvdec.split
@@ -180,6 +185,12 @@ nvdec_split() {
     echo "INFO $TEST_NAME: nvdec split: props: NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
     _sig() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | tr '\n' ' '; }
     echo "INFO $TEST_NAME: nvdec split: sigmas: NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
+    psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut" "$_v/frames.stats" >/dev/null &&
+        echo "INFO $TEST_NAME: nvdec split: frames: NVDEC vs host per frame (n dB): $(per_frame_psnr "$_v/frames.stats" | tr '\n' ' ')"
+    ff "$L/nvdec.roundtrip.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
+        -vf "hwdownload,format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/roundtrip.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: roundtrip: NVDEC frames through hwdownload,hwupload_cuda vs the host run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.nut") dB"
 }
 
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
