@@ -15,6 +15,8 @@
 
 namespace tc_emu {
 
+namespace warp = denoise::cuda::warp;
+
 // v rounded to bf16 (round to nearest even), as a float
 inline float round_bf16(float v) { return warp::bf16_lo(warp::bf16_round(v)); }
 
