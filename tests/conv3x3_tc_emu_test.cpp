@@ -11,7 +11,7 @@
 // poisoned with 0xFF bytes (NaN) before every CTA and the output with NaN. Pass: every output
 // written and finite, relative L2 < 1e-5, max abs < 1e-4 (outputs are O(1)).
 #define DENOISE_WARP_EMULATION 1
-#include "warp_emu.h"
+#include "tc_emu_util.h"
 
 #include "../kernels/cuda/conv3x3_tc.cu"
 
@@ -30,20 +30,9 @@ using namespace denoise::cuda;
 
 namespace {
 
-float round_bf16(float v) { return warp::bf16_lo(warp::bf16_round(v)); }
-
-std::vector<float> uniform(size_t n, float lo, float hi, std::mt19937 &rng) {
-    std::uniform_real_distribution<float> d(lo, hi);
-    std::vector<float> v(n);
-    for (float &x : v) x = round_bf16(d(rng));
-    return v;
-}
-
-std::vector<uint16_t> bits(const std::vector<float> &v) {
-    std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = (uint16_t)warp::bf16_round(v[i]);
-    return b;
-}
+using tc_emu::bits;
+using tc_emu::round_bf16;
+using tc_emu::uniform;
 
 template <int NT>
 void check(int nf, int h, int w, float sigma, int ncta, uint32_t seed) {
@@ -84,27 +73,12 @@ void check(int nf, int h, int w, float sigma, int ncta, uint32_t seed) {
     a.ntiles = a.tiles_x * ((h + conv_tc::kTileH - 1) / conv_tc::kTileH);
     ncta = std::min(ncta, a.ntiles);
     const conv_tc::Layout L = conv_tc::layout(nf, Cout);
-    std::vector<warp::u32x4> smem(L.bytes / 16);
-    uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
-    for (int b = 0; b < ncta; ++b) {
-        std::memset(sm, 0xFF, L.bytes);
-        warp_emu::run_cta(conv_tc::kThreads, sm, L.bytes,
-                          [&](int tid) { conv_tc::conv_cta<NT>(a, b, ncta, tid, sm); });
-    }
+    tc_emu::run_ctas(ncta, conv_tc::kThreads, L.bytes,
+                     [&](int b, int tid, uint8_t *sm) { conv_tc::conv_cta<NT>(a, b, ncta, tid, sm); });
 
-    double d2 = 0, r2 = 0, max_abs = 0;
-    size_t bad = 0, first_bad = SIZE_MAX;
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (!std::isfinite(out[i])) {
-            if (!bad++) first_bad = i;
-            continue;
-        }
-        const double d = (double)out[i] - ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * ref[i];
-        max_abs = std::max(max_abs, std::fabs(d));
-    }
-    const double rel = std::sqrt(d2 / r2);
+    const tc_emu::Diff df = tc_emu::compare(out, ref);
+    const double rel = df.rel, max_abs = df.max_abs;
+    const size_t bad = df.bad, first_bad = df.first_bad;
     std::printf("n %d Cout %2d %3dx%-3d sigma %5.1f CTAs %d of %d tiles (%zu B smem): rel L2 %.2e, max abs %.2e\n", nf,
                 Cout, w, h, sigma, ncta, a.ntiles, L.bytes, rel, max_abs);
     EXPECT_EQ(bad, 0u) << "unwritten or non-finite outputs, the first at token " << first_bad / Cout << " (x "

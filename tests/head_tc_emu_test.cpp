@@ -14,7 +14,7 @@
 // Pass: every output written and finite, relative L2 < 1e-5, max abs < 1e-4 (outputs are O(1)),
 // and in every case with enough outputs some clamped ones (the clamp was exercised).
 #define DENOISE_WARP_EMULATION 1
-#include "warp_emu.h"
+#include "tc_emu_util.h"
 
 #include "../kernels/cuda/head_tc.cu"
 
@@ -31,20 +31,9 @@ using namespace denoise::cuda;
 
 namespace {
 
-float round_bf16(float v) { return warp::bf16_lo(warp::bf16_round(v)); }
-
-std::vector<float> uniform(size_t n, float lo, float hi, std::mt19937 &rng) {
-    std::uniform_real_distribution<float> d(lo, hi);
-    std::vector<float> v(n);
-    for (float &x : v) x = round_bf16(d(rng));
-    return v;
-}
-
-std::vector<uint16_t> bits(const std::vector<float> &v) {
-    std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = (uint16_t)warp::bf16_round(v[i]);
-    return b;
-}
+using tc_emu::bits;
+using tc_emu::round_bf16;
+using tc_emu::uniform;
 
 // conv3d 3x3x3 in double: W (Cout, 32, 3, 3, 3), F[dt] (h, w, 32), zero outside the map in space.
 void reference(const std::vector<float> F[3], int h, int w, const std::vector<float> &W, const std::vector<float> &bias,
@@ -105,27 +94,12 @@ void check(int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
     a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
     a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
     ncta = std::min(ncta, a.ntiles);
-    std::vector<warp::u32x4> smem(head_tc::kSmemBytes / 16);
-    uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
-    for (int b = 0; b < ncta; ++b) {
-        std::memset(sm, 0xFF, head_tc::kSmemBytes);
-        warp_emu::run_cta(head_tc::kThreads, sm, head_tc::kSmemBytes,
-                          [&](int tid) { head_tc::head_cta(a, b, ncta, tid, sm); });
-    }
+    tc_emu::run_ctas(ncta, head_tc::kThreads, head_tc::kSmemBytes,
+                     [&](int b, int tid, uint8_t *sm) { head_tc::head_cta(a, b, ncta, tid, sm); });
 
-    double d2 = 0, r2 = 0, max_abs = 0;
-    size_t bad = 0, first_bad = SIZE_MAX;
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (!std::isfinite(out[i])) {
-            if (!bad++) first_bad = i;
-            continue;
-        }
-        const double d = (double)out[i] - ref[i];
-        d2 += d * d;
-        r2 += (double)ref[i] * ref[i];
-        max_abs = std::max(max_abs, std::fabs(d));
-    }
-    const double rel = std::sqrt(d2 / r2);
+    const tc_emu::Diff df = tc_emu::compare(out, ref);
+    const double rel = df.rel, max_abs = df.max_abs;
+    const size_t bad = df.bad, first_bad = df.first_bad;
     std::printf("Cout %2d %3dx%-3d %s CTAs %d of %d tiles: rel L2 %.2e, max abs %.2e, clamped %lld of %zu\n", Cout, w, h,
                 as_change ? "change" : "output", ncta, a.ntiles, rel, max_abs, (long long)clamped, out.size());
     EXPECT_EQ(bad, 0u) << "unwritten or non-finite outputs, the first at token " << first_bad / Cout << " (x "
