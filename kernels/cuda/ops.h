@@ -48,6 +48,12 @@ struct Ctx {
     int64_t cap = INT64_MAX;                            // bytes dev_alloc may hold at once
     int64_t used = 0, peak = 0;                         // bytes held now / at most so far
     std::map<void *, size_t> live;                      // dev_alloc'd blocks and their sizes
+    struct SmemKernel {
+        size_t attr = 0;                   // the MaxDynamicSharedMemorySize set on the function
+        std::map<size_t, int> per_sm;      // CTAs per SM, by dynamic shared memory bytes
+    };
+    std::map<const void *, SmemKernel> smem_kernels;    // smem_kernel's cache, by kernel function
+    int sms = 0;                                        // the device's SM count (smem_kernel)
 };
 
 constexpr size_t kLtWorkspaceBytes = (size_t)16 << 20;
@@ -65,6 +71,17 @@ int fail(Ctx &ctx, int code, const std::string &msg);
 int cuda_check(Ctx &ctx, cudaError_t e, const char *what);       // 0, ENOMEM (allocation) or EDEVICE
 int cublas_check(Ctx &ctx, cublasStatus_t s, const char *what);  // 0, ENOMEM (allocation) or EDEVICE
 int launch_check(Ctx &ctx, const char *kernel);                  // cudaGetLastError after a launch
+
+// Before launching kernel `fn` (`name` in messages) with `threads` threads and `smem` bytes of
+// dynamic shared memory: checks the bytes against the device's opt-in limit per block, raises the
+// function's MaxDynamicSharedMemorySize to them, and gives the CTAs of that size that fit on one
+// SM (*per_sm) and the device's SM count (*sms) for persistent grids (either may be null). The
+// queries run once per (function, bytes) and this Ctx keeps them: an engine's calls all run in
+// its one CUDA context (ctx_create), where the attribute, once set, holds. DENOISE_EINVAL when the
+// bytes exceed the limit or no CTA fits on an SM (the message names the kernel and both sizes),
+// DENOISE_EDEVICE for a CUDA error.
+int smem_kernel(Ctx &ctx, const void *fn, const char *name, int threads, size_t smem, int *per_sm = nullptr,
+                int *sms = nullptr);
 
 // Device allocation through ctx: DENOISE_ENOMEM when ctx.used + bytes would exceed ctx.cap or when
 // cudaMalloc reports cudaErrorMemoryAllocation, with a message naming `what`, the size, the bytes

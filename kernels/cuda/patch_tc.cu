@@ -310,8 +310,7 @@ __global__ void __launch_bounds__(patch_tc::kThreads, 4) patch_merge_tc_kernel(c
 
 template <int NQ>
 int launch_merge(Ctx &ctx, const patch_tc::MergeArgs &a, unsigned ctas, size_t smem) {
-    TRY(cuda_check(ctx, cudaFuncSetAttribute(patch_merge_tc_kernel<NQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                   "cudaFuncSetAttribute(patch_merge_tc_kernel)"));
+    TRY(smem_kernel(ctx, (const void *)patch_merge_tc_kernel<NQ>, "patch_merge_tc_kernel", patch_tc::kThreads, smem));
     patch_merge_tc_kernel<NQ><<<ctas, patch_tc::kThreads, smem, ctx.stream>>>(a);
     return launch_check(ctx, "patch_merge_tc_kernel");
 }
@@ -322,11 +321,6 @@ __global__ void __launch_bounds__(patch_tc::kThreads) patch_expand_tc_kernel(con
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
-int optin_smem(Ctx &ctx, int *bytes) {
-    return cuda_check(ctx, cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
-                      "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
-}
 
 }  // namespace
 
@@ -359,10 +353,6 @@ int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp
     const int64_t ntok = (int64_t)(H / 2) * (W / 2), ctas = (ntok + patch_tc::kMergeM - 1) / patch_tc::kMergeM;
     DN_REQUIRE(ctas <= 0x7fffffffLL, "map too large");
     const size_t smem = patch_tc::merge_smem(C);
-    int optin = 0;
-    TRY(optin_smem(ctx, &optin));
-    DN_REQUIRE(smem <= (size_t)optin, "patch merge needs " + std::to_string(smem) + " B of shared memory, the device allows " +
-                                          std::to_string(optin));
     const patch_tc::MergeArgs a{x, H, W, C, wp, g, b, eps, Co, out, ntok};
     switch (C / 32) {
     case 1: return launch_merge<1>(ctx, a, (unsigned)ctas, smem);
@@ -388,12 +378,7 @@ int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *
     const int64_t nlo = (int64_t)h * w, ctas = (nlo + patch_tc::kExpandL - 1) / patch_tc::kExpandL;
     DN_REQUIRE(ctas <= 0x7fffffffLL, "map too large");
     const size_t smem = patch_tc::expand_smem(C, C2 / 4 + Cs);
-    int optin = 0;
-    TRY(optin_smem(ctx, &optin));
-    DN_REQUIRE(smem <= (size_t)optin, "patch expand needs " + std::to_string(smem) + " B of shared memory, the device allows " +
-                                          std::to_string(optin));
-    TRY(cuda_check(ctx, cudaFuncSetAttribute(patch_expand_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                   "cudaFuncSetAttribute(patch_expand_tc_kernel)"));
+    TRY(smem_kernel(ctx, (const void *)patch_expand_tc_kernel, "patch_expand_tc_kernel", patch_tc::kThreads, smem));
     patch_tc::ExpandArgs a{lo, h, w, C, we, be, C2, skip, Cs, ws, bs, Co, out};
     patch_expand_tc_kernel<<<(unsigned)ctas, patch_tc::kThreads, smem, ctx.stream>>>(a);
     return launch_check(ctx, "patch_expand_tc_kernel");
