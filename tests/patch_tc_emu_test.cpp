@@ -15,7 +15,7 @@
 // Shared memory is poisoned with 0xFF bytes (NaN) before every CTA, the output with NaN and
 // guard bands of 64 floats either side that must stay untouched; every output must be finite.
 #define DENOISE_WARP_EMULATION 1
-#include "warp_emu.h"
+#include "tc_emu_util.h"
 
 #include "../kernels/cuda/patch_tc.cu"
 
@@ -66,33 +66,13 @@ struct Guarded {
     }
 };
 
-struct Err {
-    double rel = 0, max_abs = 0;
-    size_t nonfinite = 0, first_bad = SIZE_MAX;
-};
-Err compare(const float *out, const std::vector<double> &ref) {
-    Err e;
-    double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        if (!std::isfinite(out[i])) {
-            if (!e.nonfinite++) e.first_bad = i;
-            continue;
-        }
-        const double d = out[i] - ref[i];
-        d2 += d * d;
-        r2 += ref[i] * ref[i];
-        e.max_abs = std::max(e.max_abs, std::fabs(d));
-    }
-    e.rel = std::sqrt(d2 / r2);
-    return e;
-}
-
 void expect_close(const char *what, const float *out, const std::vector<double> &matched, const std::vector<double> &exact,
                   int Co) {
-    const Err m = compare(out, matched), x = compare(out, exact);
+    const size_t n = matched.size();
+    const tc_emu::Diff m = tc_emu::compare(out, matched.data(), n), x = tc_emu::compare(out, exact.data(), n);
     std::printf("  %s: vs matched rel L2 %.2e max abs %.2e | vs exact rel L2 %.2e max abs %.2e\n", what, m.rel, m.max_abs,
                 x.rel, x.max_abs);
-    EXPECT_EQ(m.nonfinite, 0u) << what << ": unwritten or non-finite outputs, the first at token " << m.first_bad / Co
+    EXPECT_EQ(m.bad, 0u) << what << ": unwritten or non-finite outputs, the first at token " << m.first_bad / Co
                                << " channel " << m.first_bad % Co;
     EXPECT_LT(m.rel, 1e-4) << what;
     EXPECT_LT(m.max_abs, 4e-3) << what;
@@ -139,12 +119,8 @@ void check_merge(int C, int Co, int H, int W, uint32_t seed) {
     patch_tc::MergeArgs a{x.data(), H, W, C, wp.data(), gp.data(), bp.data(), kEps, Co, out.map(), nt};
     const int ctas = (int)((nt + patch_tc::kMergeM - 1) / patch_tc::kMergeM);
     const size_t bytes = patch_tc::merge_smem(C);
-    std::vector<warp::u32x4> smem(bytes / 16);
-    uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
-    for (int b = 0; b < ctas; ++b) {
-        std::memset(sm, 0xFF, bytes);
-        warp_emu::run_cta(patch_tc::kThreads, sm, bytes, [&](int tid) { patch_tc::merge_cta_any(a, b, tid, sm); });
-    }
+    tc_emu::run_ctas(ctas, patch_tc::kThreads, bytes,
+                     [&](int b, int tid, uint8_t *sm) { patch_tc::merge_cta_any(a, b, tid, sm); });
     char what[128];
     std::snprintf(what, sizeof what, "merge C %3d -> %3d, %3dx%-3d map (%lld tokens, %d CTAs, %zu B smem)", C, Co, W, H,
                   (long long)nt, ctas, bytes);
@@ -209,12 +185,8 @@ void check_expand(int C, int C2, int Cs, int Co, int h, int w, bool in_place, ui
     patch_tc::ExpandArgs a{lo.data(), h, w, C, wep.data(), bep.data(), C2, sk, Cs, wsp.data(), bs.data(), Co, out.map()};
     const int ctas = (int)((nlo + patch_tc::kExpandL - 1) / patch_tc::kExpandL);
     const size_t bytes = patch_tc::expand_smem(C, Ck);
-    std::vector<warp::u32x4> smem(bytes / 16);
-    uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
-    for (int b = 0; b < ctas; ++b) {
-        std::memset(sm, 0xFF, bytes);
-        warp_emu::run_cta(patch_tc::kThreads, sm, bytes, [&](int tid) { patch_tc::expand_cta(a, b, tid, sm); });
-    }
+    tc_emu::run_ctas(ctas, patch_tc::kThreads, bytes,
+                     [&](int b, int tid, uint8_t *sm) { patch_tc::expand_cta(a, b, tid, sm); });
     char what[160];
     std::snprintf(what, sizeof what, "expand C %3d -> %3d (+ skip %3d -> %3d), %3dx%-3d low-res map (%d CTAs, %zu B smem)%s",
                   C, C2, Cs, Co, w, h, ctas, bytes, in_place ? ", in place" : "");
