@@ -24,12 +24,15 @@
 #      frames and the teardown are outside it). GPU memory = nvidia-smi's largest memory.used
 #      during the run minus the idle value (the whole process: CUDA context, FFmpeg's frames, the
 #      engine) and the engine's own peak from the filter's log ("GPU memory peak", -v verbose);
-#   3. weights/bench_torch.py (PyTorch eager / torch.compile of the same network) when
-#      BENCH_TORCH=1 and python3 with CUDA torch is present.
+#   3. weights/bench_torch.py (PyTorch eager, v1 code and SDPA/NHWC kernels, at the three sizes;
+#      static-shape torch.compile in the modes of BENCH_TORCH_MODES at 1920x1080 and 3840x2160)
+#      when BENCH_TORCH=1 and python3 with CUDA torch is present.
 # Prints each part's duration and a summary table last, with the bars: CUDA frames >= 90% of the
 # kernel-only frames/s, software yuv420p at 3840x2160 >= 70% of it, a 3840x2160 stream within
-# 3 GiB of GPU memory.
-# Environment: BENCH_ITERS (30), BENCH_FRAMES (API frames, 30), BENCH_TORCH (1), BENCH_E2E (1),
+# 3 GiB of GPU memory, 3840x2160 kernel-only <= 10 ms, and ours >= 2x faster than the fastest
+# torch.compile at 1920x1080 and 3840x2160.
+# Environment: BENCH_ITERS (30), BENCH_FRAMES (API frames, 30), BENCH_TORCH (1), BENCH_TORCH_MODES
+# (torch.compile modes, comma-separated; default "default"), BENCH_E2E (1),
 # BENCH_RUN_TIMEOUT (s per ffmpeg run, 30), BENCH_LOGS (folder for the ffmpeg logs, default a
 # temporary one), DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS.
 set -u
@@ -184,7 +187,10 @@ fi
 if [ "${BENCH_TORCH:-1}" = 1 ]; then
     if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
         echo "=== PyTorch reference (weights/bench_torch.py)"
-        python3 "$ROOT/weights/bench_torch.py" --weights "$WEIGHTS" --sizes 960x540,1920x1080,3840x2160 --iters "$ITERS" || rc=1
+        python3 "$ROOT/weights/bench_torch.py" --weights "$WEIGHTS" --sizes 960x540,1920x1080,3840x2160 \
+            --compile-sizes 1920x1080,3840x2160 --compile-modes "${BENCH_TORCH_MODES:-default}" --iters "$ITERS" |
+            tee "$tmp/torch.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     else
         echo "bench: python3 with CUDA-enabled torch not available: PyTorch side-by-side left out"
     fi
@@ -220,4 +226,20 @@ y=${E2E[3840x2160.sw_yuv420p]:-}
 [ -n "$k" ] && [ -n "$y" ] && check_bar "3840x2160 software yuv420p / kernel-only frames/s" "$(awk -v a="$y" -v b="$k" 'BEGIN { printf "%.3f", a / b }')" ">=" 0.70 ||
     check_bar "3840x2160 software yuv420p / kernel-only frames/s" "" ">=" 0.70
 check_bar "3840x2160 yuv420p stream GPU memory (MiB, whole process)" "${MEM[3840x2160.sw_yuv420p]:-}" "<=" 3072
+if [ -f "$tmp/torch.log" ]; then
+    echo "PyTorch, same inputs, same run (weights/bench_torch.py; ms per output frame):"
+    grep '^pytorch' "$tmp/torch.log" | sed 's/  *[0-9.]* GFLOP\/frame.*//'
+    for size in 1920x1080 3840x2160; do
+        k=$(kfps "$size")
+        # the fastest static-shape torch.compile at this size (ms per frame)
+        t=$(awk -v s="$size" '$1 == "pytorch" && $2 == "compile" && $4 == s { print $5 }' "$tmp/torch.log" | sort -g | head -n 1)
+        if [ -n "$k" ] && [ -n "$t" ]; then
+            check_bar "$size fastest torch.compile ms / ours" "$(awk -v t="$t" -v k="$k" 'BEGIN { printf "%.2f", t * k / 1000 }')" ">=" 2
+        else
+            check_bar "$size fastest torch.compile ms / ours" "" ">=" 2
+        fi
+    done
+fi
+k=$(kfps 3840x2160)
+check_bar "3840x2160 kernel-only ms per frame" "$([ -n "$k" ] && awk -v k="$k" 'BEGIN { printf "%.3f", 1000 / k }')" "<=" 10
 exit $rc

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Where the CUDA engine rounds to bf16, emulated in PyTorch on the CPU: how much PSNR each
+rounding point costs on a clip, against the fp32 network (the CPU engine's function).
+
+  python3 weights/bf16_rounding.py [--weights FILE] [--sample CLIP.mkv] [--frames 8] [--sigma 20]
+
+The clip is decoded to rgb48le by build/bin/ffmpeg (else the ffmpeg on PATH), AWGN of `sigma`
+(8-bit code values, seed 1234) is added and clipped to [0, 1], as tests/gpu_check.cpp's sample
+check does (its noise comes from another generator, so the figures are not the GPU's to the
+digit). The sequence runs through model.denoise_sequence() with SwinBlock.forward, UNet.forward
+and Denoiser.head_out replaced by ones that round to bf16 where a CUDA path does (weights of the
+rounded ops in bf16 too). Rounding points, kernels/cuda/network.cu's value path:
+  Swin blocks, always: LN1 out, qkv out (bf16 bias), the attention output O, LN2 out, the GELU out;
+    P       the softmax probabilities (the fused block, swin_block_fused.cu (3));
+    proj    the proj output with a bf16 bias, before its residual add;
+    fc1     fc1's output with a bf16 bias, before the GELU;
+  outside the blocks (the residual stream between them stays fp32):
+    input   the network input (frame_in's bf16 s2d frames and sigma map) and the fusion conv's
+            weights (conv3x3_tc.cu);
+    merge   each patch merge's LayerNorm output and weight (patch_tc.cu / merge_s2d_layernorm);
+    expand  each patch expand's input, weight and output, the skip map and the skip linear's
+            weight (patch_tc.cu / the cast + linear + d2s_concat sequence);
+    head    the features F (the feature ring is bf16), the centre frame (the head's residual) and
+            the head's weights (head_tc.cu).
+Variants: the correct-first block as it was (proj, fc1), with both outputs fp32 (network.cu now),
+the fused block (P); then the fused path with the points outside the blocks added one at a time
+and all together (the whole fused path), and the whole path with each outside point kept fp32.
+Prints the PSNR against the clean clip and its difference from the fp32 network's
+(tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
+8 frames of 320x192 (twelve runs).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as M  # noqa: E402
+from export import load_weights  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bf(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.bfloat16).float()
+
+
+def linear(l: torch.nn.Linear, x: torch.Tensor, round_out: bool) -> torch.Tensor:
+    """x W^T + b with W in bf16; round_out: bias in bf16 and the output rounded to bf16."""
+    b = bf(l.bias) if round_out else l.bias
+    y = x @ bf(l.weight).t() + b
+    return bf(y) if round_out else y
+
+
+def make_block_forward(mode: dict):
+    def forward(self, x, mask=None, sdpa=False):
+        B, H, W, C = x.shape
+        h = bf(self.norm1(x))
+        if self.shift:
+            h = torch.roll(h, (-self.shift, -self.shift), (1, 2))
+        a = self.attn
+        w = M.window_partition(h, self.ws)
+        nWB, N, _ = w.shape
+        qkv = linear(a.qkv, w, True).view(nWB, N, 3, a.heads, a.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        bias = a.relative_position_bias_table[a.rpi.view(-1)].view(N, N, a.heads).permute(2, 0, 1)
+        s = (q * a.scale) @ k.transpose(-2, -1) + bias
+        m = self.attn_mask(H, W, x.device)
+        if m is not None:
+            nW = m.shape[0]
+            s = (s.view(nWB // nW, nW, a.heads, N, N) + m[None, :, None]).view(nWB, a.heads, N, N)
+        p = s.softmax(-1)
+        if mode["P"]:
+            p = bf(p)
+        o = bf((p @ v).transpose(1, 2).reshape(nWB, N, C))
+        h = M.window_reverse(linear(a.proj, o, mode["proj"]), self.ws, B, H, W)
+        if self.shift:
+            h = torch.roll(h, (self.shift, self.shift), (1, 2))
+        x = x + h
+        u = bf(F.gelu(linear(self.fc1, bf(self.norm2(x)), mode["fc1"]), approximate="tanh"))
+        return x + linear(self.fc2, u, False)
+    return forward
+
+
+def make_unet_forward(mode: dict):
+    def forward(self, z):
+        if mode["input"]:
+            x0 = F.conv2d(bf(z), bf(self.fusion.weight), self.fusion.bias, padding=1).permute(0, 2, 3, 1)
+        else:
+            x0 = self.fusion(z).permute(0, 2, 3, 1)
+        x0 = self.enc0(x0)
+
+        def merge(m, x):
+            if not mode["merge"]:
+                return m(x)
+            return bf(m.norm(M.s2d_nhwc(x))) @ bf(m.reduction.weight).t()
+
+        def expand_skip(e, skip_lin, lo, skip):
+            if not mode["expand"]:
+                return skip_lin(torch.cat([e(lo), skip], dim=-1))
+            up = M.d2s_nhwc(bf(bf(lo) @ bf(e.expand.weight).t() + e.expand.bias))
+            return torch.cat([up, bf(skip)], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias
+
+        x1 = self.enc1(merge(self.merge0, x0))
+        x2 = self.mid(merge(self.merge1, x1))
+        y1 = self.dec1(expand_skip(self.expand1, self.skip1, x2, x1))
+        return self.dec0(expand_skip(self.expand0, self.skip0, y1, x0))
+    return forward
+
+
+def make_head_out(mode: dict, fp32_head_out):
+    def head_out(self, feats, centre):
+        if not mode["head"]:
+            return fp32_head_out(self, feats, centre)
+        w = bf(self.head.weight)
+        w2 = w.permute(0, 2, 1, 3, 4).reshape(w.shape[0], -1, 3, 3)
+        y = F.conv2d(torch.cat([bf(f) for f in feats], dim=-1).permute(0, 3, 1, 2), w2, self.head.bias, padding=1)
+        x = F.pixel_unshuffle(bf(centre), 2)
+        return F.pixel_shuffle(M.output_clamp(y + x, x, False), 2)
+    return head_out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v1.safetensors"))
+    ap.add_argument("--sample", default=os.path.join(ROOT, "samples", "bedroom_320x192_8bit.mkv"))
+    ap.add_argument("--frames", type=int, default=8)
+    ap.add_argument("--sigma", type=float, default=20.0)
+    args = ap.parse_args()
+
+    ff = os.path.join(ROOT, "build", "bin", "ffmpeg")
+    ff = ff if os.access(ff, os.X_OK) else shutil.which("ffmpeg")
+    if not ff:
+        sys.exit("bf16_rounding: no build/bin/ffmpeg and no ffmpeg on PATH to decode the sample")
+    info = subprocess.run([ff, "-hide_banner", "-i", args.sample], capture_output=True, text=True).stderr
+    wh = re.search(r"Video:.*?, (\d+)x(\d+)", info)
+    if not wh:
+        sys.exit(f"bf16_rounding: no video size in ffmpeg's description of {args.sample}")
+    W, H = int(wh.group(1)), int(wh.group(2))
+    raw = subprocess.run([ff, "-v", "error", "-i", args.sample, "-frames:v", str(args.frames), "-f", "rawvideo",
+                          "-pix_fmt", "rgb48le", "-"], capture_output=True, check=True).stdout
+    if not raw or len(raw) % (W * H * 6):
+        sys.exit(f"bf16_rounding: {len(raw)} bytes decoded, not whole {W}x{H} rgb48le frames")
+    n = len(raw) // (W * H * 6)
+    px = np.frombuffer(raw, "<u2")[: n * H * W * 3].reshape(n, H, W, 3).astype(np.float32) / 65535
+    clean = torch.from_numpy(px).permute(0, 3, 1, 2).contiguous()
+    g = np.random.default_rng(1234)
+    noisy = (clean + torch.from_numpy(g.normal(0, args.sigma / 255, clean.shape).astype(np.float32))).clamp(0, 1)
+    net = load_weights(args.weights).eval()
+
+    fp32 = (M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out)
+
+    def run(mode):
+        """mode None: the fp32 network; else a dict of the rounding points above."""
+        if mode is None:
+            M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out = fp32
+        else:
+            M.SwinBlock.forward = make_block_forward(mode)
+            M.UNet.forward = make_unet_forward(mode)
+            M.Denoiser.head_out = make_head_out(mode, fp32[2])
+        try:
+            with torch.no_grad():
+                return M.denoise_sequence(net, noisy * 2 - 1, args.sigma) * 0.5 + 0.5
+        finally:
+            M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out = fp32
+
+    def psnr(a, b):
+        return float(10 * torch.log10(1 / ((a.clamp(0, 1) - b) ** 2).mean()))
+
+    ref = run(None)
+    pr = psnr(ref, clean)
+    print(f"{os.path.basename(args.sample)} {W}x{H} N={n} sigma {args.sigma:g}: noisy {psnr(noisy, clean):.3f} dB, "
+          f"fp32 network {pr:.3f} dB")
+    outside = ("input", "merge", "expand", "head")
+    none = dict.fromkeys(outside, False)
+    fused = dict(P=True, proj=False, fc1=False)
+    whole = dict(fused, **dict.fromkeys(outside, True))
+    variants = [("blocks: correct-first as it was (proj, fc1 bf16)", dict(P=False, proj=True, fc1=True, **none)),
+                ("blocks: correct-first now (proj, fc1 fp32)", dict(P=False, proj=False, fc1=False, **none)),
+                ("blocks: fused (P bf16)", dict(fused, **none))]
+    variants += [(f"fused blocks + {k}", dict(fused, **dict(none, **{k: True}))) for k in outside]
+    variants += [("whole fused path (all of the above)", whole)]
+    variants += [(f"whole fused path, {k} fp32", dict(whole, **{k: False})) for k in outside]
+    for name, mode in variants:
+        o = run(mode)
+        p = psnr(o, clean)
+        print(f"  {name:52s} {p:.3f} dB, diff {p - pr:+.4f} dB, vs the fp32 output {psnr(o, ref):.1f} dB", flush=True)
+
+if __name__ == "__main__":
+    main()
