@@ -101,6 +101,9 @@
 #define SIGMA_DEFAULT SIGMA_AUTO
 
 typedef struct QueuedFrame {
+    /* software frames and timeline-disabled frames: the input frame (its data become the
+     * output); other CUDA frames: only the input's properties (av_frame_copy_props, no
+     * buffers), the engine having copied the samples at the push */
     AVFrame *frame;
     int disabled;       /* timeline: pass this frame through unchanged */
 } QueuedFrame;
@@ -864,6 +867,7 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
 {
     DenoiseContext *s = ctx->priv;
     QueuedFrame q = { .frame = in, .disabled = ctx->is_disabled };
+    AVFrame *props = NULL;  /* CUDA frames: what the queue keeps of `in` */
     DenoiseImage img;
     int ret, rc;
 
@@ -934,22 +938,43 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
         }
     }
 
+    /* CUDA frames: the queue keeps only the properties, so that the input's buffer (a decoder
+     * surface, a pool frame) goes back once the engine's copy of it is queued: the engine orders
+     * that copy before the work queued on the device stream after the push (denoise.h,
+     * denoise_push), which is where the buffer's next writer queues its work. A disabled frame
+     * is its own output and stays whole. */
+    if (s->hw && !q.disabled) {
+        if (!(props = av_frame_alloc())) {
+            ret = AVERROR(ENOMEM);
+            goto fail;
+        }
+        if ((ret = av_frame_copy_props(props, in)) < 0) {
+            av_log(ctx, AV_LOG_ERROR, "cannot keep the properties of the frame at pts %"PRId64": %s\n",
+                   in->pts, av_err2str(ret));
+            goto fail;
+        }
+        props->width  = in->width;
+        props->height = in->height;
+        q.frame = props;
+    }
     ret = av_fifo_write(s->queue, &q, 1);
     if (ret < 0) {
         av_log(ctx, AV_LOG_ERROR, "cannot queue the frame at pts %"PRId64" (%zu queued): %s\n",
                in->pts, av_fifo_can_read(s->queue), av_err2str(ret));
         goto fail;
     }
-    /* the frame is in the queue from here on: uninit frees it */
-    if ((ret = cuda_push(ctx)) < 0)
-        return ret;
-    rc = denoise_push(s->engine, &img);
-    cuda_pop(ctx);
-    if (rc < 0)
-        return engine_error(ctx, rc, "Pushing a frame");
-    return 0;
+    /* the queued frame is the queue's from here on: uninit frees it */
+    if ((ret = cuda_push(ctx)) >= 0) {
+        rc = denoise_push(s->engine, &img);
+        cuda_pop(ctx);
+        ret = rc < 0 ? engine_error(ctx, rc, "Pushing a frame") : 0;
+    }
+    if (props)
+        av_frame_free(&in);   /* the engine has its copy, the queue its properties */
+    return ret;
 
 fail:
+    av_frame_free(&props);
     av_frame_free(&in);
     return ret;
 }

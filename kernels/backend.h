@@ -75,7 +75,8 @@ public:
     // Take input frame `idx` of the segment: keep a copy of its native samples (the output adds the
     // change to them) and its network input (x = 2 R'G'B' - 1, reflect-padded to hp x wp,
     // space-to-depth to (hp/2, wp/2, 12)), converted once. `in` is free for reuse on return (host)
-    // or after the work queued on the caller's stream before this call (CUDA memory).
+    // or, CUDA memory, for work queued on the caller's stream after this call (which the backend
+    // makes wait for its copy).
     virtual int push_frame(int64_t idx, const DenoiseImage &in, const FrameColor &color) = 0;
 
     // F_s from kept frames frames[0..n-1] (already mirrored: frames s-r..s+r), with the sigma map

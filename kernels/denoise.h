@@ -51,7 +51,10 @@
  * less at larger sizes (the patch grid is capped); CUDA two small kernels per frame on its own
  * stream and one host wait for them (four on a segment's first frame). With memory CUDA that
  * wait is ordered after the work queued on cuda_stream before the push (the frame's producer),
- * so the host does synchronise with that stream there. CPU and CUDA estimates agree within
+ * so the host does synchronise with that stream there; what the engine itself put on that
+ * stream is the wait for the output pulled last, whose work was queued one push earlier (the
+ * CUDA backend keeps one output in flight, denoise_latency()), so the network work of the
+ * latest push keeps the GPU busy while the host waits. CPU and CUDA estimates agree within
  * 0.5 % + 0.01 (float summation order; tests/gpu_check.cpp checks it).
  *
  * Errors: functions return 0 or a positive count on success and a negative DENOISE_E* code on
@@ -195,7 +198,9 @@ DenoiseBackend denoise_backend(const DenoiseEngine *e);
 const char *denoise_backend_reason(const DenoiseEngine *e);
 
 /* Frames the engine holds before output 0 can be pulled without a flush: the temporal radius
- * plus the frames it keeps in flight to overlap copies and compute (CUDA with host memory).
+ * plus the outputs it keeps in flight to overlap copies and compute (CPU 0, so R; CUDA 1 with
+ * either memory, so R + 1: output t+1 is queued before t is written, and a pull waits, or with
+ * memory CUDA makes cuda_stream wait, for work queued one push earlier only).
  * Output t can be pulled once frame t + latency is pushed. DENOISE_EINVAL before open. */
 int denoise_latency(const DenoiseEngine *e);
 
@@ -243,9 +248,10 @@ int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi);
 #define DENOISE_SIGMA_TRAINED_MAX 55.0f
 
 /* Push one input frame (format and size as opened). The engine copies what it needs: the
- * caller may reuse the frame's memory as soon as the call returns (memory HOST) or once the
- * work queued on cuda_stream before the call has run (memory CUDA). The push may also compute
- * outputs whose inputs it completes. */
+ * caller may reuse the frame's memory as soon as the call returns (memory HOST), or, memory
+ * CUDA, for work it queues on cuda_stream after the call (the engine makes cuda_stream wait for
+ * its copy of the frame; a reuse that is not ordered on cuda_stream must synchronise with it
+ * first). The push may also compute outputs whose inputs it completes. */
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
 
 /* Mark the end of the current segment (end of stream or a scene cut). Pulls then drain every

@@ -1,5 +1,6 @@
 // fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) and the tensor-core
-// head (kernels/cuda/head_tc.cu) on a GPU: checks, then timings. Built with the CUDA engine; run by tools/fused_check.sh.
+// head (kernels/cuda/head_tc.cu) on a GPU: checks, then timings; with --merge the fused patch merge / expand
+// (kernels/cuda/patch_tc.cu). Built with the CUDA engine; run by tools/fused_check.sh.
 // Not GoogleTest: one line per check, the last line "N passed, N failed".
 //
 // Every host <-> device transfer and fill here is queued on the context's compute stream (a
@@ -43,8 +44,12 @@
 // TFLOP/s, GB/s of the least DRAM traffic.
 // A median far above its min (> 1.3x and > 0.5 ms) means something else ran on the GPU during the
 // samples (another process's time slices): such lines are marked '!' and counted at the end.
-// Usage: fused_check [--quick] [--head] [--iters N]   (--quick: checks on small maps only, for
-//   compute-sanitizer memcheck / racecheck; --head: the head's checks and timings only)
+// With --merge: instead of all that, the fused patch merge / patch expand (kernels/cuda/patch_tc.cu)
+// against a host reference and the op sequence, refusals, then the timings of both at 1080p / 4K
+// (section "patch merge / patch expand" below). With --head: instead of all that, the head's
+// checks (5.) and timings only. Both flags together run both sets.
+// Usage: fused_check [--quick] [--merge] [--head] [--iters N]   (--quick: checks on small maps only,
+//   for compute-sanitizer memcheck / racecheck)
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
 
@@ -60,6 +65,7 @@
 
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cuda/ops.h"
+#include "../kernels/cuda/patch_tc.h"
 #include "../kernels/cuda/swin_block_desc.h"
 #include "../kernels/cuda/swin_block_fused.h"
 #include "../kernels/cuda/swin_weight_image.h"
@@ -690,6 +696,489 @@ void size_sweep(int iters) {
     std::fflush(stdout);
 }
 
+// ---- patch merge / patch expand (kernels/cuda/patch_tc.cu), `fused_check --merge`: the fused
+// kernels against a host double reference and against the op sequence they replace (Net::merge /
+// Net::expand's correct-first path, here in chunks of `rows` rows like the engine's), then both
+// timed side by side. Weights U(-1, 1) / sqrt(K), gamma U(0.5, 1.5), beta and biases U(-0.2, 0.2),
+// maps U(-2, 2) + a per-token offset U(-1, 1), fresh per case. The host reference rounds where the
+// kernel rounds (bf16 weights, the LN output / lo / the expand's result / the skip map) and sums
+// in double; it is computed on every token of small maps and on every 7th token (all positions in
+// a tile) of large ones. Pass: fused vs reference rel L2 < 2e-4 and max abs < 8e-3, fused vs the
+// sequence rel L2 < 1e-3 and max abs < 1.5e-2 (the sequence adds the expand bias in bf16 and
+// sums in another order: a few bf16 rounding flips), every output finite (the output starts
+// poisoned with 0xFF bytes, NaN), the guard bands either side untouched, and (not in place) the
+// inputs unchanged. --quick (the sanitizer runs): the small maps, fused vs reference only (the
+// "vs sequence" figures then read 0).
+namespace patchchk {
+
+#define PC_TRY(x)            \
+    do {                     \
+        const int rc_ = (x); \
+        if (rc_) return rc_; \
+    } while (0)
+
+constexpr double kRelRef = 2e-4, kAbsRef = 8e-3, kRelSeq = 1e-3, kAbsSeq = 1.5e-2;
+bool g_seq = true;  // run and compare the op sequence too (not with --quick: the sanitizer runs)
+
+double rb(double v) { return swin_ref::from_bf16(swin_ref::to_bf16((float)v)); }
+
+std::vector<float> uni(size_t n, float lo, float hi, std::mt19937 &rng) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (float &x : v) x = d(rng);
+    return v;
+}
+std::vector<float> token_map(size_t tokens, int c, std::mt19937 &rng) {
+    std::vector<float> v = uni(tokens * c, -2.f, 2.f, rng);
+    std::uniform_real_distribution<float> off(-1.f, 1.f);
+    for (size_t t = 0; t < tokens; ++t) {
+        const float o = off(rng);
+        for (int k = 0; k < c; ++k) v[t * c + k] += o;
+    }
+    return v;
+}
+
+Dev *put16(std::vector<Dev *> &keep, const std::vector<float> &v) {
+    const std::vector<uint16_t> h = bf16_of(v.data(), v.size());
+    Dev *d = new Dev(2 * h.size());
+    upload(*d, h.data(), 2 * h.size());
+    keep.push_back(d);
+    return d;
+}
+Dev *put_bits(std::vector<Dev *> &keep, const std::vector<uint16_t> &h) {
+    Dev *d = new Dev(2 * h.size());
+    upload(*d, h.data(), 2 * h.size());
+    keep.push_back(d);
+    return d;
+}
+Dev *put32(std::vector<Dev *> &keep, const std::vector<float> &v) {
+    Dev *d = new Dev(4 * v.size());
+    upload(*d, v.data(), 4 * v.size());
+    keep.push_back(d);
+    return d;
+}
+
+struct MergeW {
+    int C, Co;
+    std::vector<float> W, g, b;
+    std::vector<Dev *> keep;
+    bf16 *w16;       // (Co, 4C) for linear
+    float *g32, *b32;  // model order, for merge_s2d_layernorm
+    bf16 *wp;          // packed
+    float *gp, *bp;
+    MergeW(int C_, int Co_, std::mt19937 &rng) : C(C_), Co(Co_) {
+        const int K = 4 * C;
+        W = uni((size_t)Co * K, -1.f / std::sqrt((float)K), 1.f / std::sqrt((float)K), rng);
+        g = uni(K, 0.5f, 1.5f, rng);
+        b = uni(K, -0.2f, 0.2f, rng);
+        w16 = put16(keep, W)->as<bf16>();
+        g32 = put32(keep, g)->as<float>();
+        b32 = put32(keep, b)->as<float>();
+        std::vector<uint16_t> p;
+        std::vector<float> pg, pb;
+        patch_tc::pack_merge(W.data(), C, Co, g.data(), b.data(), &p, &pg, &pb);
+        wp = put_bits(keep, p)->as<bf16>();
+        gp = put32(keep, pg)->as<float>();
+        bp = put32(keep, pb)->as<float>();
+    }
+    ~MergeW() {
+        for (Dev *d : keep) delete d;
+    }
+};
+
+struct ExpandW {
+    int C, C2, Cs, Co, Ck;
+    std::vector<float> We, be, Ws, bs;
+    std::vector<Dev *> keep;
+    bf16 *we16, *be16, *ws16;  // the sequence's: plain (C2, C), bf16 bias, plain (Co, Ck)
+    float *bs32;
+    bf16 *wep, *wsp;  // packed
+    float *bep;
+    ExpandW(int C_, int Cs_, std::mt19937 &rng) : C(C_), C2(2 * C_), Cs(Cs_), Co(Cs_), Ck(C_ / 2 + Cs_) {
+        We = uni((size_t)C2 * C, -1.f / std::sqrt((float)C), 1.f / std::sqrt((float)C), rng);
+        be = uni(C2, -0.2f, 0.2f, rng);
+        Ws = uni((size_t)Co * Ck, -1.f / std::sqrt((float)Ck), 1.f / std::sqrt((float)Ck), rng);
+        bs = uni(Co, -0.2f, 0.2f, rng);
+        we16 = put16(keep, We)->as<bf16>();
+        be16 = put16(keep, be)->as<bf16>();
+        ws16 = put16(keep, Ws)->as<bf16>();
+        bs32 = put32(keep, bs)->as<float>();
+        std::vector<uint16_t> pe, ps;
+        std::vector<float> pb;
+        patch_tc::pack_expand(We.data(), be.data(), C, C2, Ws.data(), Ck, Co, &pe, &pb, &ps);
+        wep = put_bits(keep, pe)->as<bf16>();
+        bep = put32(keep, pb)->as<float>();
+        wsp = put_bits(keep, ps)->as<bf16>();
+    }
+    ~ExpandW() {
+        for (Dev *d : keep) delete d;
+    }
+};
+
+// Net::merge's op sequence in chunks of `rows` output rows (a: (rows wo, 4C) bf16); ev (3
+// events, may be null) brackets its two ops (one chunk only).
+int seq_merge(const MergeW &m, const float *x, int H, int W, float *out, bf16 *a, int rows, cudaEvent_t *ev) {
+    const int ho = H / 2, wo = W / 2, C4 = 4 * m.C;
+    for (int r0 = 0; r0 < ho; r0 += rows) {
+        const int r1 = std::min(ho, r0 + rows);
+        if (ev) cudaEventRecord(ev[0], g_ctx.stream);
+        PC_TRY(merge_s2d_layernorm(g_ctx, x + (size_t)2 * r0 * W * m.C, 2 * (r1 - r0), W, m.C, m.g32, m.b32, kEps, a));
+        if (ev) cudaEventRecord(ev[1], g_ctx.stream);
+        PC_TRY(linear(g_ctx, a, (int64_t)(r1 - r0) * wo, C4, C4, m.w16, nullptr, m.Co, out + (size_t)r0 * wo * m.Co, true,
+                   m.Co, 0.f));
+        if (ev) cudaEventRecord(ev[2], g_ctx.stream);
+    }
+    return 0;
+}
+
+// Net::expand's op sequence in chunks of `rows` low-res rows (a: max(rows w C, 4 rows w Ck) bf16,
+// q: rows w C2 bf16); ev (5 events, may be null): cast, expand linear, d2s + concat, skip linear.
+int seq_expand(const ExpandW &e, const float *lo, int h, int w, const float *skip, float *out, bf16 *a, bf16 *q, int rows,
+               cudaEvent_t *ev) {
+    const int W2 = 2 * w;
+    for (int r0 = 0; r0 < h; r0 += rows) {
+        const int r1 = std::min(h, r0 + rows);
+        const int64_t nt = (int64_t)(r1 - r0) * w;
+        if (ev) cudaEventRecord(ev[0], g_ctx.stream);
+        PC_TRY(cast_to_bf16(g_ctx, lo + (size_t)r0 * w * e.C, nt * e.C, a));
+        if (ev) cudaEventRecord(ev[1], g_ctx.stream);
+        PC_TRY(linear(g_ctx, a, nt, e.C, e.C, e.we16, e.be16, e.C2, q, false, e.C2, 0.f));
+        if (ev) cudaEventRecord(ev[2], g_ctx.stream);
+        PC_TRY(d2s_concat(g_ctx, q, r1 - r0, w, e.C2, skip + (size_t)2 * r0 * W2 * e.Cs, e.Cs, a));
+        if (ev) cudaEventRecord(ev[3], g_ctx.stream);
+        PC_TRY(linear(g_ctx, a, 4 * nt, e.Ck, e.Ck, e.ws16, e.bs32, e.Co, out + (size_t)2 * r0 * W2 * e.Co, true, e.Co, 0.f));
+        if (ev) cudaEventRecord(ev[4], g_ctx.stream);
+    }
+    return 0;
+}
+
+// the sampled tokens of an n-token output: all when n <= 20000, else every 7th
+int64_t stride_of(int64_t n) { return n <= 20000 ? 1 : 7; }
+
+struct Cmp {
+    double rel = 0, max_abs = 0;
+    int64_t nonfinite = 0, first_bad = -1;
+};
+// out vs ref over the tokens ref covers (ref[i] for token i * stride), C channels
+Cmp compare_tokens(const std::vector<float> &out, const std::vector<double> &ref, int C, int64_t stride) {
+    Cmp c;
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const float o = out[(size_t)((int64_t)(i / C) * stride) * C + i % C];
+        if (!std::isfinite(o)) {
+            if (!c.nonfinite++) c.first_bad = (int64_t)(i / C) * stride;
+            continue;
+        }
+        const double d = o - ref[i];
+        d2 += d * d;
+        r2 += ref[i] * ref[i];
+        c.max_abs = std::max(c.max_abs, std::fabs(d));
+    }
+    c.rel = std::sqrt(d2 / std::max(r2, 1e-300));
+    return c;
+}
+Cmp compare_all(const std::vector<float> &a, const std::vector<float> &b) {
+    Cmp c;
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+            if (!c.nonfinite++) c.first_bad = (int64_t)i;
+            continue;
+        }
+        const double d = (double)a[i] - b[i];
+        d2 += d * d;
+        r2 += (double)b[i] * b[i];
+        c.max_abs = std::max(c.max_abs, std::fabs(d));
+    }
+    c.rel = std::sqrt(d2 / std::max(r2, 1e-300));
+    return c;
+}
+
+void check_merge(int C, int H, int W, int rows, uint32_t seed) {
+    std::mt19937 rng(seed);
+    MergeW m(C, 2 * C, rng);
+    const int K = 4 * C, ho = H / 2, wo = W / 2, Co = m.Co;
+    const int64_t nt = (int64_t)ho * wo, stride = stride_of(nt);
+    const std::vector<float> x = token_map((size_t)H * W, C, rng);
+    Dev xd(4 * x.size());
+    upload(xd, x.data(), 4 * x.size());
+    GuardedMap of((size_t)nt * Co * 4), os((size_t)nt * Co * 4);
+    Dev a(2 * (size_t)std::min(rows, ho) * wo * K);
+    ok_or_die(patch_merge_tc(g_ctx, xd.as<float>(), H, W, C, m.wp, m.gp, m.bp, Co, kEps, (float *)of.map()), "patch_merge_tc");
+    if (g_seq) ok_or_die(seq_merge(m, xd.as<float>(), H, W, (float *)os.map(), a.as<bf16>(), rows, nullptr), "merge op sequence");
+    ck(cudaStreamSynchronize(g_ctx.stream), "patch merge");
+    std::vector<float> f((size_t)nt * Co), s((size_t)nt * Co), x2(x.size());
+    d2h(f.data(), of.map(), 4 * f.size());
+    d2h(s.data(), os.map(), 4 * s.size());
+    d2h(x2.data(), xd.p, 4 * x2.size());
+    // reference on the sampled tokens
+    std::vector<double> ref, y(K), wr((size_t)Co * K);
+    for (size_t i = 0; i < wr.size(); ++i) wr[i] = rb(m.W[i]);
+    for (int64_t t = 0; t < nt; t += stride) {
+        const int yo = (int)(t / wo), xo = (int)(t % wo);
+        double sum = 0, q = 0;
+        for (int k = 0; k < K; ++k) {
+            y[k] = x[((size_t)(2 * yo + ((k >> 1) & 1)) * W + 2 * xo + (k & 1)) * C + k / 4];
+            sum += y[k];
+        }
+        const double mean = sum / K;
+        for (int k = 0; k < K; ++k) q += (y[k] - mean) * (y[k] - mean);
+        const double rstd = 1.0 / std::sqrt(q / K + kEps);
+        for (int k = 0; k < K; ++k) y[k] = rb((y[k] - mean) * rstd * m.g[k] + m.b[k]);
+        for (int n = 0; n < Co; ++n) {
+            double acc = 0;
+            for (int k = 0; k < K; ++k) acc += y[k] * wr[(size_t)n * K + k];
+            ref.push_back(acc);
+        }
+    }
+    const Cmp r = compare_tokens(f, ref, Co, stride), q = g_seq ? compare_all(f, s) : Cmp();
+    const bool guards = of.guards_intact() && os.guards_intact(), same_in = std::memcmp(x.data(), x2.data(), 4 * x.size()) == 0;
+    const bool ok = r.nonfinite == 0 && q.nonfinite == 0 && r.rel < kRelRef && r.max_abs < kAbsRef && q.rel < kRelSeq &&
+                    q.max_abs < kAbsSeq && guards && same_in;
+    result(ok,
+           "patch merge fused C %3d -> %3d %4dx%-4d (%lld tokens, sequence in chunks of %d rows): vs reference (every %lld. "
+           "token) rel L2 %.2e max abs %.2e | vs sequence rel L2 %.2e max abs %.2e | non-finite %lld (first at token %lld) "
+           "| guards %s, input %s",
+           C, Co, W, H, (long long)nt, std::min(rows, ho), (long long)stride, r.rel, r.max_abs, q.rel, q.max_abs,
+           (long long)(r.nonfinite + q.nonfinite), (long long)(r.nonfinite ? r.first_bad : q.first_bad / Co),
+           guards ? "intact" : "WRITTEN", same_in ? "unchanged" : "CHANGED");
+}
+
+void check_expand(int C, int h, int w, bool in_place, int rows, uint32_t seed) {
+    std::mt19937 rng(seed);
+    ExpandW e(C, C / 2, rng);
+    const int Cu = e.C2 / 4, Cs = e.Cs, Co = e.Co, Ck = e.Ck, W2 = 2 * w;
+    const int64_t nlo = (int64_t)h * w, nhi = 4 * nlo, stride = stride_of(nhi);
+    const std::vector<float> lo = token_map((size_t)nlo, C, rng), skip = token_map((size_t)nhi, Cs, rng);
+    Dev lod(4 * lo.size());
+    upload(lod, lo.data(), 4 * lo.size());
+    // fused: out in its own poisoned map, or over a copy of skip (in place, as the engine runs it)
+    GuardedMap of((size_t)nhi * Co * 4), os((size_t)nhi * Co * 4), sk((size_t)nhi * Cs * 4);
+    h2d(sk.map(), skip.data(), 4 * skip.size());
+    float *fout = (float *)of.map();
+    if (in_place) h2d(fout, skip.data(), 4 * skip.size());
+    const int rr = std::min(rows, h);
+    Dev a(2 * (size_t)std::max<int64_t>((int64_t)rr * w * C, (int64_t)4 * rr * w * Ck)), q(2 * (size_t)rr * w * e.C2);
+    ok_or_die(patch_expand_tc(g_ctx, lod.as<float>(), h, w, C, e.wep, e.bep, e.C2, in_place ? fout : (float *)sk.map(), Cs,
+                              e.wsp, e.bs32, Co, fout),
+              "patch_expand_tc");
+    if (g_seq)
+        ok_or_die(seq_expand(e, lod.as<float>(), h, w, (const float *)sk.map(), (float *)os.map(), a.as<bf16>(), q.as<bf16>(),
+                             rows, nullptr),
+                  "expand op sequence");
+    ck(cudaStreamSynchronize(g_ctx.stream), "patch expand");
+    std::vector<float> f((size_t)nhi * Co), s((size_t)nhi * Co), sk2(skip.size()), lo2(lo.size());
+    d2h(f.data(), fout, 4 * f.size());
+    d2h(s.data(), os.map(), 4 * s.size());
+    d2h(sk2.data(), sk.map(), 4 * sk2.size());
+    d2h(lo2.data(), lod.p, 4 * lo2.size());
+    // reference on the sampled output tokens: o = (2y + dy) W2 + 2x + dx
+    std::vector<double> ref, wer((size_t)e.C2 * C), wsr((size_t)Co * Ck), z(Ck);
+    for (size_t i = 0; i < wer.size(); ++i) wer[i] = rb(e.We[i]);
+    for (size_t i = 0; i < wsr.size(); ++i) wsr[i] = rb(e.Ws[i]);
+    for (int64_t o = 0; o < nhi; o += stride) {
+        const int Y = (int)(o / W2), X = (int)(o % W2), j = (Y & 1) * 2 + (X & 1);
+        const int64_t t = (int64_t)(Y / 2) * w + X / 2;
+        for (int c = 0; c < Cu; ++c) {
+            const int u = c * 4 + j;
+            double acc = e.be[u];
+            for (int k = 0; k < C; ++k) acc += rb(lo[(size_t)t * C + k]) * wer[(size_t)u * C + k];
+            z[c] = rb(acc);
+        }
+        for (int c = 0; c < Cs; ++c) z[Cu + c] = rb(skip[(size_t)o * Cs + c]);
+        for (int n = 0; n < Co; ++n) {
+            double acc = e.bs[n];
+            for (int k = 0; k < Ck; ++k) acc += z[k] * wsr[(size_t)n * Ck + k];
+            ref.push_back(acc);
+        }
+    }
+    const Cmp r = compare_tokens(f, ref, Co, stride), qq = g_seq ? compare_all(f, s) : Cmp();
+    const bool guards = of.guards_intact() && os.guards_intact() && sk.guards_intact();
+    const bool same_in = std::memcmp(lo.data(), lo2.data(), 4 * lo.size()) == 0 &&
+                         std::memcmp(skip.data(), sk2.data(), 4 * skip.size()) == 0;
+    const bool ok = r.nonfinite == 0 && qq.nonfinite == 0 && r.rel < kRelRef && r.max_abs < kAbsRef && qq.rel < kRelSeq &&
+                    qq.max_abs < kAbsSeq && guards && same_in;
+    result(ok,
+           "patch expand fused C %3d -> %3d + skip %3d -> %3d low-res %4dx%-4d%s (sequence in chunks of %d rows): vs "
+           "reference (every %lld. token) rel L2 %.2e max abs %.2e | vs sequence rel L2 %.2e max abs %.2e | non-finite %lld "
+           "(first at token %lld) | guards %s, inputs %s",
+           C, e.C2, Ck, Co, w, h, in_place ? " in place" : "", rr, (long long)stride, r.rel, r.max_abs, qq.rel, qq.max_abs,
+           (long long)(r.nonfinite + qq.nonfinite), (long long)(r.nonfinite ? r.first_bad : qq.first_bad / Co),
+           guards ? "intact" : "WRITTEN", same_in ? "unchanged" : "CHANGED");
+}
+
+void check_refusals() {
+    std::mt19937 rng(5);
+    MergeW m(32, 64, rng);
+    ExpandW e(64, 32, rng);
+    Dev x(4 * 64 * 64 * 64 + 64), o(4 * 64 * 64 * 64 + 64);
+    fill(x.p, 0, x.bytes);
+    float *xp = x.as<float>(), *op = o.as<float>();
+    struct Bad {
+        const char *what;
+        int rc;
+    } bad[] = {
+        {"merge C 48", patch_merge_tc(g_ctx, xp, 8, 8, 48, m.wp, m.gp, m.bp, 96, kEps, op)},
+        {"merge Co 40", patch_merge_tc(g_ctx, xp, 8, 8, 32, m.wp, m.gp, m.bp, 40, kEps, op)},
+        {"merge odd map 8x7", patch_merge_tc(g_ctx, xp, 7, 8, 32, m.wp, m.gp, m.bp, 64, kEps, op)},
+        {"merge x not 16-byte aligned", patch_merge_tc(g_ctx, xp + 1, 8, 8, 32, m.wp, m.gp, m.bp, 64, kEps, op)},
+        {"merge null weight", patch_merge_tc(g_ctx, xp, 8, 8, 32, nullptr, m.gp, m.bp, 64, kEps, op)},
+        {"expand C2 96", patch_expand_tc(g_ctx, xp, 4, 4, 64, e.wep, e.bep, 96, op, 32, e.wsp, e.bs32, 32, op)},
+        {"expand in place with Co != Cs", patch_expand_tc(g_ctx, xp, 4, 4, 64, e.wep, e.bep, 128, op, 32, e.wsp, e.bs32, 48, op)},
+        {"expand skip not 16-byte aligned",
+         patch_expand_tc(g_ctx, xp, 4, 4, 64, e.wep, e.bep, 128, op + 2, 32, e.wsp, e.bs32, 32, op)},
+    };
+    for (const Bad &b : bad) result(b.rc == DENOISE_EINVAL, "refuses %s: rc %d", b.what, b.rc);
+    g_ctx.err.clear();
+}
+
+// One op at one size: the sequence (whole map in one chunk, per-op split) vs fused.
+struct OpRow {
+    std::string what;
+    double gflop, gb, seq, fused, fused_min;
+    std::string split;
+};
+std::vector<OpRow> g_rows;
+
+template <class Seq, class Fused>
+void time_op(const std::string &what, double gflop, double gb, int nev, const char *const *names, Seq &&seq, Fused &&fused,
+             int iters) {
+    const Stat s = time_ms(iters, [&] { return seq(nullptr); });
+    const Stat f = time_ms(iters, fused);
+    std::vector<cudaEvent_t> ev(nev);
+    for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+    std::vector<std::vector<double>> per(nev - 1);
+    for (int i = 0; i < iters; ++i) {
+        ok_or_die(seq(ev.data()), "op sequence");
+        ck(cudaStreamSynchronize(g_ctx.stream), "op sequence");
+        for (int k = 0; k + 1 < nev; ++k) {
+            float ms = 0;
+            ck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "cudaEventElapsedTime");
+            per[k].push_back(ms);
+        }
+    }
+    for (auto &e : ev) cudaEventDestroy(e);
+    std::string split;
+    for (int k = 0; k + 1 < nev; ++k) {
+        std::sort(per[k].begin(), per[k].end());
+        char b[64];
+        std::snprintf(b, sizeof b, "%s%s %.4f", k ? ", " : "", names[k], per[k][per[k].size() / 2]);
+        split += b;
+    }
+    std::printf("time%s%s %-36s sequence %8.4f ms (min %.4f; %s) | fused %8.4f ms (min %.4f) %7.1f GB/s %6.1f TFLOP/s | %5.1fx\n",
+                s.flag(), f.flag(), what.c_str(), s.med, s.min, split.c_str(), f.med, f.min, gb / f.med, gflop / f.med,
+                s.med / f.med);
+    std::fflush(stdout);
+    g_rows.push_back({what, gflop, gb, s.med, f.med, f.min, split});
+}
+
+void timings(int iters) {
+    const struct {
+        const char *name;
+        int W, H;
+    } frames[] = {{"1920x1080", 1920, 1080}, {"3840x2160", 3840, 2160}};
+    const int c0 = 32, c1 = 64, c2 = 128;
+    std::mt19937 rng(99);
+    MergeW m0(c0, c1, rng), m1(c1, c2, rng);
+    ExpandW e1(c2, c1, rng), e0(c1, c0, rng);
+    const char *mnames[2] = {"s2d+LN", "linear"};
+    const char *enames[4] = {"cast", "expand linear", "d2s+concat", "skip linear"};
+    for (const auto &fr : frames) {
+        const int h0 = (fr.H + 63) / 64 * 32, w0 = (fr.W + 63) / 64 * 32;  // token grid of the padded frame
+        const int64_t n0 = (int64_t)h0 * w0, n1 = n0 / 4, n2 = n0 / 16;
+        Dev x0(4 * (size_t)n0 * c0), x1(4 * (size_t)n1 * c1), x2(4 * (size_t)n2 * c2), y(4 * (size_t)n0 * c0);
+        {
+            const std::vector<float> r = token_map((size_t)n0, c0, rng);
+            upload(x0, r.data(), x0.bytes);
+            upload(x1, r.data(), x1.bytes);  // n1 c1 = n0 c0 / 2 values
+            upload(x2, r.data(), x2.bytes);
+        }
+        Dev a(2 * (size_t)n1 * 4 * c0 * 2), q(2 * (size_t)n1 * 2 * c1);  // the largest chunk buffers (one chunk)
+        auto merge_row = [&](const char *lvl, const MergeW &m, const Dev &x, int H, int W, Dev &out) {
+            const int64_t nt = (int64_t)(H / 2) * (W / 2);
+            const double gflop = 2.0 * nt * 4 * m.C * m.Co / 1e9, gb = (16.0 * m.C + 4.0 * m.Co) * nt / 1e9;
+            char what[96];
+            std::snprintf(what, sizeof what, "%s %s C %d -> %d %dx%d", fr.name, lvl, m.C, m.Co, W, H);
+            time_op(
+                what, gflop, gb, 3, mnames,
+                [&](cudaEvent_t *ev) { return seq_merge(m, x.as<float>(), H, W, out.as<float>(), a.as<bf16>(), H / 2, ev); },
+                [&] { return patch_merge_tc(g_ctx, x.as<float>(), H, W, m.C, m.wp, m.gp, m.bp, m.Co, kEps, out.as<float>()); },
+                iters);
+        };
+        auto expand_row = [&](const char *lvl, const ExpandW &e, const Dev &lo, int h, int w, const Dev &skip, Dev &out) {
+            const int64_t nl = (int64_t)h * w;
+            const double gflop = (2.0 * e.C * e.C2 + 8.0 * e.Ck * e.Co) * nl / 1e9,
+                         gb = (4.0 * e.C + 16.0 * e.Cs + 16.0 * e.Co) * nl / 1e9;
+            char what[96];
+            std::snprintf(what, sizeof what, "%s %s C %d + %d -> %d %dx%d", fr.name, lvl, e.C, e.Cs, e.Co, w, h);
+            // out in its own buffer so that every sample reads the same skip map
+            time_op(
+                what, gflop, gb, 5, enames,
+                [&](cudaEvent_t *ev) {
+                    return seq_expand(e, lo.as<float>(), h, w, skip.as<float>(), out.as<float>(), a.as<bf16>(), q.as<bf16>(), h,
+                                      ev);
+                },
+                [&] {
+                    return patch_expand_tc(g_ctx, lo.as<float>(), h, w, e.C, e.wep, e.bep, e.C2, skip.as<float>(), e.Cs, e.wsp,
+                                           e.bs32, e.Co, out.as<float>());
+                },
+                iters);
+        };
+        merge_row("merge0", m0, x0, h0, w0, x1);
+        merge_row("merge1", m1, x1, h0 / 2, w0 / 2, x2);
+        expand_row("expand1", e1, x2, h0 / 4, w0 / 4, x1, y);
+        expand_row("expand0", e0, x1, h0 / 2, w0 / 2, x0, y);
+    }
+    std::printf("\nper op, patch merge / expand (ms, medians; sequence: the correct-first ops on the whole map in one chunk; "
+                "GB: the fused kernel's DRAM traffic, maps read once and written once):\n");
+    std::printf("%-40s %8s %8s | %9s | %9s %9s %8s %8s | %7s\n", "op", "GFLOP", "GB", "sequence", "fused", "fused min", "GB/s",
+                "TFLOP/s", "speedup");
+    double ts[2] = {0, 0}, tf[2] = {0, 0};
+    for (size_t i = 0; i < g_rows.size(); ++i) {
+        const OpRow &r = g_rows[i];
+        std::printf("%-40s %8.2f %8.3f | %9.4f | %9.4f %9.4f %8.0f %8.1f | %6.1fx\n", r.what.c_str(), r.gflop, r.gb, r.seq,
+                    r.fused, r.fused_min, r.gb / r.fused * 1e3, r.gflop / r.fused, r.seq / r.fused);
+        ts[i / 4] += r.seq;
+        tf[i / 4] += r.fused;
+    }
+    for (int f = 0; f < 2; ++f)
+        std::printf("%-40s %8s %8s | %9.4f | %9.4f %9s %8s %8s | %6.1fx\n",
+                    (std::string(frames[f].name) + " all four per frame").c_str(), "", "", ts[f], tf[f], "", "", "",
+                    ts[f] / tf[f]);
+}
+
+// `fused_check --merge [--quick]`: the checks, then (not --quick) the timings
+void run(bool quick, int iters) {
+    uint32_t seed = 7000;
+    g_seq = !quick;
+    // model v1's merges (C 32 at the level-0 grid, C 64 at level 1) and a deeper model's C 128;
+    // small maps with tile tails that wrap output rows, the sequence in chunks of a few rows
+    check_merge(32, 34, 46, 3, seed++);
+    check_merge(32, 2, 2, 1, seed++);
+    check_merge(64, 18, 30, 2, seed++);
+    check_merge(128, 10, 14, 1, seed++);
+    check_merge(256, 6, 10, 2, seed++);
+    check_expand(128, 9, 15, true, 2, seed++);
+    check_expand(128, 9, 15, false, 4, seed++);
+    check_expand(64, 17, 23, true, 3, seed++);
+    check_expand(64, 1, 1, false, 1, seed++);
+    check_expand(256, 5, 7, true, 2, seed++);
+    check_refusals();
+    if (!quick) {
+        // 1080p token grids (1920x1088 frame), the engine's chunk rows for the sequence
+        check_merge(32, 544, 960, 136, seed++);
+        check_merge(64, 272, 480, 68, seed++);
+        check_merge(128, 136, 240, 1000, seed++);
+        check_expand(128, 68, 120, true, 17, seed++);
+        check_expand(64, 136, 240, true, 34, seed++);
+        check_expand(64, 136, 240, false, 1000, seed++);
+        check_expand(256, 34, 60, true, 1000, seed++);
+        timings(iters);
+    }
+}
+
+#undef PC_TRY
+}  // namespace patchchk
 
 // ---- the head: head_conv3d_tc (kernels/cuda/head_tc.cu, one tensor-core kernel) against the
 // two-pass head (three cuBLASLt GEMMs into G + head_stencil, in bands of rows as Net::head runs
@@ -931,17 +1420,19 @@ void head_checks(bool quick) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    bool quick = false, head_only = false;
+    bool quick = false, merge = false, head_only = false;
     int iters = 30;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!std::strcmp(argv[i], "--merge"))
+            merge = true;
         else if (!std::strcmp(argv[i], "--head"))
             head_only = true;
         else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
             iters = std::max(20, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: %s [--quick] [--head] [--iters N (>= 20)]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--merge] [--head] [--iters N (>= 20)]\n", argv[0]);
             return 2;
         }
     }
@@ -956,9 +1447,12 @@ int main(int argc, char **argv) {
     std::printf("device: %s, sm_%d%d, %d SMs, %.0f MB L2, %zu KB shared memory per block (opt-in)\n", prop.name, prop.major,
                 prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.sharedMemPerBlockOptin / 1024);
     ok_or_die(ctx_create(g_ctx, 0, true), "ctx_create");
-    if (head_only) {
-        head_checks(quick);
-        if (!quick) time_head(iters);
+    if (merge || head_only) {
+        if (merge) patchchk::run(quick, iters);
+        if (head_only) {
+            head_checks(quick);
+            if (!quick) time_head(iters);
+        }
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
         ctx_destroy(g_ctx);
         return g_fail ? 1 : 0;

@@ -1017,6 +1017,8 @@ struct ApiRun {
     int rc = 0;
     int64_t peak = 0;
     std::string reason;
+    int latency = -1;         // denoise_latency()
+    int first_out_push = -1;  // frames pushed when the first output came out (-1: only after the flush)
 };
 
 struct ApiOpts {
@@ -1082,6 +1084,7 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
         return r;
     }
     r.reason = denoise_backend_reason(e);
+    r.latency = denoise_latency(e);
     if (!(o.amount.amount == 1.f && o.amount.luma == 1.f && o.amount.chroma == 1.f) &&
         (rc = denoise_set_amount(e, &o.amount)) != 0) {
         r.rc = rc;
@@ -1100,7 +1103,8 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
         }
         cudaDeviceSynchronize();  // the legacy-stream uploads landed before the engine's stream reads them
     }
-    int t = 0;
+    int t = 0, pushed = 0;
+    bool flushed = false;
     auto drain = [&]() {
         int q;
         for (;;) {
@@ -1109,6 +1113,7 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
                                   : (o.pull_into_input ? in[t].image(col) : r.out[t].image(col));
             q = denoise_pull(e, &im);
             if (q) return q;
+            if (t == 0 && !flushed) r.first_out_push = pushed;
             float sg = -1.f;
             denoise_output_sigma(e, &sg);
             r.sigmas.push_back(sg);
@@ -1121,11 +1126,13 @@ ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseColor &col
         if (k == o.change_at) rc = denoise_set_amount(e, &o.later);
         if (!rc) rc = denoise_push(e, &im);
         if (!rc) {
+            ++pushed;
             int q = drain();
             if (q != DENOISE_EAGAIN && q != DENOISE_EOF) rc = q;
         }
     }
     if (!rc) rc = denoise_flush(e);
+    flushed = true;
     if (!rc) {
         int q = drain();
         if (q != DENOISE_EOF) rc = q;
@@ -1358,9 +1365,16 @@ void api_format_check(const std::string &weights, const Clip &c, const char *fna
     size_t n3 = 0;
     const double m3 = max_sample_diff(F, rdev.out, rhost.out, c.W, c.H, &n3);
     const size_t other3 = other_bits_changed(F, rdev.out, in, c.W, c.H);
-    result(m3 <= 1.0 && n3 <= (size_t)c.N * c.W * c.H / 1000 && other3 == 0,
-           "%-58s CUDA memory (own context, own stream) vs HOST: max %.3g, %zu samples differ, other bits changed %zu",
-           name, m3, n3, other3);
+    // the CUDA backend keeps one output in flight with either memory: latency R + 1 (the CPU's R
+    // + 1), and the first output comes out right after push latency + 1 (or at the flush)
+    const int want_lat = rcpu.latency + 1, want_first = c.N > want_lat ? want_lat + 1 : -1;
+    const bool lat_ok = rhost.latency == want_lat && rdev.latency == want_lat && rdev.first_out_push == want_first &&
+                        rhost.first_out_push == want_first;
+    result(m3 <= 1.0 && n3 <= (size_t)c.N * c.W * c.H / 1000 && other3 == 0 && lat_ok,
+           "%-58s CUDA memory (own context, own stream) vs HOST: max %.3g, %zu samples differ, other bits changed %zu; "
+           "latency HOST %d CUDA %d (== %d), first output after push %d / %d (== %d)",
+           name, m3, n3, other3, rhost.latency, rdev.latency, want_lat, rhost.first_out_push, rdev.first_out_push,
+           want_first);
 }
 
 // Amounts changed between pushes apply from the next pushed frame's output on, also on the

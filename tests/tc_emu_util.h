@@ -1,4 +1,5 @@
-// Helpers of the tensor-core kernels' CPU emulation tests (head_tc_emu_test, conv3x3_tc_emu_test):
+// Helpers of the tensor-core kernels' CPU emulation tests (head_tc_emu_test, conv3x3_tc_emu_test,
+// patch_tc_emu_test):
 // bf16-valued random inputs, running a kernel's CTAs on the warp emulator (tests/warp_emu.h) over
 // poisoned shared memory, and the comparison with a double reference.
 #ifndef DENOISE_TESTS_TC_EMU_UTIL_H
@@ -55,21 +56,27 @@ struct Diff {
     size_t bad = 0, first_bad = SIZE_MAX;
 };
 
-inline Diff compare(const std::vector<float> &out, const std::vector<float> &ref) {
+// n outputs against a float or double reference
+template <class R>
+Diff compare(const float *out, const R *ref, size_t n) {
     Diff r;
     double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(out[i])) {
             if (!r.bad++) r.first_bad = i;
             continue;
         }
-        const double d = (double)out[i] - ref[i];
+        const double d = (double)out[i] - (double)ref[i];
         d2 += d * d;
-        r2 += (double)ref[i] * ref[i];
+        r2 += (double)ref[i] * (double)ref[i];
         r.max_abs = std::max(r.max_abs, std::fabs(d));
     }
     r.rel = std::sqrt(d2 / r2);
     return r;
+}
+
+inline Diff compare(const std::vector<float> &out, const std::vector<float> &ref) {
+    return compare(out.data(), ref.data(), out.size());
 }
 
 }  // namespace tc_emu

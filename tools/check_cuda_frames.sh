@@ -27,7 +27,8 @@
 # Then: hardware decoding (h264 through NVDEC: -hwaccel cuda -hwaccel_output_format cuda, SKIP
 # where the machine has no NVDEC) against software decoding; two denoise instances on one GPU
 # (split, one -frames:v per output) give identical frames; a sw_format with alpha (yuva420p) is
-# refused with its message; the log names the CUDA device.
+# refused with its message; the log names the CUDA device. Before those: the timeline (enable=)
+# on CUDA frames (disabled frames are the source, enabled ones the fully enabled run's).
 # Every ffmpeg run is limited to CF_RUN_TIMEOUT seconds (default 60). Logs of every run go to
 # $OUT/cuda_frames/ (else to a temporary folder); the summary table is last.
 set -u
@@ -119,6 +120,33 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
     row "$F" "$([ $ok = 1 ] && echo PASS || echo FAIL)" "frames $n, cuda out $ncuda, vs host $same dB, vs cpu $vs_cpu dB"
 done
 
+# timeline on CUDA frames: the queue keeps only the properties of an enabled CUDA frame (the
+# engine has its samples) but a disabled frame whole, as its own output: with
+# enable=between(n,3,6) frames 3..6 equal the fully enabled nv12 run's, the others the source's
+tl_src=$TMP/timeline.src.nut tl=$TMP/timeline.nut
+if [ ! -f "$TMP/nv12.cuda.nut" ]; then
+    fail "timeline: no nv12 CUDA frames run to compare with"; row timeline FAIL "no nv12 run"
+elif ff "$L/timeline.log" -f lavfi -i "$SRC" \
+        -vf "format=nv12,hwupload_cuda,denoise=backend=cuda:$DN:enable=between(n\,3\,6),hwdownload,format=nv12" \
+        -c:v rawvideo -f nut "$tl" &&
+    ff "$L/timeline.src.log" -f lavfi -i "$SRC" -vf format=nv12 -c:v rawvideo -f nut "$tl_src"; then
+    psnr "$tl" "$tl_src" "$TMP/timeline.src.stats" >/dev/null
+    psnr "$tl" "$TMP/nv12.cuda.nut" "$TMP/timeline.cuda.stats" >/dev/null
+    nt=$(count_frames "$tl")
+    off=$(per_frame_psnr "$TMP/timeline.src.stats" | awk '($1 < 3 || $1 > 6) && $2 != "inf" { printf "%d (%s dB) ", $1, $2 }')
+    on=$(per_frame_psnr "$TMP/timeline.cuda.stats" | awk '$1 >= 3 && $1 <= 6 && $2 != "inf" { printf "%d (%s dB) ", $1, $2 }')
+    non=$(per_frame_psnr "$TMP/timeline.cuda.stats" | awk '$1 >= 3 && $1 <= 6' | wc -l)
+    if [ "$nt" = $N ] && [ "$non" = 4 ] && [ -z "$off$on" ]; then
+        pass "timeline: enable=between(n,3,6) on CUDA frames: frames 3..6 denoised, the others the source, bit-exact"
+        row timeline PASS "frames $nt, 3..6 = denoised run, others = source"
+    else
+        fail "timeline: $nt frames of $N; disabled frames that differ from the source: ${off:-none}; enabled frames that differ from the enabled run: ${on:-none} ($non compared)"
+        row timeline FAIL "frames $nt, off ${off:-ok}, on ${on:-ok}"
+    fi
+else
+    fail "timeline: run failed (log $L/timeline.log):"; why "$L/timeline.log"; row timeline FAIL "run failed"
+fi
+
 # nvdec_split: where a difference between the NVDEC and the software-decoded denoised outputs
 # comes from, one run per hypothesis (12 frames each), printed as one line per question:
 #   decode   NVDEC frames vs software-decoded frames, no denoise (bit-exact decoding: inf)
@@ -129,6 +157,11 @@ done
 #            frames) vs the host run
 #   props    the frames' colour properties and chroma location (showinfo) as denoise gets them
 #   sigmas   lavfi.denoise.sigma per output frame, NVDEC / host
+#   frames   per-frame PSNR of the NVDEC run against the host run (which frames differ: all, or
+#            the window's ends)
+#   roundtrip NVDEC frames downloaded and uploaded again (hwdownload,hwupload_cuda: a synchronised
+#            copy into a fresh pool frame) before denoise, vs the host run: equal when the
+#            difference comes from reading the decoder's own frames (their memory or ordering)
 # as INFO lines (tools/device_gpu.sh shows them with the failures).
 nvdec_split() {
     _v=$TMP/nvdec.split
@@ -152,6 +185,12 @@ nvdec_split() {
     echo "INFO $TEST_NAME: nvdec split: props: NVDEC [$(_props "$L/nvdec.cuda.log" | tr '\n' ' ')] host [$(_props "$L/nvdec.host.log" | tr '\n' ' ')]"
     _sig() { sed -n 's/.*lavfi\.denoise\.sigma=\([0-9.]*\).*/\1/p' "$1" | tr '\n' ' '; }
     echo "INFO $TEST_NAME: nvdec split: sigmas: NVDEC [$(_sig "$L/nvdec.cuda.log")] host [$(_sig "$L/nvdec.host.log")]"
+    psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut" "$_v/frames.stats" >/dev/null &&
+        echo "INFO $TEST_NAME: nvdec split: frames: NVDEC vs host per frame (n dB): $(per_frame_psnr "$_v/frames.stats" | tr '\n' ' ')"
+    ff "$L/nvdec.roundtrip.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
+        -vf "hwdownload,format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/roundtrip.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: roundtrip: NVDEC frames through hwdownload,hwupload_cuda vs the host run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.host.nut") dB;" \
+             "vs the NVDEC run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.nut") dB"
 }
 
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the

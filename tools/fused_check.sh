@@ -17,7 +17,8 @@
 # trainer with kill -STOP, for the run) and when fused_check itself saw contended samples.
 # Full logs in $OUT (the device tool's output folder; default: a new folder under /tmp): fused_check.log,
 # memcheck.log, racecheck.log, device.txt. Prints a summary and a final "N passed, N failed"
-# (each sanitizer pass counts as one check). Exit 0 only when nothing failed.
+# (each sanitizer pass counts as one check). Exit 0 only when nothing failed. With --merge, the
+# patch merge / expand checks and timings instead (see the --merge section below).
 # Needs build/tests/fused_check: built here, or unpacked from .device/build.tar.xz
 # (tools/device_gpu.sh --pack) when that is carried instead; and, on a machine without the build
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
@@ -57,6 +58,101 @@ fi
 
 # The last "N passed, N failed" line of a log (sanitizers print their own summary after it).
 summary_of() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
+
+# --merge: the fused patch merge / patch expand (kernels/cuda/patch_tc.cu) instead, about 1.5-2.5
+# min: 1. fused_check --merge (checks against a host reference and the op sequence, refusals,
+# timings of both at 1080p / 4K; log patch_check.log); 2. denoise-cuda-bench --patch at 1080p and
+# 4K (the same with the model's weights, then the whole-frame kernels line and per-op table of
+# both paths; patch_bench.log; needs build/bin and build/lib, unpacked from .device/build.tar.xz
+# when carried); 3. compute-sanitizer memcheck and racecheck of fused_check --merge --quick side
+# by side (patch_memcheck.log, patch_racecheck.log). Budgets (s): PATCH_CHECK_TIMEOUT 70,
+# PATCH_BENCH_TIMEOUT 50, PATCH_SAN_TIMEOUT 50.
+if [ "${1:-}" = --merge ]; then
+    if [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
+        tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/bin build/lib || exit 1
+    fi
+    export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    p=0 f=0
+    echo "=== fused_check --merge (log: $OUT/patch_check.log)"
+    t0=$SECONDS
+    timeout "${PATCH_CHECK_TIMEOUT:-70}" "$BIN" --merge > "$OUT/patch_check.log" 2>&1
+    rc=$?
+    echo "fused_check --merge took $((SECONDS - t0)) s"
+    [ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
+    grep -E '^(PASS|FAIL|SKIP)' "$OUT/patch_check.log"
+    last=$(summary_of "$OUT/patch_check.log")
+    if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+    else
+        echo "fused_check --merge: no summary line (exit $rc; 124: timeout):"
+        tail -n 20 "$OUT/patch_check.log"
+        f=1
+    fi
+    [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    echo "=== denoise-cuda-bench --patch (log: $OUT/patch_bench.log)"
+    t0=$SECONDS
+    (cd "$ROOT" && timeout "${PATCH_BENCH_TIMEOUT:-50}" "$BUILD/bin/denoise-cuda-bench" --patch --iters 20 \
+        --sizes 1920x1080,3840x2160) > "$OUT/patch_bench.log" 2>&1
+    brc=$?
+    echo "denoise-cuda-bench --patch took $((SECONDS - t0)) s"
+    if [ $brc -eq 0 ]; then
+        echo "PASS denoise-cuda-bench --patch (fused vs sequence outputs within rel L2 1e-2)"
+        p=$((p + 1))
+    else
+        echo "FAIL denoise-cuda-bench --patch (exit $brc; 124: timeout):"
+        grep -E 'MISMATCH|failed|error' "$OUT/patch_bench.log" | head -n 10
+        tail -n 5 "$OUT/patch_bench.log"
+        f=$((f + 1))
+    fi
+    SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+          /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
+    t0=$SECONDS
+    declare -A spid
+    if [ -n "$SAN" ]; then
+        for tool in memcheck racecheck; do
+            timeout "${PATCH_SAN_TIMEOUT:-50}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --merge --quick \
+                > "$OUT/patch_$tool.log" 2>&1 &
+            spid[$tool]=$!
+        done
+    fi
+    for tool in memcheck racecheck; do
+        log=$OUT/patch_$tool.log
+        echo "=== compute-sanitizer --tool $tool fused_check --merge --quick (log: $log)"
+        if [ -z "$SAN" ]; then
+            echo "FAIL $tool: compute-sanitizer not found"
+            f=$((f + 1))
+            continue
+        fi
+        wait "${spid[$tool]}"
+        src=$?
+        echo "$tool done after $((SECONDS - t0)) s"
+        verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
+        clean=no
+        [[ $verdict =~ ERROR\ SUMMARY:\ 0\ errors ]] && clean=yes
+        [[ $verdict =~ \(0\ errors, ]] && clean=yes
+        checks=$(summary_of "$log")
+        if [ $src -eq 0 ] && [ $clean = yes ] && [[ $checks =~ \ 0\ failed$ ]]; then
+            echo "PASS $tool: ${verdict#========= } ($checks under $tool)"
+            p=$((p + 1))
+        else
+            echo "FAIL $tool (exit $src; 99: errors found, 124: timeout; checks: ${checks:-no summary line}; ${verdict:-no sanitizer summary}):"
+            grep -E '^=========|^FAIL' "$log" | head -n 30
+            f=$((f + 1))
+        fi
+    done
+    echo
+    echo "=== summary (full logs: $OUT/patch_check.log, $OUT/patch_bench.log)"
+    grep -E '^device' "$OUT/patch_check.log"
+    sed -n '/^per op, patch merge/,$p' "$OUT/patch_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+    grep -E '^cuda-bench patch|^cuda-bench .*kernels|per op kind|patch (merge|expand)|^  total' "$OUT/patch_bench.log"
+    if [ -n "$others" ]; then
+        echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
+        echo "$others" | sed 's/^/  /'
+    fi
+    echo "$p passed, $f failed"
+    [ "$f" -eq 0 ]
+    exit
+fi
 
 p=0 f=0
 echo "=== fused_check ${MODE[*]} (log: $OUT/fused_check.log)"

@@ -3,22 +3,33 @@
 //
 // Streams and copies. One compute stream (ctx.stream) runs every kernel in call order, so buffers
 // that go back to a pool are reused safely by later work on it.
+// Every output is converted on the compute stream into an output staging slot (o->ready marks
+// that), and leaves it on an output copy stream; the compute stream waits for that copy
+// (o->downloaded) before it writes the slot again. pipeline_depth() = 1 with either memory: the
+// engine queues output t+1 before it writes t, so what write_output(t) waits for (or makes the
+// caller's stream wait for) is the work queued one push earlier, while output t+1's network
+// keeps the GPU busy.
 //  - memory HOST: push copies the frame's colour rows into one of two pinned staging buffers (the
 //    host waits only for the upload from two pushes ago), uploads them on an upload stream into
 //    the frame's native ring slot (after the compute stream's last read of that slot, an event),
-//    and the compute stream waits for the upload. An output is converted into a device staging
-//    slot, downloaded on a download stream into its pinned buffer; write_output waits (sleeping,
-//    not spinning) for that download only, then copies the colour samples into the caller's frame. pipeline_depth() = 1, so the
-//    engine queues output t+1 before it writes t: uploads, compute and downloads of two frames
-//    overlap. Only native bytes cross the bus (1.5 B per pixel each way for yuv420p).
+//    and the compute stream waits for the upload. queue_output downloads the output on the
+//    output copy stream into its pinned buffer; write_output waits (sleeping, not spinning) for
+//    that download only, then copies the colour samples into the caller's frame: uploads,
+//    compute and downloads of two frames overlap. Only native bytes cross the bus (1.5 B per
+//    pixel each way for yuv420p).
 //  - memory CUDA: the caller's context is used as it is (no cudaSetDevice); push orders a
 //    device-to-device copy of the frame's rows on the input copy stream, after the work queued on
 //    the caller's stream (an event) and the slot's last read, and makes the compute stream and the
-//    caller's stream wait for the copy only; write_output copies the output
-//    (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for planes
-//    that also hold alpha / padding / p010's low bits) and makes the caller's stream wait for it.
-//    No host synchronisation, except sigma=auto's (noise_source: the host waits for the
-//    estimator's kernels, which follow the input copy); pipeline_depth() = 0.
+//    caller's stream wait for the copy only; write_output copies output t on the output copy
+//    stream (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for
+//    planes that also hold alpha / padding / p010's low bits), after the caller's stream's work
+//    queued before the pull and output t's own work (o->ready), and makes the caller's stream
+//    wait for that copy only. No host synchronisation, except sigma=auto's (noise_source: the
+//    host waits for the estimator's kernels, which follow the input copy, which follows the
+//    caller's stream, which waits for output t-1 at most: the network of output t, queued at the
+//    push before, runs meanwhile). With pipeline depth 0 the caller's stream would wait for the
+//    network queued at the latest push, and the host's estimate behind it for the whole queue:
+//    the GPU would drain once per frame while the host waits.
 // Memory plans (chosen at creation, allocated on the first push; docs/cuda.md has the figures):
 //  - whole frames: a native ring slot per kept frame with its network input converted once
 //    (frame_in at push), a feature ring (F_s computed once, reused by three outputs), the change
@@ -44,6 +55,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <new>
@@ -93,6 +105,8 @@ using cuda::DevFrame;
 using cuda::FrameLayout;
 
 
+// Outputs queued ahead of the oldest not yet written (see the note at the top).
+constexpr int kDepth = 1;
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
 constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
 constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
@@ -120,7 +134,7 @@ struct Plan {
 class CudaBackend final : public Backend {
 public:
     CudaBackend(const Model &m, const StreamSpec &spec)
-        : m_(m), cfg_(m.cfg), spec_(spec), host_(spec.memory == DENOISE_MEMORY_HOST), depth_(host_ ? 1 : 0) {
+        : m_(m), cfg_(m.cfg), spec_(spec), host_(spec.memory == DENOISE_MEMORY_HOST) {
         L_ = cuda::frame_layout(spec.format, spec.width, spec.height);
         h2_ = spec.hp / 2;
         w2_ = spec.wp / 2;
@@ -147,7 +161,6 @@ public:
             if (p.done) cudaEventDestroy(p.done);
         }
         if (caller_ev_) cudaEventDestroy(caller_ev_);
-        if (ours_ev_) cudaEventDestroy(ours_ev_);
         if (est_) cudaStreamSynchronize(est_);
         nsrc_.reset();  // its device blocks go back through ctx_
         if (est_) cudaStreamDestroy(est_);
@@ -159,9 +172,9 @@ public:
     // Plans that fit the cap, largest first; "" or why none does.
     std::string make_plans() {
         const int64_t cap = spec_.gpu_memory;
-        const int64_t Sn = L_.bytes, nslots = 2 * R_ + 2 + depth_;
+        const int64_t Sn = L_.bytes, nslots = slot_count();
         const int64_t fixed = (int64_t)cuda::Net::weight_bytes_for(cfg_) + (int64_t)cuda::kLtWorkspaceBytes +
-                              kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (depth_ + 1) * Sn;
+                              kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (kDepth + 1) * Sn;
         const int c0 = cfg_.channels[0];
         // the tensor-core head (the fused path's, where the device runs it) needs no G band: band 0
         const bool tc_head = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, nullptr) == 0;
@@ -220,7 +233,7 @@ public:
     }
 
     const std::string &error() const override { return ctx_.err; }
-    int pipeline_depth() const override { return depth_; }
+    int pipeline_depth() const override { return kDepth; }
     int64_t gpu_memory_peak() const override { return ctx_.peak; }
 
     bool plan_info(CudaPlanInfo *i) const {
@@ -254,7 +267,7 @@ public:
             int rc = host_ ? upload(in, s) : copy_in(in, s);
             if (!rc && !plan().tiled) rc = convert_whole(s);
             if (rc) {
-                free_slots_.push_back(s);
+                free_slots_.push_front(s);
                 return rc;
             }
             frames_[idx] = s;
@@ -293,11 +306,12 @@ public:
             if (pending_.count(t)) return fail(DENOISE_EINVAL, "queue_output: output " + std::to_string(t) + " already queued");
             Out *o = nullptr;
             TRY(take_out(&o));
-            if (host_) TRY(ck(cudaStreamWaitEvent(ctx_.stream, o->downloaded, 0), "cudaStreamWaitEvent (output staging)"));
+            // the slot's last copy out (download or device copy) is done before it is written again
+            TRY(ck(cudaStreamWaitEvent(ctx_.stream, o->downloaded, 0), "cudaStreamWaitEvent (output staging)"));
             int rc = plan().tiled ? output_tiled(t, feats, amount, o) : output_whole(t, feats, amount, o);
+            if (!rc) rc = ck(cudaEventRecord(o->ready, ctx_.stream), "cudaEventRecord (output ready)");
             if (!rc && host_) {
-                rc = ck(cudaEventRecord(o->ready, ctx_.stream), "cudaEventRecord (output ready)");
-                if (!rc) rc = ck(cudaStreamWaitEvent(down_, o->ready, 0), "cudaStreamWaitEvent (download)");
+                rc = ck(cudaStreamWaitEvent(down_, o->ready, 0), "cudaStreamWaitEvent (download)");
                 if (!rc)
                     rc = ck(cudaMemcpyAsync(o->pinned, o->dev, (size_t)L_.bytes, cudaMemcpyDeviceToHost, down_),
                             "cudaMemcpyAsync (output download)");
@@ -335,9 +349,10 @@ public:
     }
 
     // The estimator reads the kept native copy after its upload or input copy (s->ready), on its
-    // own stream of the highest priority, so that it waits for neither the network's queued work
-    // nor (memory CUDA) the caller's; the host waits for the estimator's kernels only
-    // (noise_estimate.h).
+    // own stream of the highest priority, so that it does not wait for the network's queued work;
+    // the host waits for the estimator's kernels only (noise_estimate.h). With memory CUDA the
+    // input copy follows the work queued on the caller's stream before the push, which waits for
+    // at most the copy of the output pulled last (pipeline depth 1, see the note at the top).
     int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) override {
         try {
             TRY(enter());
@@ -401,7 +416,8 @@ private:
     struct Out {
         uint8_t *dev = nullptr;     // compact output frame
         uint8_t *pinned = nullptr;  // memory HOST: its download
-        cudaEvent_t ready = nullptr, downloaded = nullptr;
+        cudaEvent_t ready = nullptr;       // written (compute stream)
+        cudaEvent_t downloaded = nullptr;  // its last copy out done (output copy stream)
     };
     struct Pin {
         uint8_t *host = nullptr;
@@ -413,6 +429,10 @@ private:
     };
 
     const Plan &plan() const { return plans_[plan_i_]; }
+    // Native slots every plan counts: at a push the engine keeps 2R + 1 frames (engine.cpp: from
+    // min(next output - R, oldest not pulled) on, one output in flight) when the caller pulls
+    // each output as soon as it can (more when it lags), and take_slot() keeps one spare.
+    int64_t slot_count() const { return 2 * R_ + 2 + kDepth; }
 
     int fail(int code, const std::string &msg) { return cuda::fail(ctx_, code, "CUDA backend: " + msg); }
     int ck(cudaError_t e, const char *what) { return cuda::cuda_check(ctx_, e, what); }
@@ -451,8 +471,8 @@ private:
         TRY(ck(cudaMemcpyAsync(noise_, spec_.blue_noise, (size_t)kNoiseBytes, cudaMemcpyHostToDevice, ctx_.stream),
                "cudaMemcpyAsync (blue noise)"));
         TRY(ck(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "cudaStreamCreate (input copy stream)"));
+        TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (output copy stream)"));
         if (host_) {
-            TRY(ck(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "cudaStreamCreate (download stream)"));
             for (Pin &p : pins_) {
                 TRY(ck(cudaHostAlloc((void **)&p.host, (size_t)L_.bytes, cudaHostAllocDefault),
                        "cudaHostAlloc (input staging)"));
@@ -460,9 +480,8 @@ private:
             }
         } else {
             TRY(ck(cudaEventCreateWithFlags(&caller_ev_, cudaEventDisableTiming), "cudaEventCreate"));
-            TRY(ck(cudaEventCreateWithFlags(&ours_ev_, cudaEventDisableTiming), "cudaEventCreate"));
         }
-        for (int k = 0; k <= depth_; ++k) {
+        for (int k = 0; k <= kDepth; ++k) {
             Out *o = nullptr;
             TRY(new_out(&o));
             free_outs_.push_back(o);
@@ -547,12 +566,11 @@ private:
         if (rc) return rc;
         outs_.push_back(std::move(o));  // owned from here: the destructor frees what follows
         Out *q = outs_.back().get();
-        if (host_) {
+        if (host_)
             TRY(ck(cudaHostAlloc((void **)&q->pinned, (size_t)L_.bytes, cudaHostAllocDefault), "cudaHostAlloc (output staging)"));
-            TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
-            TRY(ck(cudaEventCreateWithFlags(&q->downloaded, kHostWaitEvent), "cudaEventCreate"));
-            TRY(ck(cudaEventRecord(q->downloaded, down_), "cudaEventRecord"));
-        }
+        TRY(ck(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming), "cudaEventCreate"));
+        TRY(ck(cudaEventCreateWithFlags(&q->downloaded, host_ ? kHostWaitEvent : cudaEventDisableTiming), "cudaEventCreate"));
+        TRY(ck(cudaEventRecord(q->downloaded, down_), "cudaEventRecord"));  // nothing has read it yet
         *po = q;
         return 0;
     }
@@ -572,10 +590,14 @@ private:
         }
     }
 
+    // The free slot released longest ago (its last read was queued earliest), with one slot of
+    // slot_count() kept spare where the cap allows: a slot released at the latest push was last
+    // read by the work queued there (the tiled plan reads a frame until the last output of its
+    // window), and a copy into it would wait for all of that.
     int take_slot(Slot **ps) {
-        if (!free_slots_.empty()) {
-            *ps = free_slots_.back();
-            free_slots_.pop_back();
+        if (free_slots_.size() >= 2 || (!free_slots_.empty() && (int64_t)slots_.size() >= slot_count())) {
+            *ps = free_slots_.front();
+            free_slots_.pop_front();
             return 0;
         }
         std::unique_ptr<Slot> s(new Slot());
@@ -583,6 +605,11 @@ private:
             int rc = cuda::dev_alloc(ctx_, (void **)&s->nat, (size_t)L_.bytes, "a native frame of the input ring");
             if (!rc) break;
             if (rc != DENOISE_ENOMEM) return rc;
+            if (!free_slots_.empty()) {  // no spare: the free one
+                *ps = free_slots_.front();
+                free_slots_.pop_front();
+                return 0;
+            }
             const size_t before = plan_i_;
             if ((rc = fall_back(rc))) return rc;
             if (plan_i_ == before) return DENOISE_ENOMEM;
@@ -636,15 +663,19 @@ private:
         return ck(cudaStreamWaitEvent(caller, s->ready, 0), "cudaStreamWaitEvent (caller's stream)");
     }
 
+    // On the output copy stream, not the compute stream: the copy waits for the caller's stream
+    // (its earlier use of `out`) and output t's own work (o->ready), and the caller's stream then
+    // waits for the copy only, not for the network of output t+1 queued since.
     int copy_out(Out *o, const DenoiseImage &out) {
         cudaStream_t caller = (cudaStream_t)spec_.cuda_stream;
         TRY(ck(cudaEventRecord(caller_ev_, caller), "cudaEventRecord (caller's stream)"));
-        TRY(ck(cudaStreamWaitEvent(ctx_.stream, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(down_, caller_ev_, 0), "cudaStreamWaitEvent (caller's stream)"));
+        TRY(ck(cudaStreamWaitEvent(down_, o->ready, 0), "cudaStreamWaitEvent (output ready)"));
         for (int i = 0; i < 4; ++i) {
             const cuda::PlaneLayout &pl = L_.plane[i];
             if (!pl.used || !pl.covered) continue;
             TRY(ck(cudaMemcpy2DAsync(out.data[i], (size_t)out.linesize[i], o->dev + pl.offset, (size_t)pl.pitch,
-                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, ctx_.stream),
+                                     (size_t)pl.row_bytes, (size_t)pl.rows, cudaMemcpyDeviceToDevice, down_),
                    "cudaMemcpy2DAsync (output frame)"));
         }
         // partially covered planes (p010's low bits, bgr0's padding byte): each word holding a
@@ -653,9 +684,9 @@ private:
         // the caller's (denoise.h, denoise_pull)
         if (L_.partial_planes)
             TRY(cuda::frame_copy_components(ctx_, cuda::compact_frame(L_, o->dev), cuda::image_frame(out), spec_.format,
-                                            spec_.width, spec_.height, L_.partial_planes, true));
-        TRY(ck(cudaEventRecord(ours_ev_, ctx_.stream), "cudaEventRecord"));
-        return ck(cudaStreamWaitEvent(caller, ours_ev_, 0), "cudaStreamWaitEvent (caller's stream)");
+                                            spec_.width, spec_.height, L_.partial_planes, true, down_));
+        TRY(ck(cudaEventRecord(o->downloaded, down_), "cudaEventRecord (output copied)"));
+        return ck(cudaStreamWaitEvent(caller, o->downloaded, 0), "cudaStreamWaitEvent (caller's stream)");
     }
 
     int convert_whole(Slot *s) {
@@ -771,7 +802,6 @@ private:
     const ModelConfig cfg_;
     const StreamSpec spec_;
     const bool host_;
-    const int depth_;
     FrameLayout L_;
     int h2_ = 0, w2_ = 0, R_ = 0;
 
@@ -784,17 +814,17 @@ private:
     size_t plan_i_ = 0;
 
     cudaStream_t up_ = nullptr;      // input copy stream (upload, or memory CUDA's device copy)
-    cudaStream_t down_ = nullptr;    // download stream (memory HOST)
+    cudaStream_t down_ = nullptr;    // output copy stream (download, or memory CUDA's device copy)
     Pin pins_[2];
     int pin_next_ = 0;
-    cudaEvent_t caller_ev_ = nullptr, ours_ev_ = nullptr;  // memory CUDA
+    cudaEvent_t caller_ev_ = nullptr;  // memory CUDA: the caller's stream at a push or pull
     float *noise_ = nullptr;
     cudaStream_t est_ = nullptr;     // sigma=auto's stream (highest priority), made on first use
     std::unique_ptr<cuda::CudaNoiseSource> nsrc_;
 
     std::vector<std::unique_ptr<Slot>> slots_;
     std::map<int64_t, Slot *> frames_;
-    std::vector<Slot *> free_slots_;
+    std::deque<Slot *> free_slots_;  // oldest release first
     std::map<int64_t, bf16 *> feats_;
     std::vector<bf16 *> free_feats_;
     std::map<int64_t, Recipe> recipes_;

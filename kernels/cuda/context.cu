@@ -31,6 +31,36 @@ int launch_check(Ctx &ctx, const char *kernel) {
     return cuda_check(ctx, cudaGetLastError(), (std::string("launch of ") + kernel).c_str());
 }
 
+int smem_kernel(Ctx &ctx, const void *fn, const char *name, int threads, size_t smem, int *per_sm, int *sms) {
+    Ctx::SmemKernel &k = ctx.smem_kernels[fn];
+    auto it = k.per_sm.find(smem);
+    if (it == k.per_sm.end()) {
+        int optin = 0, n = 0;
+        TRY(cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
+                       "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
+        if (smem > (size_t)optin)
+            return fail(ctx, DENOISE_EINVAL, std::string(name) + " needs " + std::to_string(smem) +
+                                                 " B of shared memory per block, the device allows " + std::to_string(optin));
+        if (smem > k.attr) {  // only raised: every size cached before stays launchable
+            TRY(cuda_check(ctx, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                           (std::string("cudaFuncSetAttribute(") + name + ")").c_str()));
+            k.attr = smem;
+        }
+        TRY(cuda_check(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem),
+                       (std::string("cudaOccupancyMaxActiveBlocksPerMultiprocessor(") + name + ")").c_str()));
+        if (n < 1)
+            return fail(ctx, DENOISE_EINVAL, std::string("no CTA of ") + name + " (" + std::to_string(threads) + " threads, " +
+                                                 std::to_string(smem) + " B of shared memory) fits on an SM");
+        if (!ctx.sms)
+            TRY(cuda_check(ctx, cudaDeviceGetAttribute(&ctx.sms, cudaDevAttrMultiProcessorCount, ctx.device),
+                           "cudaDeviceGetAttribute(MultiProcessorCount)"));
+        it = k.per_sm.emplace(smem, n).first;
+    }
+    if (per_sm) *per_sm = it->second;
+    if (sms) *sms = ctx.sms;
+    return 0;
+}
+
 namespace {
 
 std::string mib(int64_t b) {
@@ -99,6 +129,8 @@ void ctx_destroy(Ctx &ctx) {
     ctx.lt = nullptr;
     ctx.stream = nullptr;
     ctx.algos.clear();
+    ctx.smem_kernels.clear();
+    ctx.sms = 0;
 }
 
 int poison(Ctx &ctx, void *p, size_t bytes) {

@@ -106,11 +106,7 @@ int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, floa
     }
     DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
     const size_t smem = (size_t)9 * (nframes * 12 + 1) * kCout * sizeof(float);
-    int rc;
-    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(fusion_conv3x3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)smem),
-                         "cudaFuncSetAttribute(fusion_conv3x3_kernel)")))
-        return rc;
+    TRY(smem_kernel(ctx, (const void *)fusion_conv3x3_kernel, "fusion_conv3x3_kernel", 128, smem));
     unsigned blocks;
     DN_REQUIRE(grid_1d((int64_t)h * w, 128, &blocks), "grid too large");
     fusion_conv3x3_kernel<<<blocks, 128, smem, ctx.stream>>>(fp, nframes, sigma_map, h, w, wk, bias, out);

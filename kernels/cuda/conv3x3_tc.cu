@@ -245,19 +245,9 @@ __global__ void __launch_bounds__(conv_tc::kThreads, 2) fusion_conv3x3_tc_kernel
 
 template <int NT>
 int launch(Ctx &ctx, const conv_tc::Args &a, size_t smem) {
-    auto kernel = fusion_conv3x3_tc_kernel<NT>;
-    int rc;
-    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                         "cudaFuncSetAttribute(fusion_conv3x3_tc_kernel)")))
-        return rc;
     int per_sm = 0, sms = 0;
-    if ((rc = cuda_check(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, conv_tc::kThreads, smem),
-                         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(fusion_conv3x3_tc_kernel)")))
-        return rc;
-    if ((rc = cuda_check(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device),
-                         "cudaDeviceGetAttribute(MultiProcessorCount)")))
-        return rc;
-    DN_REQUIRE(per_sm >= 1, "no CTA of " + std::to_string(smem) + " B shared memory fits on an SM");
+    TRY(smem_kernel(ctx, (const void *)fusion_conv3x3_tc_kernel<NT>, "fusion_conv3x3_tc_kernel", conv_tc::kThreads, smem,
+                    &per_sm, &sms));
     const int grid = (int)std::min<int64_t>(a.ntiles, (int64_t)per_sm * sms);
     fusion_conv3x3_tc_kernel<NT><<<grid, conv_tc::kThreads, smem, ctx.stream>>>(a);
     return launch_check(ctx, "fusion_conv3x3_tc_kernel");
@@ -291,12 +281,6 @@ int fusion_conv3x3_tc(Ctx &ctx, const bf16 *const *frames, int nframes, float si
     }
     DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
     const size_t smem = fusion_conv3x3_tc_smem(nframes, Cout);
-    int optin = 0, rc;
-    if ((rc = cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
-                         "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)")))
-        return rc;
-    DN_REQUIRE(smem <= (size_t)optin, "needs " + std::to_string(smem) + " B of shared memory, the device allows " +
-                                          std::to_string(optin));
     a.nframes = nframes;
     a.sigma_map = sigma_map;
     a.h = h;

@@ -257,7 +257,7 @@ int frame_out(Ctx &ctx, const float *change, int oy, int ox, int hd, int wd, con
 }
 
 int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, const DenoisePixelFormat &fmt, int W,
-                          int H, unsigned plane_mask, bool whole_words) {
+                          int H, unsigned plane_mask, bool whole_words, cudaStream_t stream) {
     int rc = check_format(ctx, src, fmt, "frame_copy_components (source)");
     if (!rc) rc = check_format(ctx, dst, fmt, "frame_copy_components (output)");
     if (rc) return rc;
@@ -270,7 +270,7 @@ int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, co
         unsigned blocks;
         DN_REQUIRE(grid_1d((int64_t)w * h, 256, &blocks), "grid too large");
         const uint32_t bits = fmt.is_float || whole_words ? 0xffffffffu : ((1u << k.depth) - 1u) << k.shift;
-        copy_component_kernel<<<blocks, 256, 0, ctx.stream>>>(src.data[k.plane], src.pitch[k.plane], dst.data[k.plane],
+        copy_component_kernel<<<blocks, 256, 0, stream>>>(src.data[k.plane], src.pitch[k.plane], dst.data[k.plane],
                                                               dst.pitch[k.plane], k.offset, k.step, fmt.bytes, bits, w,
                                                               h);
         if ((rc = launch_check(ctx, "copy_component_kernel"))) return rc;

@@ -275,18 +275,9 @@ int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *w
     a.tiles_x = (int)tiles_x;
     a.ntiles = (int)ntiles;
     const size_t smem = head_tc::kSmemBytes;
-    auto kernel = head_conv3d_tc_kernel;
-    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                         "cudaFuncSetAttribute(head_conv3d_tc_kernel)")))
-        return rc;
     int per_sm = 0, sms = 0;
-    if ((rc = cuda_check(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, head_tc::kThreads, smem),
-                         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(head_conv3d_tc_kernel)")))
-        return rc;
-    if ((rc = cuda_check(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device),
-                         "cudaDeviceGetAttribute(MultiProcessorCount)")))
-        return rc;
-    DN_REQUIRE(per_sm >= 1, "no CTA of " + std::to_string(smem) + " B shared memory fits on an SM");
+    TRY(smem_kernel(ctx, (const void *)head_conv3d_tc_kernel, "head_conv3d_tc_kernel", head_tc::kThreads, smem, &per_sm,
+                    &sms));
     const int grid = (int)std::min<int64_t>(ntiles, (int64_t)per_sm * sms);
     head_conv3d_tc_kernel<<<grid, head_tc::kThreads, smem, ctx.stream>>>(a);
     return launch_check(ctx, "head_conv3d_tc_kernel");

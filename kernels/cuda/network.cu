@@ -23,9 +23,11 @@
 // (the fused block 0.049); a PyTorch emulation of the block roundings alone puts the two at
 // 0.067 and 0.029 dB, and this sequence at the fused block's 0.029.
 // The attention half reads the whole map only through its own windows and the MLP half is
-// token-wise, so chunking changes no value. U-Net: fusion_conv3x3 -> x0; enc0; merge (rows of
-// output tokens: merge_s2d_layernorm + linear) -> x1; enc1; -> x2; mid; expand (rows of input
-// tokens: cast + linear expand + d2s_concat [up | skip] + linear skip) -> y1 (in x1's buffer);
+// token-wise, so chunking changes no value. U-Net: fusion_conv3x3 -> x0; enc0; merge -> x1; enc1;
+// -> x2; mid; expand -> y1 (in x1's buffer), each merge / expand one fused tensor-core kernel
+// (patch_tc.cu, no intermediate in DRAM) where built for its widths, unless DENOISE_CUDA_FUSED=0,
+// else the op sequence: merge in rows of output tokens (merge_s2d_layernorm + linear), expand in
+// rows of input tokens (cast + linear expand + d2s_concat [up | skip] + linear skip);
 // dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
 // Head: on the fused path (where the device takes it) one launch of head_conv3d_tc on the whole map
 // (head_tc.cu: the 27 taps as a tensor-core implicit GEMM + bias + residual + clamp; no G); else
@@ -34,6 +36,7 @@
 #include "network.h"
 
 #include "common.cuh"
+#include "patch_tc.h"
 #include "swin_block_fused.h"
 
 #include <algorithm>
@@ -130,6 +133,49 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
     return 0;
 }
 
+// The fused merge's packed weights, or d->no_tc saying why the kernel cannot run this merge (the
+// op sequence then runs it; nothing is uploaded for the kernel).
+int Net::put_merge_tc(Ctx &ctx, DevPatchTc *d, const NormW &n, const LinearW &red, int C) {
+    d->no_tc = patch_merge_tc_refusal(C, red.out);
+    int optin = 0;
+    TRY(cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
+                   "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
+    if (d->no_tc.empty() && patch_merge_tc_smem(C) > (size_t)optin)
+        d->no_tc = "needs " + std::to_string(patch_merge_tc_smem(C)) + " B of shared memory, the device allows " +
+                   std::to_string(optin);
+    if (!d->no_tc.empty()) return 0;
+    DN_REQUIRE(red.in == 4 * C && n.n == 4 * C, "patch merge weights not 4C = " + std::to_string(4 * C) + " wide");
+    std::vector<uint16_t> wp;
+    std::vector<float> g, b;
+    patch_tc::pack_merge(red.w, C, red.out, n.g, n.b, &wp, &g, &b);
+    TRY(put(ctx, reinterpret_cast<uint16_t **>(&d->w), wp, "fused patch merge weight"));
+    TRY(put(ctx, &d->g, g, "fused patch merge LN weight"));
+    return put(ctx, &d->b, b, "fused patch merge LN bias");
+}
+
+int Net::put_expand_tc(Ctx &ctx, DevPatchTc *d, const LinearW &ex, const LinearW &skip, int C) {
+    const int Cs = skip.in - ex.out / 4;
+    d->no_tc = patch_expand_tc_refusal(C, ex.out, Cs, skip.out);
+    int optin = 0;
+    TRY(cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
+                   "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
+    if (d->no_tc.empty() && skip.out != Cs) d->no_tc = "skip linear output != skip channels (the engine runs it in place)";
+    if (d->no_tc.empty() && patch_expand_tc_smem(C, skip.in) > (size_t)optin)
+        d->no_tc = "needs " + std::to_string(patch_expand_tc_smem(C, skip.in)) + " B of shared memory, the device allows " +
+                   std::to_string(optin);
+    if (!d->no_tc.empty()) return 0;
+    DN_REQUIRE(ex.in == C, "patch expand weight not C = " + std::to_string(C) + " wide");
+    const std::vector<float> zero_e(ex.out, 0.f), zero_s(skip.out, 0.f);
+    std::vector<uint16_t> we, ws;
+    std::vector<float> be;
+    patch_tc::pack_expand(ex.w, ex.b ? ex.b : zero_e.data(), C, ex.out, skip.w, skip.in, skip.out, &we, &be, &ws);
+    TRY(put(ctx, reinterpret_cast<uint16_t **>(&d->w), we, "fused patch expand weight"));
+    TRY(put(ctx, &d->g, be, "fused patch expand bias"));
+    TRY(put(ctx, reinterpret_cast<uint16_t **>(&d->w2), ws, "fused patch expand skip weight"));
+    if (!skip.b) TRY(put(ctx, &d->b, zero_s, "fused patch expand skip bias"));
+    return 0;
+}
+
 size_t Net::weight_bytes_for(const ModelConfig &c) {
     const size_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio;
     const size_t N = (size_t)c.window * c.window;
@@ -146,6 +192,13 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
          block(c2, c.heads[2]) * c.depth_mid;
     b += 4 * c0 * 4 * 2 + lin(4 * c0, c1, false) + 4 * c1 * 4 * 2 + lin(4 * c1, c2, false);
     b += lin(c2, 2 * c2, true) + lin(2 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(2 * c0, c0, true);
+    // the fused merges' and expands' packed copies where patch_tc.cu builds a kernel for the shape
+    // (the device's shared-memory limit may still refuse one at upload: then this overestimates)
+    auto merge_tc = [](size_t C) { return patch_merge_tc_refusal((int)C, (int)(2 * C)).empty() ? 4 * C * 2 * C * 2 + 2 * 4 * C * 4 : 0; };
+    auto expand_tc = [](size_t C, size_t Cs) {
+        return patch_expand_tc_refusal((int)C, (int)(2 * C), (int)Cs, (int)Cs).empty() ? 2 * C * C * 2 + 2 * C * 4 + Cs * 2 * Cs * 2 : 0;
+    };
+    b += merge_tc(c0) + merge_tc(c1) + expand_tc(c2, c1) + expand_tc(c1, c0);
     b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
     b += (size_t)9 * 16 * 3 * c0 * 2;  // head_conv3d_tc's weights (9, 16, 96) bf16
     // dev_alloc rounds nothing up; cudaMalloc's own granularity is not the engine's account
@@ -185,6 +238,10 @@ int Net::upload(Ctx &ctx, const Model &m) {
     TRY(put_linear(ctx, &expand0_, W.expand0));
     TRY(put_linear(ctx, &skip0_, W.skip0));
     TRY(put_stage(ctx, &dec0_, W.dec0));
+    TRY(put_merge_tc(ctx, &merge0_tc_, W.merge0_norm, W.merge0_red, c0));
+    TRY(put_merge_tc(ctx, &merge1_tc_, W.merge1_norm, W.merge1_red, c.channels[1]));
+    TRY(put_expand_tc(ctx, &expand1_tc_, W.expand1, W.skip1, c.channels[2]));
+    TRY(put_expand_tc(ctx, &expand0_tc_, W.expand0, W.skip0, c.channels[1]));
     // Head: head.weight (hc, c0, 3 (time), 3, 3) -> per time tap dt a (Gc, c0) row-major matrix,
     // row (ky*3 + kx)*hc + o, column ci = weight[o, ci, dt, ky, kx]; rows 9 hc..Gc-1 zero.
     head_gc_ = head_gc(c);
@@ -213,7 +270,8 @@ int Net::upload(Ctx &ctx, const Model &m) {
     up_ = true;
     fused_ = fused_from_env();
     if (std::getenv("DENOISE_CUDA_DEBUG"))
-        std::fprintf(stderr, "denoise CUDA engine: %s; %s\n", swin_path().c_str(), head_path().c_str());
+        std::fprintf(stderr, "denoise CUDA engine: %s; %s; %s\n", swin_path().c_str(), patch_path().c_str(),
+                     head_path().c_str());
     return 0;
 }
 
@@ -248,6 +306,26 @@ std::string Net::swin_path() const {
     for (const auto &x : st)
         if (!x.s->no_fused.empty() && !x.s->blocks.empty())
             why += std::string(why.empty() ? "" : "; ") + x.name + " (C " + std::to_string(x.s->C) + "): " + x.s->no_fused;
+    return why.empty() ? s : s + "; correct-first: " + why;
+}
+
+std::string Net::patch_path() const {
+    const struct {
+        const char *name;
+        int C;
+        const DevPatchTc *d;
+    } p[] = {{"merge0", cfg_.channels[0], &merge0_tc_},
+             {"merge1", cfg_.channels[1], &merge1_tc_},
+             {"expand1", cfg_.channels[2], &expand1_tc_},
+             {"expand0", cfg_.channels[1], &expand0_tc_}};
+    if (!fused_) return "patch merges/expands: correct-first ops for all 4 (fused path off)";
+    int f = 0;
+    std::string why;
+    for (const auto &x : p) {
+        if (x.d->no_tc.empty()) ++f;
+        else why += std::string(why.empty() ? "" : "; ") + x.name + " (C " + std::to_string(x.C) + "): " + x.d->no_tc;
+    }
+    const std::string s = "patch merges/expands: fused " + std::to_string(f) + " of 4";
     return why.empty() ? s : s + "; correct-first: " + why;
 }
 
@@ -401,10 +479,16 @@ int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
     return 0;
 }
 
-// Patch merge of x (H, W, C) -> out (H/2, W/2, 2C) in chunks of output rows.
-int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x, int H, int W, int C, float *out) {
+// Patch merge of x (H, W, C) -> out (H/2, W/2, 2C): on the fused path one patch_merge_tc launch,
+// else the op sequence in chunks of output rows.
+int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const DevPatchTc &tc, const float *x, int H, int W, int C,
+               float *out) {
     const int ho = H / 2, wo = W / 2, C4 = 4 * C, Co = red.out;
     const float eps = (float)cfg_.ln_eps;
+    if (fused_ && tc.no_tc.empty()) {
+        TRY(mark(ctx, "patch merge fused", C));
+        return patch_merge_tc(ctx, x, H, W, C, tc.w, tc.g, tc.b, Co, eps, out);
+    }
     const int rows = (int)std::max<int64_t>(1, ea_ / ((int64_t)wo * C4));
     for (int r0 = 0; r0 < ho; r0 += rows) {
         const int r1 = std::min(ho, r0 + rows);
@@ -418,13 +502,18 @@ int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x,
 }
 
 // Patch expand of lo (h, w, C) + skip concat with skipmap (2h, 2w, Cs) + skip linear -> out
-// (2h, 2w, skip.out), in chunks of input rows. out may be skipmap (each chunk's skip rows are
-// copied into the concat before the chunk's output rows are written).
-int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const float *lo, int h, int w, int C,
-                const float *skipmap, int Cs, float *out) {
+// (2h, 2w, skip.out): on the fused path one patch_expand_tc launch, else the op sequence in chunks
+// of input rows. out may be skipmap (the fused kernel reads each tile's skip tokens before it
+// writes them; the sequence copies each chunk's skip rows into the concat first).
+int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevPatchTc &tc, const float *lo, int h, int w,
+                int C, const float *skipmap, int Cs, float *out) {
     const int C2 = ex.out, Ck = C2 / 4 + Cs, Co = skip.out, W2 = 2 * w;
     DN_REQUIRE(skip.in == Ck, "skip linear takes " + std::to_string(skip.in) + " channels, the concat has " +
                                   std::to_string(Ck));
+    if (fused_ && tc.no_tc.empty()) {
+        TRY(mark(ctx, "patch expand fused", C));
+        return patch_expand_tc(ctx, lo, h, w, C, tc.w, tc.g, C2, skipmap, Cs, tc.w2, skip.b32 ? skip.b32 : tc.b, Co, out);
+    }
     const int64_t per_row = std::max<int64_t>({(int64_t)w * C, (int64_t)4 * w * Ck});
     const int rows = (int)std::max<int64_t>(1, std::min(ea_ / per_row, eq_ / ((int64_t)w * C2)));
     for (int r0 = 0; r0 < h; r0 += rows) {
@@ -456,13 +545,13 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     TRY(mark(ctx, "fusion conv 3x3"));
     TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
     TRY(stage(ctx, enc0_, x0_, h, w));
-    TRY(merge(ctx, merge0_n_, merge0_r_, x0_, h, w, c0, x1_));
+    TRY(merge(ctx, merge0_n_, merge0_r_, merge0_tc_, x0_, h, w, c0, x1_));
     TRY(stage(ctx, enc1_, x1_, h1, w1));
-    TRY(merge(ctx, merge1_n_, merge1_r_, x1_, h1, w1, c1, x2_));
+    TRY(merge(ctx, merge1_n_, merge1_r_, merge1_tc_, x1_, h1, w1, c1, x2_));
     TRY(stage(ctx, mid_, x2_, h2, w2));
-    TRY(expand(ctx, expand1_, skip1_, x2_, h2, w2, c2, x1_, c1, x1_));  // y1 in x1's buffer
+    TRY(expand(ctx, expand1_, skip1_, expand1_tc_, x2_, h2, w2, c2, x1_, c1, x1_));  // y1 in x1's buffer
     TRY(stage(ctx, dec1_, x1_, h1, w1));
-    TRY(expand(ctx, expand0_, skip0_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
+    TRY(expand(ctx, expand0_, skip0_, expand0_tc_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
     TRY(stage(ctx, dec0_, x0_, h, w));
     TRY(mark(ctx, "features cast to bf16"));
     return cast_to_bf16(ctx, x0_, n0 * c0, F);

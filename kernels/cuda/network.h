@@ -40,6 +40,14 @@ struct DevBlock {
     uint8_t *image = nullptr;  // the fused kernel's weight image (null: the stage runs correct-first)
     int shift = 0;
 };
+// A patch merge / patch expand's weights packed for patch_tc.cu's fused kernels (patch_tc.h).
+struct DevPatchTc {
+    bf16 *w = nullptr;   // merge: pack_merge's weight; expand: pack_expand's expand weight
+    float *g = nullptr;  // merge: gamma in the packed order; expand: the expand bias in that order
+    float *b = nullptr;  // merge: beta in the packed order
+    bf16 *w2 = nullptr;  // expand: the packed skip weight
+    std::string no_tc;   // why the fused kernel cannot run it ("" when it can)
+};
 struct DevStage {
     int C = 0, heads = 0;
     std::vector<DevBlock> blocks;
@@ -126,6 +134,9 @@ public:
     // One line: "Swin blocks: fused 11 of 11" / "Swin blocks: correct-first op sequence for all 11
     // (fused path off)" / "Swin blocks: fused 8 of 11; correct-first: mid (C 128): <reason>".
     std::string swin_path() const;
+    // One line: "patch merges/expands: fused 4 of 4" / "... correct-first ops for all 4 (fused path
+    // off)" / "... fused 2 of 4; correct-first: merge1 (C 64): <reason>" (patch_tc.cu's kernels).
+    std::string patch_path() const;
     // The default path: false when DENOISE_CUDA_FUSED is "0".
     static bool fused_from_env();
     // The head path: the tensor-core head when the fused path is on and the device takes it
@@ -140,9 +151,12 @@ private:
     int block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
     int block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
     int stage(Ctx &ctx, const DevStage &S, float *x, int H, int W);
-    int merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const float *x, int H, int W, int C, float *out);
-    int expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const float *lo, int h, int w, int C,
-               const float *skipmap, int Cs, float *out);
+    int merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const DevPatchTc &tc, const float *x, int H, int W, int C,
+              float *out);
+    int expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevPatchTc &tc, const float *lo, int h, int w,
+               int C, const float *skipmap, int Cs, float *out);
+    int put_merge_tc(Ctx &ctx, DevPatchTc *d, const NormW &n, const LinearW &red, int C);
+    int put_expand_tc(Ctx &ctx, DevPatchTc *d, const LinearW &ex, const LinearW &skip, int C);
     template <typename T>
     int put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what);
     int put_linear(Ctx &ctx, DevLinear *d, const LinearW &l);
@@ -162,6 +176,7 @@ private:
     DevStage enc0_, enc1_, mid_, dec1_, dec0_;
     DevNorm merge0_n_, merge1_n_;
     DevLinear merge0_r_, merge1_r_, expand1_, expand0_, skip1_, skip0_;
+    DevPatchTc merge0_tc_, merge1_tc_, expand1_tc_, expand0_tc_;
     bf16 *head_w_[3] = {nullptr, nullptr, nullptr};  // (Gc, c0) per time tap
     float *head_b_ = nullptr;
     int head_gc_ = 0;

@@ -48,6 +48,12 @@ struct Ctx {
     int64_t cap = INT64_MAX;                            // bytes dev_alloc may hold at once
     int64_t used = 0, peak = 0;                         // bytes held now / at most so far
     std::map<void *, size_t> live;                      // dev_alloc'd blocks and their sizes
+    struct SmemKernel {
+        size_t attr = 0;                   // the MaxDynamicSharedMemorySize set on the function
+        std::map<size_t, int> per_sm;      // CTAs per SM, by dynamic shared memory bytes
+    };
+    std::map<const void *, SmemKernel> smem_kernels;    // smem_kernel's cache, by kernel function
+    int sms = 0;                                        // the device's SM count (smem_kernel)
 };
 
 constexpr size_t kLtWorkspaceBytes = (size_t)16 << 20;
@@ -65,6 +71,17 @@ int fail(Ctx &ctx, int code, const std::string &msg);
 int cuda_check(Ctx &ctx, cudaError_t e, const char *what);       // 0, ENOMEM (allocation) or EDEVICE
 int cublas_check(Ctx &ctx, cublasStatus_t s, const char *what);  // 0, ENOMEM (allocation) or EDEVICE
 int launch_check(Ctx &ctx, const char *kernel);                  // cudaGetLastError after a launch
+
+// Before launching kernel `fn` (`name` in messages) with `threads` threads and `smem` bytes of
+// dynamic shared memory: checks the bytes against the device's opt-in limit per block, raises the
+// function's MaxDynamicSharedMemorySize to them, and gives the CTAs of that size that fit on one
+// SM (*per_sm) and the device's SM count (*sms) for persistent grids (either may be null). The
+// queries run once per (function, bytes) and this Ctx keeps them: an engine's calls all run in
+// its one CUDA context (ctx_create), where the attribute, once set, holds. DENOISE_EINVAL when the
+// bytes exceed the limit or no CTA fits on an SM (the message names the kernel and both sizes),
+// DENOISE_EDEVICE for a CUDA error.
+int smem_kernel(Ctx &ctx, const void *fn, const char *name, int threads, size_t smem, int *per_sm = nullptr,
+                int *sms = nullptr);
 
 // Device allocation through ctx: DENOISE_ENOMEM when ctx.used + bytes would exceed ctx.cap or when
 // cudaMalloc reports cudaErrorMemoryAllocation, with a message naming `what`, the size, the bytes
@@ -103,9 +120,10 @@ int frame_out(Ctx &ctx, const float *change, int oy, int ox, int hd, int wd, con
 // whole_words false each sample's depth bits at its shift are replaced and every other bit of dst
 // is kept (alpha, padding bytes, the low bits of p010-style words), as the CPU backend's write
 // does; with whole_words true each word holding a sample is copied whole (its other bits from
-// src), and only bytes that hold no sample (alpha plane, padding bytes) are kept.
+// src), and only bytes that hold no sample (alpha plane, padding bytes) are kept. The kernels run
+// on `stream` (ctx.stream, or memory CUDA's output copy stream).
 int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, const DenoisePixelFormat &fmt, int W,
-                          int H, unsigned plane_mask, bool whole_words);
+                          int H, unsigned plane_mask, bool whole_words, cudaStream_t stream);
 
 // ---- conv3x3.cu: the input fusion conv, zero padding 1, on the virtual 61-channel map
 // [frames[0] (12) | ... | frames[n-1] (12) | sigma/255 (1)] without building it: frames are
@@ -168,6 +186,22 @@ int add_f32(Ctx &ctx, const float *a, const float *b, int64_t n, float *out);
 int merge_s2d_layernorm(Ctx &ctx, const float *x, int H, int W, int C, const float *g, const float *b, float eps,
                         bf16 *out);
 int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip, int Cs, bf16 *out);
+
+// ---- patch_tc.cu: the fused patch merge and patch expand on tensor cores (one launch each, fp32
+// maps in and out; weights packed by patch_tc.h). patch_merge_tc: out (H/2, W/2, Co) fp32 =
+// LN(s2d(x)) W^T for x (H, W, C) fp32, wp = pack_merge(W (Co, 4C)), g / b its gamma / beta in the
+// packed order. patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs for
+// lo (h, w, C) fp32, skip (2h, 2w, Cs) fp32 (out may be skip), we / be / ws = pack_expand(...),
+// bs (Co) fp32. *_refusal: "" where the kernel is built for the shape, else why not; *_smem:
+// dynamic shared memory bytes (Ck = C2 / 4 + Cs).
+std::string patch_merge_tc_refusal(int C, int Co);
+std::string patch_expand_tc_refusal(int C, int C2, int Cs, int Co);
+size_t patch_merge_tc_smem(int C);
+size_t patch_expand_tc_smem(int C, int Ck);
+int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp, const float *g, const float *b, int Co,
+                   float eps, float *out);
+int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *we, const float *be, int C2,
+                    const float *skip, int Cs, const bf16 *ws, const float *bs, int Co, float *out);
 
 // ---- head.cu: the stencil pass of the head on rows [r0, r1) of an h x w map. G holds the
 // temporal GEMM's output for map rows g0.. (at least max(0, r0-1) .. min(h, r1+1) - 1), (w, Gc)

@@ -526,22 +526,9 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     const int64_t nwx = W / kSwinWindow, nwy = H / kSwinWindow, nwin = nwx * nwy;
     const int64_t ctas = (nwin + in->TW - 1) / in->TW;
     DN_REQUIRE(nwin <= 0x7fffffffLL && ctas <= 0x7fffffffLL && (int64_t)H * W <= (int64_t)1 << 40, "map too large");
-    int dev = 0, optin = 0;
-    int rc;
-    if ((rc = cuda_check(ctx, cudaGetDevice(&dev), "cudaGetDevice"))) return rc;
-    if ((rc = cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-                         "cudaDeviceGetAttribute")))
-        return rc;
-    DN_REQUIRE((int)in->smem <= optin, "the fused kernel for C " + std::to_string(C) + " needs " + std::to_string(in->smem) +
-                                           " bytes of shared memory per block, this device allows " + std::to_string(optin));
     const int rb = bf16_residual ? 1 : 0, ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
     KernelFn fn = in->fn[rb][ci];
-    // The opt-in belongs to the function in the current device's context (an engine may run on
-    // another device, or in the caller's own context): set on every launch, a host call of about
-    // a microsecond, always to the same value.
-    if ((rc = cuda_check(ctx, cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem),
-                         "cudaFuncSetAttribute (fused Swin block shared memory)")))
-        return rc;
+    TRY(smem_kernel(ctx, (const void *)fn, "swin_block_kernel", in->NW * 32, in->smem));
     KernelArgs a;
     a.x = x;
     a.img = image;
@@ -593,12 +580,7 @@ int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, c
     const Instance *in = find_instance(C, C / heads, p);
     DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads");
     const void *fn = (const void *)in->fn[bf16_residual ? 1 : 0][p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs];
-    int rc;
-    if ((rc = cuda_check(ctx, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem),
-                         "cudaFuncSetAttribute (fused Swin block shared memory)")))
-        return rc;
-    return cuda_check(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, fn, in->NW * 32, in->smem),
-                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    return smem_kernel(ctx, fn, "swin_block_kernel", in->NW * 32, in->smem, ctas_per_sm);
 }
 
 int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes) {
