@@ -50,7 +50,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,33 +63,22 @@
 #include "../kernels/cuda/swin_block_fused.h"
 #include "../kernels/cuda/swin_weight_image.h"
 #include "../kernels/denoise.h"
+#include "check_tally.h"
 #include "swin_ref.h"
 
 using namespace denoise;
 using namespace denoise::cuda;
+using check_tally::result;
 
 namespace {
 
 constexpr float kEps = 1e-5f;
-int g_pass = 0, g_fail = 0;
 Ctx g_ctx;
 
-void result(bool ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::printf("%s ", ok ? "PASS" : "FAIL");
-    std::vprintf(fmt, ap);
-    std::printf("\n");
-    va_end(ap);
-    std::fflush(stdout);
-    (ok ? g_pass : g_fail)++;
-}
-
+// A failure after which nothing can be checked: its FAIL line, the summary, exit 1.
 [[noreturn]] void fatal(const std::string &what) {
-    std::printf("FAIL %s\n", what.c_str());
-    std::printf("%d passed, %d failed\n", g_pass, g_fail + 1);
-    std::fflush(stdout);
-    std::exit(1);
+    result(false, "%s", what.c_str());
+    std::exit(check_tally::summary());
 }
 
 void ck(cudaError_t e, const char *what) {
@@ -959,9 +947,9 @@ int main(int argc, char **argv) {
     if (head_only) {
         head_checks(quick);
         if (!quick) time_head(iters);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
+        const int rc = check_tally::summary();
         ctx_destroy(g_ctx);
-        return g_fail ? 1 : 0;
+        return rc;
     }
 
     // 1. against the CPU reference
@@ -1007,8 +995,7 @@ int main(int argc, char **argv) {
     // 5. the head (tensor-core vs two-pass vs CPU)
     head_checks(quick);
     if (quick) {
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_tally::summary();
     }
     // 4. the sequence the timings compare against, whole and in Net::block's chunks
     check_unfused(32, 16, 24, 4, 0, 0);
@@ -1088,7 +1075,7 @@ int main(int argc, char **argv) {
                 g_contended ? ": something else ran on the GPU (another process's time slices); the min columns are "
                               "the better estimate; rerun with the GPU to itself"
                             : "");
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
+    const int rc = check_tally::summary();
     ctx_destroy(g_ctx);
-    return g_fail ? 1 : 0;
+    return rc;
 }

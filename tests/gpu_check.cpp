@@ -39,7 +39,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -64,30 +63,20 @@
 #include "../kernels/model.h"
 #include "../kernels/safetensors.h"
 #include "../kernels/sigma_auto.h"
+#include "check_tally.h"
 #include "engine_test_util.h"
 #include "pixfmt_descriptors.h"
 
 using namespace denoise;
 using cuda::bf16;
+using check_tally::result;
 using denoise_test::data_dir;
 using denoise_test::pixfmt_descriptor;
 
 namespace {
 
-int g_pass = 0, g_fail = 0;
 std::mt19937 rng(20240611);
 std::string g_out;  // --out: where crops go
-
-void result(bool ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::printf("%s ", ok ? "PASS" : "FAIL");
-    std::vprintf(fmt, ap);
-    std::printf("\n");
-    va_end(ap);
-    std::fflush(stdout);
-    (ok ? g_pass : g_fail)++;
-}
 
 // ---- host bf16 (round to nearest even), independent of cuda_bf16.h's host paths
 uint16_t f2bf(float f) {
@@ -857,10 +846,10 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
             char name[112];
             std::snprintf(name, sizeof name, "network %s %s%s F_s (s=%d) %dx%d", label, pname, chunked ? " chunked" : "", s,
                           w, h);
-            const int before = g_fail;
+            const int before = check_tally::n_fail;
             std::vector<float> got = down_bf(*Fg.back(), Fc[s].size());
             check(name, got, Fc[s], 0.25, rc, ctx.err);
-            ok = ok && g_fail == before;
+            ok = ok && check_tally::n_fail == before;
             if (s == 0) Fpath[path] = got;
         }
         if (!ok) continue;
@@ -1953,8 +1942,7 @@ int main(int argc, char **argv) {
     if (noise_only) {
         noise_checks(ctx, weights.empty() ? golden_w : weights, false);
         cuda::ctx_destroy(ctx);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_tally::summary();
     }
     timed("ops", [&] { ops_checks(ctx); });
     timed("frame conversions", [&] { conversion_checks(ctx); });
@@ -2058,6 +2046,5 @@ int main(int argc, char **argv) {
     std::printf("time %-44s %7.1f s\n", "gpu_check in all",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
     cuda::ctx_destroy(ctx);
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_tally::summary();
 }
