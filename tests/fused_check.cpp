@@ -229,16 +229,7 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
 }
 const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
 
-struct Tile {
-    int C, HD, TW, NW;
-};
-std::vector<Tile> tiles() {
-    std::vector<Tile> v;
-#define FC_TILE(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
-    SWIN_FUSED_TILES(FC_TILE)
-#undef FC_TILE
-    return v;
-}
+using Tile = swin_ref::FusedTile;
 
 // The residual map on the device between two guard bands of 0xFF bytes.
 struct GuardedMap {
@@ -954,7 +945,7 @@ int main(int argc, char **argv) {
 
     // 1. against the CPU reference
     uint32_t seed = 1;
-    for (const Tile &t : tiles()) {
+    for (const Tile &t : swin_ref::instantiated_tiles()) {
         const bool two = t.TW == 2;
         check_vs_cpu(t, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
         check_vs_cpu(t, 16, 24, 4, true, seed += 10);
@@ -989,7 +980,7 @@ int main(int argc, char **argv) {
         }
     }
     // 2. mma count
-    for (const Tile &t : tiles()) check_mma_count(t, 24, 40);
+    for (const Tile &t : swin_ref::instantiated_tiles()) check_mma_count(t, 24, 40);
     // 3. refusals
     check_refusals();
     // 5. the head (tensor-core vs two-pass vs CPU)
