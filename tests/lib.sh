@@ -60,6 +60,10 @@ finish() {
     exit 0
 }
 
+# usage: print the script's header comment (from line 2 to the first line that is not a
+# comment), without the leading "# ": its --help text.
+usage() { awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"; }
+
 # A private temporary folder, removed on exit unless KEEP_TMP=1.
 make_tmp() {
     TMP=$(mktemp -d "${TMPDIR:-/tmp}/denoise-$TEST_NAME.XXXXXX") || die "mktemp failed"
