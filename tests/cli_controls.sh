@@ -29,10 +29,8 @@ set -u
 
 need_build
 make_tmp
-TINY=$ROOT/tests/data/tiny_weights.safetensors
-[ -f "$TINY" ] || die "missing $TINY"
+tiny_filter
 IN=$SAMPLE_8BIT
-D="denoise=backend=cpu:$(filter_model "$TINY")"
 
 # plane_sums LOG: "A B C" per frame, from showinfo's plane_checksum
 plane_sums() { sed -n 's/.*plane_checksum:\[\([0-9A-Fa-f ]*\)\].*/\1/p' "$1"; }
@@ -155,11 +153,11 @@ fi
 # --- NaN weight ---------------------------------------------------------------------------
 # head.bias of a copy of the tiny model (F32) set to a NaN: 8-byte header length, JSON header,
 # then the data area; data_offsets are relative to it.
-cp "$TINY" "$TMP/nan.safetensors"
-hlen=$(od -An -tu8 -N8 "$TINY" | tr -d ' ')
-off=$(head -c $((8 + hlen)) "$TINY" | tail -c "$hlen" |
+cp "$TINY_WEIGHTS" "$TMP/nan.safetensors"
+hlen=$(od -An -tu8 -N8 "$TINY_WEIGHTS" | tr -d ' ')
+off=$(head -c $((8 + hlen)) "$TINY_WEIGHTS" | tail -c "$hlen" |
       sed -n 's/.*"head\.bias":{[^}]*"data_offsets":\[\([0-9]*\),.*/\1/p')
-[ -n "$hlen" ] && [ -n "$off" ] || die "cannot find head.bias in $TINY"
+[ -n "$hlen" ] && [ -n "$off" ] || die "cannot find head.bias in $TINY_WEIGHTS"
 printf '\000\000\300\177' | dd of="$TMP/nan.safetensors" bs=1 seek=$((8 + hlen + off)) conv=notrunc 2>/dev/null
 if "$FFMPEG" -nostdin -hide_banner -i "$IN" -vf "denoise=backend=cpu:$(filter_model "$TMP/nan.safetensors")" \
         -f null - >"$TMP/nan.log" 2>&1; then

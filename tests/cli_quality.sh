@@ -40,7 +40,7 @@ case ${1:-} in
     "") ;;
     --regenerate) mode=regen ;;
     --set-floors) mode=floors ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
 esac
 

@@ -14,11 +14,9 @@ set -u
 
 need_build
 make_tmp
-TINY=$ROOT/tests/data/tiny_weights.safetensors
-[ -f "$TINY" ] || die "missing $TINY"
+tiny_filter
 CAR=$SAMPLE_8BIT
 GOAT=$SAMPLE_10BIT
-D="denoise=backend=cpu:$(filter_model "$TINY")"
 
 # cuts LOG: "seconds:score" of every cut the filter logged
 cuts() { sed -n 's/.*scene cut at pts [0-9-]* (\([0-9.-]*\) s, score \([0-9.]*\).*/\1:\2/p' "$1" | tr '\n' ' ' | sed 's/ $//'; }

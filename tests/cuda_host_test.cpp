@@ -14,6 +14,7 @@
 #include "../kernels/denoise.h"
 #include "../kernels/model.h"
 #include "engine_test_util.h"
+#include "pixfmt_descriptors.h"
 #ifdef DENOISE_HAVE_CUDA
 #include "../kernels/cuda/backend_cuda.h"
 #include "../kernels/cuda/frame_layout.h"
@@ -25,23 +26,13 @@ namespace {
 
 #ifdef DENOISE_HAVE_CUDA
 
-DenoisePixelFormat fmt(int nb, std::initializer_list<DenoiseComponent> comps, int lw, int lh, int bytes, int is_float = 0) {
-    DenoisePixelFormat f{};
-    f.nb_components = nb;
-    int i = 0;
-    for (const DenoiseComponent &c : comps) f.comp[i++] = c;
-    f.log2_chroma_w = lw;
-    f.log2_chroma_h = lh;
-    f.bytes = bytes;
-    f.is_float = is_float;
-    return f;
-}
+using denoise_test::pixfmt_descriptor;
 
-const DenoisePixelFormat kNv12 = fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 2, 0, 8}, {1, 1, 2, 0, 8}}, 1, 1, 1);
-const DenoisePixelFormat kP010 = fmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 1, 2);
-const DenoisePixelFormat kBgra = fmt(3, {{0, 2, 4, 0, 8}, {0, 1, 4, 0, 8}, {0, 0, 4, 0, 8}}, 0, 0, 1);
-const DenoisePixelFormat kYuyv = fmt(3, {{0, 0, 2, 0, 8}, {0, 1, 4, 0, 8}, {0, 3, 4, 0, 8}}, 1, 0, 1);
-const DenoisePixelFormat kYuv420p = fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1);
+const DenoisePixelFormat kNv12 = pixfmt_descriptor("nv12").f;
+const DenoisePixelFormat kP010 = pixfmt_descriptor("p010le").f;
+const DenoisePixelFormat kBgra = pixfmt_descriptor("bgra").f;
+const DenoisePixelFormat kYuyv = pixfmt_descriptor("yuyv422").f;
+const DenoisePixelFormat kYuv420p = pixfmt_descriptor("yuv420p").f;
 
 TEST(CudaFrameLayout, RowSpansBitsAndPitches) {
     cuda::FrameLayout L = cuda::frame_layout(kNv12, 7, 5);  // chroma 4 x 3

@@ -26,9 +26,11 @@
 #include "../kernels/backend.h"
 #include "../kernels/denoise.h"
 #include "engine_test_util.h"
+#include "pixfmt_descriptors.h"
 
 using denoise_test::cpu_params;
 using denoise_test::data_dir;
+using denoise_test::pixfmt_descriptor;
 using denoise_test::rgb_f32_format;
 using denoise_test::rgb_f32_image;
 
@@ -42,43 +44,28 @@ const std::string &weights() {
     return w;
 }
 
-// A pixel format as the filter would describe it, with the planes it occupies.
-struct Format {
-    const char *name;
-    DenoisePixelFormat f;
-    int nb_planes;  // including planes the colour components do not use (alpha)
+// A pixel format as the filter would describe it, with its planes, and the colour system its
+// frames are made in.
+struct Format : denoise_test::PixFmtDescriptor {
     enum pl_color_system sys;
 };
 
-DenoisePixelFormat fmt(int nb, std::initializer_list<DenoiseComponent> comps, int lw, int lh, int bytes, int is_float = 0) {
-    DenoisePixelFormat f{};
-    f.nb_components = nb;
-    int i = 0;
-    for (const DenoiseComponent &c : comps) f.comp[i++] = c;
-    f.log2_chroma_w = lw;
-    f.log2_chroma_h = lh;
-    f.bytes = bytes;
-    f.is_float = is_float;
-    return f;
-}
-
-// The AVComponentDescriptor values of FFmpeg's descriptors (libavutil/pixdesc.c), colour only.
-const Format kYuv420p = {"yuv420p", fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 3, PL_COLOR_SYSTEM_BT_601};
-const Format kYuva420p = {"yuva420p", fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 4, PL_COLOR_SYSTEM_BT_601};
-const Format kNv12 = {"nv12", fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 2, 0, 8}, {1, 1, 2, 0, 8}}, 1, 1, 1), 2, PL_COLOR_SYSTEM_BT_601};
-const Format kYuv420p10 = {"yuv420p10le", fmt(3, {{0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}, {2, 0, 2, 0, 10}}, 1, 1, 2), 3, PL_COLOR_SYSTEM_BT_709};
-const Format kP010 = {"p010le", fmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 1, 2), 2, PL_COLOR_SYSTEM_BT_709};
-const Format kYuv422p = {"yuv422p", fmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 0, 1), 3, PL_COLOR_SYSTEM_BT_709};
-const Format kYuyv422 = {"yuyv422", fmt(3, {{0, 0, 2, 0, 8}, {0, 1, 4, 0, 8}, {0, 3, 4, 0, 8}}, 1, 0, 1), 1, PL_COLOR_SYSTEM_BT_709};
-const Format kYuv444p16 = {"yuv444p16le", fmt(3, {{0, 0, 2, 0, 16}, {1, 0, 2, 0, 16}, {2, 0, 2, 0, 16}}, 0, 0, 2), 3, PL_COLOR_SYSTEM_BT_2020_NC};
-const Format kGbrp = {"gbrp", fmt(3, {{2, 0, 1, 0, 8}, {0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}}, 0, 0, 1), 3, PL_COLOR_SYSTEM_RGB};
-const Format kRgb24 = {"rgb24", fmt(3, {{0, 0, 3, 0, 8}, {0, 1, 3, 0, 8}, {0, 2, 3, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB};
-const Format kBgr0 = {"bgr0", fmt(3, {{0, 2, 4, 0, 8}, {0, 1, 4, 0, 8}, {0, 0, 4, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB};
-const Format kRgb48 = {"rgb48le", fmt(3, {{0, 0, 6, 0, 16}, {0, 2, 6, 0, 16}, {0, 4, 6, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_RGB};
-const Format kGray = {"gray", fmt(1, {{0, 0, 1, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_BT_601};
-const Format kGray10 = {"gray10le", fmt(1, {{0, 0, 2, 0, 10}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_BT_709};
-const Format kGbrpf32 = {"gbrpf32le", fmt(3, {{2, 0, 4, 0, 32}, {0, 0, 4, 0, 32}, {1, 0, 4, 0, 32}}, 0, 0, 4, 1), 3, PL_COLOR_SYSTEM_RGB};
-const Format kGrayf32 = {"grayf32le", fmt(1, {{0, 0, 4, 0, 32}}, 0, 0, 4, 1), 1, PL_COLOR_SYSTEM_RGB};
+const Format kYuv420p = {pixfmt_descriptor("yuv420p"), PL_COLOR_SYSTEM_BT_601};
+const Format kYuva420p = {pixfmt_descriptor("yuva420p"), PL_COLOR_SYSTEM_BT_601};
+const Format kNv12 = {pixfmt_descriptor("nv12"), PL_COLOR_SYSTEM_BT_601};
+const Format kYuv420p10 = {pixfmt_descriptor("yuv420p10le"), PL_COLOR_SYSTEM_BT_709};
+const Format kP010 = {pixfmt_descriptor("p010le"), PL_COLOR_SYSTEM_BT_709};
+const Format kYuv422p = {pixfmt_descriptor("yuv422p"), PL_COLOR_SYSTEM_BT_709};
+const Format kYuyv422 = {pixfmt_descriptor("yuyv422"), PL_COLOR_SYSTEM_BT_709};
+const Format kYuv444p16 = {pixfmt_descriptor("yuv444p16le"), PL_COLOR_SYSTEM_BT_2020_NC};
+const Format kGbrp = {pixfmt_descriptor("gbrp"), PL_COLOR_SYSTEM_RGB};
+const Format kRgb24 = {pixfmt_descriptor("rgb24"), PL_COLOR_SYSTEM_RGB};
+const Format kBgr0 = {pixfmt_descriptor("bgr0"), PL_COLOR_SYSTEM_RGB};
+const Format kRgb48 = {pixfmt_descriptor("rgb48le"), PL_COLOR_SYSTEM_RGB};
+const Format kGray = {pixfmt_descriptor("gray"), PL_COLOR_SYSTEM_BT_601};
+const Format kGray10 = {pixfmt_descriptor("gray10le"), PL_COLOR_SYSTEM_BT_709};
+const Format kGbrpf32 = {pixfmt_descriptor("gbrpf32le"), PL_COLOR_SYSTEM_RGB};
+const Format kGrayf32 = {pixfmt_descriptor("grayf32le"), PL_COLOR_SYSTEM_RGB};
 
 int comp_w(const DenoisePixelFormat &f, int c) { return c ? -((-kW) >> f.log2_chroma_w) : kW; }
 int comp_h(const DenoisePixelFormat &f, int c) { return c ? -((-kH) >> f.log2_chroma_h) : kH; }

@@ -17,9 +17,11 @@
 #include "../kernels/denoise.h"
 #include "../kernels/safetensors.h"
 #include "engine_test_util.h"
+#include "pixfmt_descriptors.h"
 
 using denoise_test::cpu_params;
 using denoise_test::data_dir;
+using denoise_test::pixfmt_descriptor;
 using denoise_test::rgb_f32_format;
 using denoise_test::rgb_f32_image;
 using json = nlohmann::json;
@@ -482,13 +484,7 @@ TEST_F(Loader, BadArguments) {
 TEST_F(Loader, BadColourSystems) {
     DenoiseEngine *e = denoise_alloc();
     std::string path = data_dir() + "/golden_weights.safetensors";
-    DenoisePixelFormat f{};  // yuv420p
-    f.nb_components = 3;
-    f.comp[0] = {0, 0, 1, 0, 8};
-    f.comp[1] = {1, 0, 1, 0, 8};
-    f.comp[2] = {2, 0, 1, 0, 8};
-    f.log2_chroma_w = f.log2_chroma_h = 1;
-    f.bytes = 1;
+    const DenoisePixelFormat f = pixfmt_descriptor("yuv420p").f;
     DenoiseParams p = cpu_params(path.c_str(), 10.0f, 40, 24, f);
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     std::vector<uint8_t> y(40 * 24, 100), u(20 * 12, 128), v(20 * 12, 128);

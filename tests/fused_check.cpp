@@ -55,7 +55,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,33 +69,22 @@
 #include "../kernels/cuda/swin_block_fused.h"
 #include "../kernels/cuda/swin_weight_image.h"
 #include "../kernels/denoise.h"
+#include "check_tally.h"
 #include "swin_ref.h"
 
 using namespace denoise;
 using namespace denoise::cuda;
+using check_tally::result;
 
 namespace {
 
 constexpr float kEps = 1e-5f;
-int g_pass = 0, g_fail = 0;
 Ctx g_ctx;
 
-void result(bool ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::printf("%s ", ok ? "PASS" : "FAIL");
-    std::vprintf(fmt, ap);
-    std::printf("\n");
-    va_end(ap);
-    std::fflush(stdout);
-    (ok ? g_pass : g_fail)++;
-}
-
+// A failure after which nothing can be checked: its FAIL line, the summary, exit 1.
 [[noreturn]] void fatal(const std::string &what) {
-    std::printf("FAIL %s\n", what.c_str());
-    std::printf("%d passed, %d failed\n", g_pass, g_fail + 1);
-    std::fflush(stdout);
-    std::exit(1);
+    result(false, "%s", what.c_str());
+    std::exit(check_tally::summary());
 }
 
 void ck(cudaError_t e, const char *what) {
@@ -247,16 +235,7 @@ int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &w
 }
 const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
 
-struct Tile {
-    int C, HD, TW, NW;
-};
-std::vector<Tile> tiles() {
-    std::vector<Tile> v;
-#define FC_TILE(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
-    SWIN_FUSED_TILES(FC_TILE)
-#undef FC_TILE
-    return v;
-}
+using Tile = swin_ref::FusedTile;
 
 // The residual map on the device between two guard bands of 0xFF bytes.
 struct GuardedMap {
@@ -1453,14 +1432,14 @@ int main(int argc, char **argv) {
             head_checks(quick);
             if (!quick) time_head(iters);
         }
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
+        const int rc = check_tally::summary();
         ctx_destroy(g_ctx);
-        return g_fail ? 1 : 0;
+        return rc;
     }
 
     // 1. against the CPU reference
     uint32_t seed = 1;
-    for (const Tile &t : tiles()) {
+    for (const Tile &t : swin_ref::instantiated_tiles()) {
         const bool two = t.TW == 2;
         check_vs_cpu(t, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
         check_vs_cpu(t, 16, 24, 4, true, seed += 10);
@@ -1495,14 +1474,13 @@ int main(int argc, char **argv) {
         }
     }
     // 2. mma count
-    for (const Tile &t : tiles()) check_mma_count(t, 24, 40);
+    for (const Tile &t : swin_ref::instantiated_tiles()) check_mma_count(t, 24, 40);
     // 3. refusals
     check_refusals();
     // 5. the head (tensor-core vs two-pass vs CPU)
     head_checks(quick);
     if (quick) {
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_tally::summary();
     }
     // 4. the sequence the timings compare against, whole and in Net::block's chunks
     check_unfused(32, 16, 24, 4, 0, 0);
@@ -1582,7 +1560,7 @@ int main(int argc, char **argv) {
                 g_contended ? ": something else ran on the GPU (another process's time slices); the min columns are "
                               "the better estimate; rerun with the GPU to itself"
                             : "");
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
+    const int rc = check_tally::summary();
     ctx_destroy(g_ctx);
-    return g_fail ? 1 : 0;
+    return rc;
 }

@@ -39,7 +39,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -64,28 +63,20 @@
 #include "../kernels/model.h"
 #include "../kernels/safetensors.h"
 #include "../kernels/sigma_auto.h"
+#include "check_tally.h"
 #include "engine_test_util.h"
+#include "pixfmt_descriptors.h"
 
 using namespace denoise;
 using cuda::bf16;
+using check_tally::result;
 using denoise_test::data_dir;
+using denoise_test::pixfmt_descriptor;
 
 namespace {
 
-int g_pass = 0, g_fail = 0;
 std::mt19937 rng(20240611);
 std::string g_out;  // --out: where crops go
-
-void result(bool ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::printf("%s ", ok ? "PASS" : "FAIL");
-    std::vprintf(fmt, ap);
-    std::printf("\n");
-    va_end(ap);
-    std::fflush(stdout);
-    (ok ? g_pass : g_fail)++;
-}
 
 // ---- host bf16 (round to nearest even), independent of cuda_bf16.h's host paths
 uint16_t f2bf(float f) {
@@ -422,56 +413,40 @@ void ops_checks(cuda::Ctx &ctx) {
 
 // ==========================================================================================
 // Native frames on the host.
-struct Fmt {
-    const char *name;
-    DenoisePixelFormat f;
-    int nb_planes;  // planes of the frame, alpha included
+// A pixel format (tests/pixfmt_descriptors.h) and the colour system its frames are made in.
+struct Fmt : denoise_test::PixFmtDescriptor {
     enum pl_color_system sys;
 };
 
-DenoisePixelFormat mkfmt(int nb, std::initializer_list<DenoiseComponent> comps, int lw, int lh, int bytes,
-                         int is_float = 0) {
-    DenoisePixelFormat f{};
-    f.nb_components = nb;
-    int i = 0;
-    for (const DenoiseComponent &c : comps) f.comp[i++] = c;
-    f.log2_chroma_w = lw;
-    f.log2_chroma_h = lh;
-    f.bytes = bytes;
-    f.is_float = is_float;
-    return f;
-}
-
-// AVComponentDescriptor values of FFmpeg's libavutil/pixdesc.c, colour components only.
 const std::vector<Fmt> &formats() {
     static const std::vector<Fmt> v = {
-        {"yuv420p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 3, PL_COLOR_SYSTEM_BT_601},
-        {"yuva420p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 1, 1, 1), 4, PL_COLOR_SYSTEM_BT_709},
-        {"yuv422p10le", mkfmt(3, {{0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}, {2, 0, 2, 0, 10}}, 1, 0, 2), 3, PL_COLOR_SYSTEM_BT_709},
-        {"yuv444p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 0, 0, 1), 3, PL_COLOR_SYSTEM_BT_709},
-        {"yuv444p16le", mkfmt(3, {{0, 0, 2, 0, 16}, {1, 0, 2, 0, 16}, {2, 0, 2, 0, 16}}, 0, 0, 2), 3, PL_COLOR_SYSTEM_BT_2020_NC},
-        {"yuv410p", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}, {2, 0, 1, 0, 8}}, 2, 2, 1), 3, PL_COLOR_SYSTEM_BT_601},
-        {"yuv440p10le", mkfmt(3, {{0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}, {2, 0, 2, 0, 10}}, 0, 1, 2), 3, PL_COLOR_SYSTEM_BT_601},
-        {"nv12", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 0, 2, 0, 8}, {1, 1, 2, 0, 8}}, 1, 1, 1), 2, PL_COLOR_SYSTEM_BT_709},
-        {"nv21", mkfmt(3, {{0, 0, 1, 0, 8}, {1, 1, 2, 0, 8}, {1, 0, 2, 0, 8}}, 1, 1, 1), 2, PL_COLOR_SYSTEM_BT_601},
-        {"p010le", mkfmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 1, 2), 2, PL_COLOR_SYSTEM_BT_2020_NC},
-        {"p016le", mkfmt(3, {{0, 0, 2, 0, 16}, {1, 0, 4, 0, 16}, {1, 2, 4, 0, 16}}, 1, 1, 2), 2, PL_COLOR_SYSTEM_BT_709},
-        {"p210le", mkfmt(3, {{0, 0, 2, 6, 10}, {1, 0, 4, 6, 10}, {1, 2, 4, 6, 10}}, 1, 0, 2), 2, PL_COLOR_SYSTEM_BT_709},
-        {"yuyv422", mkfmt(3, {{0, 0, 2, 0, 8}, {0, 1, 4, 0, 8}, {0, 3, 4, 0, 8}}, 1, 0, 1), 1, PL_COLOR_SYSTEM_BT_601},
-        {"uyvy422", mkfmt(3, {{0, 1, 2, 0, 8}, {0, 0, 4, 0, 8}, {0, 2, 4, 0, 8}}, 1, 0, 1), 1, PL_COLOR_SYSTEM_BT_709},
-        {"gray", mkfmt(1, {{0, 0, 1, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_BT_601},
-        {"gray10le", mkfmt(1, {{0, 0, 2, 0, 10}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_BT_709},
-        {"ya16le", mkfmt(1, {{0, 0, 4, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_BT_709},
-        {"grayf32le", mkfmt(1, {{0, 0, 4, 0, 32}}, 0, 0, 4, 1), 1, PL_COLOR_SYSTEM_RGB},
-        {"rgb24", mkfmt(3, {{0, 0, 3, 0, 8}, {0, 1, 3, 0, 8}, {0, 2, 3, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
-        {"bgra", mkfmt(3, {{0, 2, 4, 0, 8}, {0, 1, 4, 0, 8}, {0, 0, 4, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
-        {"0rgb", mkfmt(3, {{0, 1, 4, 0, 8}, {0, 2, 4, 0, 8}, {0, 3, 4, 0, 8}}, 0, 0, 1), 1, PL_COLOR_SYSTEM_RGB},
-        {"rgb48le", mkfmt(3, {{0, 0, 6, 0, 16}, {0, 2, 6, 0, 16}, {0, 4, 6, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_RGB},
-        {"rgba64le", mkfmt(3, {{0, 0, 8, 0, 16}, {0, 2, 8, 0, 16}, {0, 4, 8, 0, 16}}, 0, 0, 2), 1, PL_COLOR_SYSTEM_RGB},
-        {"gbrp", mkfmt(3, {{2, 0, 1, 0, 8}, {0, 0, 1, 0, 8}, {1, 0, 1, 0, 8}}, 0, 0, 1), 3, PL_COLOR_SYSTEM_RGB},
-        {"gbrp10le", mkfmt(3, {{2, 0, 2, 0, 10}, {0, 0, 2, 0, 10}, {1, 0, 2, 0, 10}}, 0, 0, 2), 3, PL_COLOR_SYSTEM_RGB},
-        {"gbrpf32le", mkfmt(3, {{2, 0, 4, 0, 32}, {0, 0, 4, 0, 32}, {1, 0, 4, 0, 32}}, 0, 0, 4, 1), 3, PL_COLOR_SYSTEM_RGB},
-        {"gbrapf32le", mkfmt(3, {{2, 0, 4, 0, 32}, {0, 0, 4, 0, 32}, {1, 0, 4, 0, 32}}, 0, 0, 4, 1), 4, PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("yuv420p"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("yuva420p"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("yuv422p10le"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("yuv444p"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("yuv444p16le"), PL_COLOR_SYSTEM_BT_2020_NC},
+        {pixfmt_descriptor("yuv410p"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("yuv440p10le"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("nv12"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("nv21"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("p010le"), PL_COLOR_SYSTEM_BT_2020_NC},
+        {pixfmt_descriptor("p016le"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("p210le"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("yuyv422"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("uyvy422"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("gray"), PL_COLOR_SYSTEM_BT_601},
+        {pixfmt_descriptor("gray10le"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("ya16le"), PL_COLOR_SYSTEM_BT_709},
+        {pixfmt_descriptor("grayf32le"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("rgb24"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("bgra"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("0rgb"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("rgb48le"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("rgba64le"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("gbrp"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("gbrp10le"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("gbrpf32le"), PL_COLOR_SYSTEM_RGB},
+        {pixfmt_descriptor("gbrapf32le"), PL_COLOR_SYSTEM_RGB},
     };
     return v;
 }
@@ -871,10 +846,10 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
             char name[112];
             std::snprintf(name, sizeof name, "network %s %s%s F_s (s=%d) %dx%d", label, pname, chunked ? " chunked" : "", s,
                           w, h);
-            const int before = g_fail;
+            const int before = check_tally::n_fail;
             std::vector<float> got = down_bf(*Fg.back(), Fc[s].size());
             check(name, got, Fc[s], 0.25, rc, ctx.err);
-            ok = ok && g_fail == before;
+            ok = ok && check_tally::n_fail == before;
             if (s == 0) Fpath[path] = got;
         }
         if (!ok) continue;
@@ -1981,8 +1956,7 @@ int main(int argc, char **argv) {
     if (noise_only) {
         noise_checks(ctx, weights.empty() ? golden_w : weights, false);
         cuda::ctx_destroy(ctx);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_tally::summary();
     }
     timed("ops", [&] { ops_checks(ctx); });
     timed("frame conversions", [&] { conversion_checks(ctx); });
@@ -2086,6 +2060,5 @@ int main(int argc, char **argv) {
     std::printf("time %-44s %7.1f s\n", "gpu_check in all",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
     cuda::ctx_destroy(ctx);
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_tally::summary();
 }

@@ -27,6 +27,9 @@ WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
 # Random weights of the v1 architecture (weights/make_goldens.py): enough for tests that check
 # frames, timestamps and formats, not quality.
 TEST_WEIGHTS=$ROOT/tests/data/golden_weights.safetensors
+# A tiny random model (tests/data/make_tiny_weights.py): for checks of plumbing (options, frame
+# flow, scene cuts) that must run quickly even on 1080p frames.
+TINY_WEIGHTS=$ROOT/tests/data/tiny_weights.safetensors
 # the 8-bit, 10-bit and odd-size sample clips (samples/README.md)
 SAMPLE_8BIT=$SAMPLES/car-roundabout_320x192_8bit.mkv
 SAMPLE_10BIT=$SAMPLES/goat_320x192_10bit.mkv
@@ -56,6 +59,10 @@ finish() {
     if [ "$N_PASS" -eq 0 ] && [ "$N_SKIP" -gt 0 ]; then exit 77; fi
     exit 0
 }
+
+# usage: print the script's header comment (from line 2 to the first line that is not a
+# comment), without the leading "# ": its --help text.
+usage() { awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"; }
 
 # A private temporary folder, removed on exit unless KEEP_TMP=1.
 make_tmp() {
@@ -95,6 +102,11 @@ pick_model() {
     if [ -f "$WEIGHTS" ]; then model=$WEIGHTS; else model=$TEST_WEIGHTS; fi
     [ -f "$model" ] || die "no weights: neither $WEIGHTS nor $TEST_WEIGHTS exists"
     echo "$TEST_NAME: weights $model"
+}
+# tiny_filter: D=the denoise filter on the CPU engine with the tiny model ($TINY_WEIGHTS).
+tiny_filter() {
+    [ -f "$TINY_WEIGHTS" ] || die "missing $TINY_WEIGHTS"
+    D="denoise=backend=cpu:$(filter_model "$TINY_WEIGHTS")"
 }
 need_noise() {
     [ -x "$NOISE" ] || die "$NOISE not found (built from tools/noise.c by make)"

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "cpu/noise_estimate.h"
 #include "engine_test_util.h"
+#include "pixfmt_descriptors.h"
 #include "sigma_auto.h"
 
 using namespace denoise_test;
@@ -50,15 +51,6 @@ std::vector<std::vector<float>> rgb_frames(int n, double sigma, unsigned seed) {
 DenoiseImage rgb_image(std::vector<float> &f) {
     const size_t p = (size_t)kW * kH;
     return rgb_f32_image(f.data(), f.data() + p, f.data() + 2 * p, kW);
-}
-
-DenoisePixelFormat yuv420p() {
-    DenoisePixelFormat f{};
-    f.nb_components = 3;
-    for (int c = 0; c < 3; ++c) f.comp[c] = {c, 0, 1, 0, 8};
-    f.log2_chroma_w = f.log2_chroma_h = 1;
-    f.bytes = 1;
-    return f;
 }
 
 // 8-bit yuv420p frames (BT.601 limited): smooth Y'CbCr plus white noise of `s` code values on
@@ -137,7 +129,7 @@ TEST(SigmaAutoPlan, GainsFollowTheDecodingMatrix) {
     spec.height = 48;
     spec.cw = 32;
     spec.ch = 24;
-    spec.format = yuv420p();
+    spec.format = pixfmt_descriptor("yuv420p").f;
     DenoiseColor col{};
     col.repr.sys = PL_COLOR_SYSTEM_BT_709;
     col.repr.levels = PL_COLOR_LEVELS_LIMITED;
@@ -233,7 +225,7 @@ TEST(SigmaAutoEngine, IndependentOfPushPullInterleaving) {
 
 TEST(SigmaAutoEngine, YCbCr420NoiseInTheNetworksUnit) {
     Engine en;
-    DenoiseParams p = cpu_params(weights().c_str(), DENOISE_SIGMA_AUTO, kW, kH, yuv420p(), 1);
+    DenoiseParams p = cpu_params(weights().c_str(), DENOISE_SIGMA_AUTO, kW, kH, pixfmt_descriptor("yuv420p").f, 1);
     ASSERT_EQ(denoise_open(en.e, &p), 0) << denoise_last_error(en.e);
     auto img = [](std::vector<uint8_t> &f) { return yuv_image(f); };
     const double s = 8.0;

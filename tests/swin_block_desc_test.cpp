@@ -24,17 +24,7 @@ using namespace denoise::cuda;
 
 namespace {
 
-struct Cfg {
-    int C, HD, TW, NW;
-};
-
-std::vector<Cfg> instantiated() {
-    std::vector<Cfg> v;
-#define SWIN_CFG(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
-    SWIN_FUSED_TILES(SWIN_CFG)
-#undef SWIN_CFG
-    return v;
-}
+using Cfg = swin_ref::FusedTile;
 
 // FLOP of one block per token, from the module shapes (model.py SwinBlock): the four linears and,
 // per head, q k^T (64 keys x hd) and P v (64 x hd), 2 FLOP per multiply-add.
@@ -48,7 +38,7 @@ int64_t flop_per_token(int C, int heads) {
 }  // namespace
 
 TEST(SwinBlockDesc, InstantiatedTilesAreConsistent) {
-    std::vector<Cfg> cfgs = instantiated();
+    std::vector<Cfg> cfgs = swin_ref::instantiated_tiles();
     ASSERT_FALSE(cfgs.empty());
     // not built, but the plan is generic: these must be consistent too
     cfgs.push_back({16, 16, 1, 4});

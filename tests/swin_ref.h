@@ -1,5 +1,5 @@
-// Test helpers for the fused Swin block: random block weights scaled like trained ones, random
-// residual maps, and the CPU reference block built from kernels/cpu ops exactly as
+// Test helpers for the fused Swin block: the tiles the kernel is built for, random block weights
+// scaled like trained ones, random residual maps, and the CPU reference block built from kernels/cpu ops exactly as
 // kernels/cpu/unet.cpp's swin_block runs them (the fp32 reference of the project).
 #ifndef DENOISE_TESTS_SWIN_REF_H
 #define DENOISE_TESTS_SWIN_REF_H
@@ -13,9 +13,24 @@
 
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/unet.h"
+#include "../kernels/cuda/swin_block_desc.h"
 #include "../kernels/model.h"
 
 namespace swin_ref {
+
+// A tile of the fused block kernel: C channels, head dim HD, TW windows per CTA, NW warps.
+struct FusedTile {
+    int C, HD, TW, NW;
+};
+
+// The tiles kernels/cuda/swin_block_fused.cu instantiates (SWIN_FUSED_TILES), in its order.
+inline std::vector<FusedTile> instantiated_tiles() {
+    std::vector<FusedTile> v;
+#define SWIN_REF_TILE(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
+    SWIN_FUSED_TILES(SWIN_REF_TILE)
+#undef SWIN_REF_TILE
+    return v;
+}
 
 // One block's parameters in PyTorch layout, owned here; `w` points into them.
 struct RandomBlock {

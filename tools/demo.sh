@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
         --backend) backend=$2; shift 2 ;;
         --input) input=$2; shift 2 ;;
         --model) model=$2; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (try --help)" ;;
     esac
 done

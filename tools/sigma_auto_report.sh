@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
         --model) model=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (try --help)" ;;
     esac
 done

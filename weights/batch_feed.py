@@ -25,9 +25,6 @@ one call ahead (same order and data, synchronously), without it when asked for.
 """
 from __future__ import annotations
 
-import json
-import os
-
 import torch
 
 from data import make_noisy
@@ -93,15 +90,3 @@ class BatchFeed:
             self._launch()
         return batch
 
-
-def pick_feed(arg: str, bench_json: str | None) -> str:
-    """--feed auto: the bench's recommendation (weights/bench_train.py JSON "recommended_feed",
-    overlap only where its feed check passed on this machine) when given, else sync."""
-    if arg != "auto":
-        return arg
-    if bench_json and os.path.exists(bench_json):
-        with open(bench_json) as f:
-            rec = json.load(f).get("recommended_feed")
-        if rec in FEEDS:
-            return rec
-    return "sync"

@@ -68,36 +68,27 @@ def stage_outputs(model: Denoiser, frames5: torch.Tensor, sigma: torch.Tensor) -
     """Run one U-Net pass submodule by submodule; frames5 (1,5,3,H,W) padded."""
     u = model.unet
     out = {}
-    z = model.fusion_input(frames5, sigma)
-    out["stage.fusion_in"] = z[0]
-    x = u.fusion(z).permute(0, 2, 3, 1)
-    out["stage.fusion"] = x[0]
-    x = u.enc0.blocks[0](x)
-    out["stage.enc0.block0"] = x[0]
+
+    def keep(name: str, x: torch.Tensor) -> torch.Tensor:
+        out["stage." + name] = x[0]
+        return x
+
+    z = keep("fusion_in", model.fusion_input(frames5, sigma))
+    x = keep("fusion", u.fusion(z).permute(0, 2, 3, 1))
+    x = keep("enc0.block0", u.enc0.blocks[0](x))
     for b in u.enc0.blocks[1:]:
         x = b(x)
-    x0 = x
-    out["stage.enc0"] = x0[0]
-    x = u.merge0(x0)
-    out["stage.merge0"] = x[0]
-    x1 = u.enc1(x)
-    out["stage.enc1"] = x1[0]
-    x = u.merge1(x1)
-    out["stage.merge1"] = x[0]
-    x2 = u.mid(x)
-    out["stage.mid"] = x2[0]
-    up = u.expand1(x2)
-    out["stage.expand1"] = up[0]
-    x = u.skip1(torch.cat([up, x1], dim=-1))
-    out["stage.skip1"] = x[0]
-    y1 = u.dec1(x)
-    out["stage.dec1"] = y1[0]
-    up = u.expand0(y1)
-    out["stage.expand0"] = up[0]
-    x = u.skip0(torch.cat([up, x0], dim=-1))
-    out["stage.skip0"] = x[0]
-    f = u.dec0(x)
-    out["stage.dec0"] = f[0]
+    x0 = keep("enc0", x)
+    x = keep("merge0", u.merge0(x0))
+    x1 = keep("enc1", u.enc1(x))
+    x = keep("merge1", u.merge1(x1))
+    x2 = keep("mid", u.mid(x))
+    up = keep("expand1", u.expand1(x2))
+    x = keep("skip1", u.skip1(torch.cat([up, x1], dim=-1)))
+    y1 = keep("dec1", u.dec1(x))
+    up = keep("expand0", u.expand0(y1))
+    x = keep("skip0", u.skip0(torch.cat([up, x0], dim=-1)))
+    f = keep("dec0", u.dec0(x))
     # The stage-by-stage path must be the module's own forward.
     ref = model.features(frames5, sigma)
     assert torch.equal(ref, f) or (ref - f).abs().max().item() < 1e-6

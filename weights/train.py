@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
-from batch_feed import FEEDS, BatchFeed, pick_feed, training_batch  # noqa: E402
+from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
 from data import VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
@@ -128,17 +128,30 @@ def load_opt_state(opt, sd):
     opt.load_state_dict(sd)
 
 
+def bench_recommendation(bench_json: str | None, key: str, known) -> str | None:
+    """The value of `key` in weights/bench_train.py's --json result ("recommended": the engine,
+    "recommended_feed": the feed) when the file exists and the value is one of `known`, else None."""
+    if not bench_json or not os.path.exists(bench_json):
+        return None
+    with open(bench_json) as f:
+        rec = json.load(f).get(key)
+    return rec if rec in known else None
+
+
 def pick_engine(arg: str, bench_json: str | None, dev) -> str:
     """--engine auto: the bench's recommendation if a bench result is given, else 'graph' on
     CUDA ('sdpa' elsewhere)."""
     if arg != "auto":
         return arg
-    if bench_json and os.path.exists(bench_json):
-        with open(bench_json) as f:
-            rec = json.load(f).get("recommended")
-        if rec in ENGINES:
-            return rec
-    return "graph" if dev.type == "cuda" else "sdpa"
+    return bench_recommendation(bench_json, "recommended", ENGINES) or ("graph" if dev.type == "cuda" else "sdpa")
+
+
+def pick_feed(arg: str, bench_json: str | None) -> str:
+    """--feed auto: the bench's recommendation (overlap only where its feed check passed on this
+    machine) when a bench result is given, else sync."""
+    if arg != "auto":
+        return arg
+    return bench_recommendation(bench_json, "recommended_feed", FEEDS) or "sync"
 
 
 class PauseClock:

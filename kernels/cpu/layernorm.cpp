@@ -10,6 +10,7 @@
 
 #include "fast_math.h"
 #include "parallel.h"
+#include "window_partition.h"
 
 namespace denoise {
 namespace cpu {
@@ -55,19 +56,8 @@ void layernorm(const float *in, float *out, int64_t n, int C, const float *gamma
 
 void window_gather_layernorm(const float *map, int H, int W, int C, int ws, int shift, int win0, int win1,
                              const float *gamma, const float *beta, float eps, float *win) {
-    const int nwx = W / ws, nw = win1 - win0;
-    parallel_for(nw, grain_for(nw), [&](int64_t l0, int64_t l1) {
-        for (int li = (int)l0; li < (int)l1; ++li) {
-            const int wi = win0 + li, wy = wi / nwx, wx = wi % nwx;
-            for (int i = 0; i < ws; ++i) {
-                const int y = (wy * ws + i + shift) % H;
-                for (int j = 0; j < ws; ++j) {
-                    const int x = (wx * ws + j + shift) % W;
-                    layernorm_token(map + ((size_t)y * W + x) * C, win + ((size_t)li * ws * ws + i * ws + j) * C, C,
-                                    gamma, beta, eps);
-                }
-            }
-        }
+    for_each_window_token(H, W, ws, shift, win0, win1, [&](size_t m, size_t t) {
+        layernorm_token(map + m * C, win + t * C, C, gamma, beta, eps);
     });
 }
 

@@ -15,6 +15,7 @@
 #include "fast_math.h"
 #include "ops.h"
 #include "parallel.h"
+#include "window_partition.h"
 
 #include <cmath>
 #include <cstring>
@@ -24,40 +25,20 @@ namespace denoise {
 namespace cpu {
 
 void window_gather(const float *map, int H, int W, int C, int ws, int shift, float *win) {
-    const int nwx = W / ws, nwin = (H / ws) * nwx;
-    parallel_for(nwin, grain_for(nwin), [&](int64_t wi0_, int64_t wi1_) {
-    for (int wi = (int)wi0_; wi < (int)wi1_; ++wi) {
-        const int wy = wi / nwx, wx = wi % nwx;
-        for (int i = 0; i < ws; ++i) {
-            const int y = (wy * ws + i + shift) % H;
-            for (int j = 0; j < ws; ++j) {
-                const int x = (wx * ws + j + shift) % W;
-                std::memcpy(win + ((size_t)wi * ws * ws + i * ws + j) * C, map + ((size_t)y * W + x) * C, sizeof(float) * C);
-            }
-        }
-    }
+    for_each_window_token(H, W, ws, shift, 0, (H / ws) * (W / ws), [&](size_t m, size_t t) {
+        std::memcpy(win + t * C, map + m * C, sizeof(float) * C);
     });
 }
 
 void window_scatter_add(const float *win, const float *bias, int H, int W, int C, int ws, int shift, int win0, int win1,
                         float *map) {
-    const int nwx = W / ws, nw = win1 - win0;
-    parallel_for(nw, grain_for(nw), [&](int64_t l0, int64_t l1) {
-        for (int li = (int)l0; li < (int)l1; ++li) {
-            const int wi = win0 + li, wy = wi / nwx, wx = wi % nwx;
-            for (int i = 0; i < ws; ++i) {
-                const int y = (wy * ws + i + shift) % H;
-                for (int j = 0; j < ws; ++j) {
-                    const int x = (wx * ws + j + shift) % W;
-                    const float *s = win + ((size_t)li * ws * ws + i * ws + j) * C;
-                    float *d = map + ((size_t)y * W + x) * C;
-                    if (bias)
-                        for (int c = 0; c < C; ++c) d[c] += s[c] + bias[c];
-                    else
-                        for (int c = 0; c < C; ++c) d[c] += s[c];
-                }
-            }
-        }
+    for_each_window_token(H, W, ws, shift, win0, win1, [&](size_t m, size_t t) {
+        const float *s = win + t * C;
+        float *d = map + m * C;
+        if (bias)
+            for (int c = 0; c < C; ++c) d[c] += s[c] + bias[c];
+        else
+            for (int c = 0; c < C; ++c) d[c] += s[c];
     });
 }
 
