@@ -766,21 +766,24 @@ struct MergeW {
 };
 
 struct ExpandW {
-    int C, C2, Cs, Co, Ck;
+    int C, C2, Cs, Co, Ck, Kz;  // Ck: the skip linear's K (the model's); Kz = Ck + Cs: the kernels' operand
     std::vector<float> We, be, Ws, bs;
     std::vector<Dev *> keep;
-    bf16 *we16, *be16, *ws16;  // the sequence's: plain (C2, C), bf16 bias, plain (Co, Ck)
+    bf16 *we16, *be16, *ws16;  // the sequence's: plain (C2, C), bf16 bias, (Co, Kz) = [Wu | Ws | Ws] as Net's
     float *bs32;
     bf16 *wep, *wsp;  // packed
     float *bep;
-    ExpandW(int C_, int Cs_, std::mt19937 &rng) : C(C_), C2(2 * C_), Cs(Cs_), Co(Cs_), Ck(C_ / 2 + Cs_) {
+    ExpandW(int C_, int Cs_, std::mt19937 &rng) : C(C_), C2(2 * C_), Cs(Cs_), Co(Cs_), Ck(C_ / 2 + Cs_), Kz(Ck + Cs_) {
         We = uni((size_t)C2 * C, -1.f / std::sqrt((float)C), 1.f / std::sqrt((float)C), rng);
         be = uni(C2, -0.2f, 0.2f, rng);
         Ws = uni((size_t)Co * Ck, -1.f / std::sqrt((float)Ck), 1.f / std::sqrt((float)Ck), rng);
         bs = uni(Co, -0.2f, 0.2f, rng);
         we16 = put16(keep, We)->as<bf16>();
         be16 = put16(keep, be)->as<bf16>();
-        ws16 = put16(keep, Ws)->as<bf16>();
+        std::vector<float> wz((size_t)Co * Kz);  // put_linear with dup = Cs
+        for (int n = 0; n < Co; ++n)
+            for (int k = 0; k < Kz; ++k) wz[(size_t)n * Kz + k] = Ws[(size_t)n * Ck + (k < Ck ? k : k - Cs)];
+        ws16 = put16(keep, wz)->as<bf16>();
         bs32 = put32(keep, bs)->as<float>();
         std::vector<uint16_t> pe, ps;
         std::vector<float> pb;
@@ -810,7 +813,7 @@ int seq_merge(const MergeW &m, const float *x, int H, int W, float *out, bf16 *a
     return 0;
 }
 
-// Net::expand's op sequence in chunks of `rows` low-res rows (a: max(rows w C, 4 rows w Ck) bf16,
+// Net::expand's op sequence in chunks of `rows` low-res rows (a: max(rows w C, 4 rows w Kz) bf16,
 // q: rows w C2 bf16); ev (5 events, may be null): cast, expand linear, d2s + concat, skip linear.
 int seq_expand(const ExpandW &e, const float *lo, int h, int w, const float *skip, float *out, bf16 *a, bf16 *q, int rows,
                cudaEvent_t *ev) {
@@ -825,7 +828,7 @@ int seq_expand(const ExpandW &e, const float *lo, int h, int w, const float *ski
         if (ev) cudaEventRecord(ev[2], g_ctx.stream);
         PC_TRY(d2s_concat(g_ctx, q, r1 - r0, w, e.C2, skip + (size_t)2 * r0 * W2 * e.Cs, e.Cs, a));
         if (ev) cudaEventRecord(ev[3], g_ctx.stream);
-        PC_TRY(linear(g_ctx, a, 4 * nt, e.Ck, e.Ck, e.ws16, e.bs32, e.Co, out + (size_t)2 * r0 * W2 * e.Co, true, e.Co, 0.f));
+        PC_TRY(linear(g_ctx, a, 4 * nt, e.Kz, e.Kz, e.ws16, e.bs32, e.Co, out + (size_t)2 * r0 * W2 * e.Co, true, e.Co, 0.f));
         if (ev) cudaEventRecord(ev[4], g_ctx.stream);
     }
     return 0;
@@ -937,7 +940,7 @@ void check_expand(int C, int h, int w, bool in_place, int rows, uint32_t seed) {
     float *fout = (float *)of.map();
     if (in_place) h2d(fout, skip.data(), 4 * skip.size());
     const int rr = std::min(rows, h);
-    Dev a(2 * (size_t)std::max<int64_t>((int64_t)rr * w * C, (int64_t)4 * rr * w * Ck)), q(2 * (size_t)rr * w * e.C2);
+    Dev a(2 * (size_t)std::max<int64_t>((int64_t)rr * w * C, (int64_t)4 * rr * w * e.Kz)), q(2 * (size_t)rr * w * e.C2);
     ok_or_die(patch_expand_tc(g_ctx, lod.as<float>(), h, w, C, e.wep, e.bep, e.C2, in_place ? fout : (float *)sk.map(), Cs,
                               e.wsp, e.bs32, Co, fout),
               "patch_expand_tc");
@@ -964,7 +967,7 @@ void check_expand(int C, int h, int w, bool in_place, int rows, uint32_t seed) {
             for (int k = 0; k < C; ++k) acc += rb(lo[(size_t)t * C + k]) * wer[(size_t)u * C + k];
             z[c] = rb(acc);
         }
-        for (int c = 0; c < Cs; ++c) z[Cu + c] = rb(skip[(size_t)o * Cs + c]);
+        for (int c = 0; c < Cs; ++c) z[Cu + c] = skip[(size_t)o * Cs + c];  // hi + lo: s to ~2^-17
         for (int n = 0; n < Co; ++n) {
             double acc = e.bs[n];
             for (int k = 0; k < Ck; ++k) acc += z[k] * wsr[(size_t)n * Ck + k];
@@ -1072,7 +1075,7 @@ void timings(int iters) {
             upload(x1, r.data(), x1.bytes);  // n1 c1 = n0 c0 / 2 values
             upload(x2, r.data(), x2.bytes);
         }
-        Dev a(2 * (size_t)n1 * 4 * c0 * 2), q(2 * (size_t)n1 * 2 * c1);  // the largest chunk buffers (one chunk)
+        Dev a(2 * (size_t)n1 * 4 * std::max(4 * c0, e0.Kz)), q(2 * (size_t)n1 * 2 * c1);  // the largest chunk buffers (one chunk)
         auto merge_row = [&](const char *lvl, const MergeW &m, const Dev &x, int H, int W, Dev &out) {
             const int64_t nt = (int64_t)(H / 2) * (W / 2);
             const double gflop = 2.0 * nt * 4 * m.C * m.Co / 1e9, gb = (16.0 * m.C + 4.0 * m.Co) * nt / 1e9;
@@ -1086,7 +1089,7 @@ void timings(int iters) {
         };
         auto expand_row = [&](const char *lvl, const ExpandW &e, const Dev &lo, int h, int w, const Dev &skip, Dev &out) {
             const int64_t nl = (int64_t)h * w;
-            const double gflop = (2.0 * e.C * e.C2 + 8.0 * e.Ck * e.Co) * nl / 1e9,
+            const double gflop = (2.0 * e.C * e.C2 + 8.0 * e.Kz * e.Co) * nl / 1e9,
                          gb = (4.0 * e.C + 16.0 * e.Cs + 16.0 * e.Co) * nl / 1e9;
             char what[96];
             std::snprintf(what, sizeof what, "%s %s C %d + %d -> %d %dx%d", fr.name, lvl, e.C, e.Cs, e.Co, w, h);

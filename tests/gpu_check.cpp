@@ -346,8 +346,8 @@ void ops_checks(cuda::Ctx &ctx) {
         cpu::layernorm(ref.data(), ref.data(), (int64_t)(Hm / 2) * (Wm / 2), 4 * C, g.data(), b.data(), 1e-5f);
         check("merge_s2d_layernorm C=32", down_bf(dout, ref.size()), ref, 3e-2, rc, ctx.err);
     }
-    {  // expand back half + skip concat
-        const int h = 8, w = 12, C4 = 256, Cs = 64, Cu = C4 / 4, Co = Cu + Cs;
+    {  // expand back half + skip concat: [d2s(up) | skip_hi | skip_lo]
+        const int h = 8, w = 12, C4 = 256, Cs = 64, Cu = C4 / 4, Co = Cu + 2 * Cs;
         auto upm = round_bf(rnd((size_t)h * w * C4)), skip = rnd((size_t)4 * h * w * Cs);
         Dev du(upm.size() * 2), ds(skip.size() * 4), dout((size_t)4 * h * w * Co * 2);
         up_bf(du, upm);
@@ -355,13 +355,18 @@ void ops_checks(cuda::Ctx &ctx) {
         cuda::poison(ctx, dout.p, dout.bytes);
         int rc = cuda::d2s_concat(ctx, du.h(), h, w, C4, ds.f(), Cs, dout.h());
         rc = rc ? rc : sync();
-        std::vector<float> d2s((size_t)4 * h * w * Cu), ref((size_t)4 * h * w * Co);
+        const std::vector<float> got = down_bf(dout, (size_t)4 * h * w * Co), hi_s = round_bf(skip);
+        std::vector<float> d2s((size_t)4 * h * w * Cu), ref, ref_lo, got_main, got_lo;
         cpu::d2s_nhwc(upm.data(), h, w, C4, d2s.data());
         for (int64_t p = 0; p < 4 * h * w; ++p) {
-            for (int c = 0; c < Cu; ++c) ref[p * Co + c] = d2s[p * Cu + c];
-            for (int c = 0; c < Cs; ++c) ref[p * Co + Cu + c] = skip[p * Cs + c];
+            for (int c = 0; c < Cu; ++c) ref.push_back(d2s[p * Cu + c]);
+            for (int c = 0; c < Cs; ++c) ref.push_back(skip[p * Cs + c]);
+            for (int c = 0; c < Cs; ++c) ref_lo.push_back(skip[p * Cs + c] - hi_s[p * Cs + c]);
+            got_main.insert(got_main.end(), got.begin() + p * Co, got.begin() + p * Co + Cu + Cs);
+            got_lo.insert(got_lo.end(), got.begin() + p * Co + Cu + Cs, got.begin() + (p + 1) * Co);
         }
-        check("d2s_concat 256/4 + 64", down_bf(dout, ref.size()), ref, 8e-3, rc, ctx.err);
+        check("d2s_concat 256/4 + 64: d2s, skip hi", got_main, ref, 8e-3, rc, ctx.err);
+        check("d2s_concat 256/4 + 64: skip lo (s - hi)", got_lo, ref_lo, 1e-5, rc, ctx.err);
     }
     for (int mode = 0; mode < 3; ++mode) {  // head stencil: whole map; rows [5, 11) of a band; change
         const int h = 16, w = 24, Co = 12, Gc = 112;

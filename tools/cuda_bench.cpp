@@ -383,8 +383,12 @@ int bench_patch(const Model &M, int W, int H, int iters) {
         std::vector<uint16_t> wep, wsp;
         std::vector<float> bep;
         cuda::patch_tc::pack_expand(ee[i]->w, ee[i]->b, e.C, e.C2, es[i]->w, Ck, e.Co, &wep, &bep, &wsp);
+        // the sequence's skip weight as Net uploads it: [Wu | Ws | Ws] over [d2s(up) | skip_hi | skip_lo]
+        std::vector<float> wz((size_t)e.Co * (Ck + e.Cs));
+        for (int n = 0; n < e.Co; ++n)
+            for (int k = 0; k < Ck + e.Cs; ++k) wz[(size_t)n * (Ck + e.Cs) + k] = es[i]->w[(size_t)n * Ck + (k < Ck ? k : k - e.Cs)];
         const std::vector<uint16_t> we16 = bf(ee[i]->w, (size_t)e.C2 * e.C), be16 = bf(ee[i]->b, e.C2),
-                                    ws16 = bf(es[i]->w, (size_t)e.Co * Ck);
+                                    ws16 = bf(wz.data(), wz.size());
         if (up(we16.data(), we16.size() * 2, (void **)&e.we16) || up(be16.data(), be16.size() * 2, (void **)&e.be16) ||
             up(ws16.data(), ws16.size() * 2, (void **)&e.ws16) || up(wep.data(), wep.size() * 2, (void **)&e.wep) ||
             up(wsp.data(), wsp.size() * 2, (void **)&e.wsp) || up(es[i]->b, e.Co * 4, (void **)&e.bs) ||
@@ -394,8 +398,8 @@ int bench_patch(const Model &M, int W, int H, int iters) {
         e.skip = x[1 - i];
     }
     // chunk buffers of the sequence (one chunk) and the two outputs
-    const int64_t ea = std::max({n1 * 4 * c0, n2 * 4 * c1, n2 * c2, 4 * n2 * (ex[0].C2 / 4 + ex[0].Cs), n1 * c1,
-                                 4 * n1 * (ex[1].C2 / 4 + ex[1].Cs)}),
+    const int64_t ea = std::max({n1 * 4 * c0, n2 * 4 * c1, n2 * c2, 4 * n2 * (ex[0].C2 / 4 + 2 * ex[0].Cs), n1 * c1,
+                                 4 * n1 * (ex[1].C2 / 4 + 2 * ex[1].Cs)}),
                   eq = std::max(n2 * ex[0].C2, n1 * ex[1].C2), eo = std::max({n1 * mg[0].Co, 4 * n1 * ex[1].Co, 4 * n2 * ex[0].Co});
     cuda::bf16 *a = nullptr, *q = nullptr;
     float *out[2] = {nullptr, nullptr};
@@ -411,14 +415,14 @@ int bench_patch(const Model &M, int W, int H, int iters) {
             return rc ? rc : cuda::linear(ctx, a, nt, 4 * g.C, 4 * g.C, g.w16, nullptr, g.Co, out[0], true, g.Co, 0.f);
         }
         const Expand &e = ex[op - 2];
-        const int Ck = e.C2 / 4 + e.Cs;
+        const int Kz = e.C2 / 4 + 2 * e.Cs;
         if (v)
             return cuda::patch_expand_tc(ctx, e.lo, e.h, e.w, e.C, e.wep, e.bep, e.C2, e.skip, e.Cs, e.wsp, e.bs, e.Co, out[1]);
         const int64_t nt = (int64_t)e.h * e.w;
         int rc = cuda::cast_to_bf16(ctx, e.lo, nt * e.C, a);
         if (!rc) rc = cuda::linear(ctx, a, nt, e.C, e.C, e.we16, e.be16, e.C2, q, false, e.C2, 0.f);
         if (!rc) rc = cuda::d2s_concat(ctx, q, e.h, e.w, e.C2, e.skip, e.Cs, a);
-        return rc ? rc : cuda::linear(ctx, a, 4 * nt, Ck, Ck, e.ws16, e.bs, e.Co, out[0], true, e.Co, 0.f);
+        return rc ? rc : cuda::linear(ctx, a, 4 * nt, Kz, Kz, e.ws16, e.bs, e.Co, out[0], true, e.Co, 0.f);
     };
     cudaEvent_t ea_, eb_;
     CU(cudaEventCreate(&ea_));
@@ -450,7 +454,7 @@ int bench_patch(const Model &M, int W, int H, int iters) {
         } else {
             const Expand &e = ex[op - 2];
             const int64_t nl = (int64_t)e.h * e.w;
-            gflop = (2.0 * e.C * e.C2 + 8.0 * (e.C2 / 4 + e.Cs) * e.Co) * nl / 1e9;
+            gflop = (2.0 * e.C * e.C2 + 8.0 * (e.C2 / 4 + 2 * e.Cs) * e.Co) * nl / 1e9;  // skip map in two bf16 parts
             gb = (4.0 * e.C + 16.0 * e.Cs + 16.0 * e.Co) * nl / 1e9;
             what = std::string(e.name) + " C " + std::to_string(e.C) + "+" + std::to_string(e.Cs) + "->" + std::to_string(e.Co);
             nout = 4 * nl * e.Co;

@@ -27,7 +27,8 @@
 // -> x2; mid; expand -> y1 (in x1's buffer), each merge / expand one fused tensor-core kernel
 // (patch_tc.cu, no intermediate in DRAM) where built for its widths, unless DENOISE_CUDA_FUSED=0,
 // else the op sequence: merge in rows of output tokens (merge_s2d_layernorm + linear), expand in
-// rows of input tokens (cast + linear expand + d2s_concat [up | skip] + linear skip);
+// rows of input tokens (cast + linear expand + d2s_concat [up | skip_hi | skip_lo] + linear skip: the
+// skip map, the encoder's fp32 stream, enters the skip linear as two bf16 parts on both paths);
 // dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
 // Head: on the fused path (where the device takes it) one launch of head_conv3d_tc on the whole map
 // (head_tc.cu: the 27 taps as a tensor-core implicit GEMM + bias + residual + clamp; no G); else
@@ -58,9 +59,13 @@ int head_gc(const ModelConfig &c) { return (9 * c.head_out_channels() + 15) / 16
 
 // Element counts of the chunk buffers a/b and q for a shape (see NetShape).
 void chunk_elems(const ModelConfig &c, const NetShape &s, int64_t *ea, int64_t *eq) {
-    // no chunk larger than the domain; at least two rows of it and 4096 tokens
-    const int64_t K = std::max<int64_t>({std::min<int64_t>(s.chunk, (int64_t)s.h * s.w), 2 * (int64_t)s.w, 4096});
-    *ea = 2 * (int64_t)c.channels[0] * K;
+    // no chunk larger than the domain; at least two rows of it and 4096 tokens, and one row of
+    // each patch expand's skip GEMM operand (Net::expand: 4 w (C2 / 4 + 2 Cs) bf16 per input row)
+    const int64_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2];
+    const int64_t expand_row = std::max((s.w / 2) * 4 * (c1 / 2 + 2 * c0), (s.w / 4) * 4 * (c2 / 2 + 2 * c1));
+    const int64_t K = std::max<int64_t>({std::min<int64_t>(s.chunk, (int64_t)s.h * s.w), 2 * (int64_t)s.w, 4096,
+                                         (expand_row + 2 * c0 - 1) / (2 * c0)});
+    *ea = 2 * c0 * K;
     *eq = 4 * (int64_t)c.channels[0] * K;
 }
 
@@ -89,10 +94,13 @@ int Net::put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what) {
                       "cudaMemcpyAsync (weights)");
 }
 
-int Net::put_linear(Ctx &ctx, DevLinear *d, const LinearW &l) {
-    d->in = l.in;
+int Net::put_linear(Ctx &ctx, DevLinear *d, const LinearW &l, int dup) {
+    d->in = l.in + dup;
     d->out = l.out;
-    TRY(put(ctx, &d->w, to_bf16(l.w, (size_t)l.in * l.out), "linear weight"));
+    std::vector<bf16> w((size_t)d->in * l.out);
+    for (int n = 0; n < l.out; ++n)
+        for (int k = 0; k < d->in; ++k) w[(size_t)n * d->in + k] = __float2bfloat16_rn(l.w[(size_t)n * l.in + (k < l.in ? k : k - dup)]);
+    TRY(put(ctx, &d->w, w, "linear weight"));
     if (l.b) {
         TRY(put(ctx, &d->b32, std::vector<float>(l.b, l.b + l.out), "linear bias"));
         TRY(put(ctx, &d->b16, to_bf16(l.b, l.out), "linear bias"));
@@ -160,8 +168,8 @@ int Net::put_expand_tc(Ctx &ctx, DevPatchTc *d, const LinearW &ex, const LinearW
     TRY(cuda_check(ctx, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device),
                    "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)"));
     if (d->no_tc.empty() && skip.out != Cs) d->no_tc = "skip linear output != skip channels (the engine runs it in place)";
-    if (d->no_tc.empty() && patch_expand_tc_smem(C, skip.in) > (size_t)optin)
-        d->no_tc = "needs " + std::to_string(patch_expand_tc_smem(C, skip.in)) + " B of shared memory, the device allows " +
+    if (d->no_tc.empty() && patch_expand_tc_smem(C, ex.out, Cs) > (size_t)optin)
+        d->no_tc = "needs " + std::to_string(patch_expand_tc_smem(C, ex.out, Cs)) + " B of shared memory, the device allows " +
                    std::to_string(optin);
     if (!d->no_tc.empty()) return 0;
     DN_REQUIRE(ex.in == C, "patch expand weight not C = " + std::to_string(C) + " wide");
@@ -191,12 +199,12 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     b += block(c0, c.heads[0]) * (c.depth_enc0 + c.depth_dec0) + block(c1, c.heads[1]) * (c.depth_enc1 + c.depth_dec1) +
          block(c2, c.heads[2]) * c.depth_mid;
     b += 4 * c0 * 4 * 2 + lin(4 * c0, c1, false) + 4 * c1 * 4 * 2 + lin(4 * c1, c2, false);
-    b += lin(c2, 2 * c2, true) + lin(2 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(2 * c0, c0, true);
+    b += lin(c2, 2 * c2, true) + lin(3 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(3 * c0, c0, true);  // skips: + Cs dup
     // the fused merges' and expands' packed copies where patch_tc.cu builds a kernel for the shape
     // (the device's shared-memory limit may still refuse one at upload: then this overestimates)
     auto merge_tc = [](size_t C) { return patch_merge_tc_refusal((int)C, (int)(2 * C)).empty() ? 4 * C * 2 * C * 2 + 2 * 4 * C * 4 : 0; };
     auto expand_tc = [](size_t C, size_t Cs) {
-        return patch_expand_tc_refusal((int)C, (int)(2 * C), (int)Cs, (int)Cs).empty() ? 2 * C * C * 2 + 2 * C * 4 + Cs * 2 * Cs * 2 : 0;
+        return patch_expand_tc_refusal((int)C, (int)(2 * C), (int)Cs, (int)Cs).empty() ? 2 * C * C * 2 + 2 * C * 4 + Cs * (C / 2 + 2 * Cs) * 2 : 0;
     };
     b += merge_tc(c0) + merge_tc(c1) + expand_tc(c2, c1) + expand_tc(c1, c0);
     b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
@@ -233,10 +241,10 @@ int Net::upload(Ctx &ctx, const Model &m) {
     TRY(put_linear(ctx, &merge1_r_, W.merge1_red));
     TRY(put_stage(ctx, &mid_, W.mid));
     TRY(put_linear(ctx, &expand1_, W.expand1));
-    TRY(put_linear(ctx, &skip1_, W.skip1));
+    TRY(put_linear(ctx, &skip1_, W.skip1, c.channels[1]));  // [d2s(up) | skip_hi | skip_lo]: d2s_concat
     TRY(put_stage(ctx, &dec1_, W.dec1));
     TRY(put_linear(ctx, &expand0_, W.expand0));
-    TRY(put_linear(ctx, &skip0_, W.skip0));
+    TRY(put_linear(ctx, &skip0_, W.skip0, c.channels[0]));
     TRY(put_stage(ctx, &dec0_, W.dec0));
     TRY(put_merge_tc(ctx, &merge0_tc_, W.merge0_norm, W.merge0_red, c0));
     TRY(put_merge_tc(ctx, &merge1_tc_, W.merge1_norm, W.merge1_red, c.channels[1]));
@@ -507,14 +515,14 @@ int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const DevPatchT
 // writes them; the sequence copies each chunk's skip rows into the concat first).
 int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevPatchTc &tc, const float *lo, int h, int w,
                 int C, const float *skipmap, int Cs, float *out) {
-    const int C2 = ex.out, Ck = C2 / 4 + Cs, Co = skip.out, W2 = 2 * w;
-    DN_REQUIRE(skip.in == Ck, "skip linear takes " + std::to_string(skip.in) + " channels, the concat has " +
-                                  std::to_string(Ck));
+    const int C2 = ex.out, Kz = C2 / 4 + 2 * Cs, Co = skip.out, W2 = 2 * w;
+    DN_REQUIRE(skip.in == Kz, "skip linear takes " + std::to_string(skip.in) + " channels, the concat [d2s(up) | skip_hi | skip_lo] has " +
+                                  std::to_string(Kz));
     if (fused_ && tc.no_tc.empty()) {
         TRY(mark(ctx, "patch expand fused", C));
         return patch_expand_tc(ctx, lo, h, w, C, tc.w, tc.g, C2, skipmap, Cs, tc.w2, skip.b32 ? skip.b32 : tc.b, Co, out);
     }
-    const int64_t per_row = std::max<int64_t>({(int64_t)w * C, (int64_t)4 * w * Ck});
+    const int64_t per_row = std::max<int64_t>({(int64_t)w * C, (int64_t)4 * w * Kz});
     const int rows = (int)std::max<int64_t>(1, std::min(ea_ / per_row, eq_ / ((int64_t)w * C2)));
     for (int r0 = 0; r0 < h; r0 += rows) {
         const int r1 = std::min(h, r0 + rows);
@@ -525,7 +533,7 @@ int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevP
         TRY(mark(ctx, "patch expand d2s + concat", C));
         TRY(d2s_concat(ctx, q_, r1 - r0, w, C2, skipmap + (size_t)2 * r0 * W2 * Cs, Cs, a_));
         TRY(mark(ctx, "patch expand skip linear", C));
-        TRY(linear(ctx, a_, 4 * nt, Ck, Ck, skip.w, skip.b32, Co, out + (size_t)2 * r0 * W2 * Co, true, Co, 0.f));
+        TRY(linear(ctx, a_, 4 * nt, Kz, Kz, skip.w, skip.b32, Co, out + (size_t)2 * r0 * W2 * Co, true, Co, 0.f));
     }
     return 0;
 }

@@ -159,7 +159,9 @@ private:
     int put_expand_tc(Ctx &ctx, DevPatchTc *d, const LinearW &ex, const LinearW &skip, int C);
     template <typename T>
     int put(Ctx &ctx, T **dst, const std::vector<T> &host, const char *what);
-    int put_linear(Ctx &ctx, DevLinear *d, const LinearW &l);
+    // dup > 0: the weight gets the last dup input columns once more (in = l.in + dup): the skip
+    // linears over [d2s(up) | skip_hi | skip_lo] (patch.cu d2s_concat)
+    int put_linear(Ctx &ctx, DevLinear *d, const LinearW &l, int dup = 0);
     int put_norm(Ctx &ctx, DevNorm *d, const NormW &n);
     int put_stage(Ctx &ctx, DevStage *d, const StageW &s);
 

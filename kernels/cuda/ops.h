@@ -182,7 +182,8 @@ int add_f32(Ctx &ctx, const float *a, const float *b, int64_t n, float *out);
 
 // ---- patch.cu: patch merge front half: s2d 2x2 of x (H, W, C) fp32 -> LN over 4C -> (H/2, W/2,
 // 4C) bf16 (then linear 4C -> 2C, no bias). d2s_concat: the expand's second half and the skip
-// concat: out (2h, 2w, C4/4 + Cs) bf16 = [d2s(up (h, w, C4) bf16) | skip (2h, 2w, Cs) fp32].
+// concat: out (2h, 2w, C4/4 + 2 Cs) bf16 = [d2s(up (h, w, C4) bf16) | skip_hi | skip_lo], the skip
+// map (2h, 2w, Cs) fp32 as two bf16 parts (hi = bf16(s), lo = bf16(s - hi)).
 int merge_s2d_layernorm(Ctx &ctx, const float *x, int H, int W, int C, const float *g, const float *b, float eps,
                         bf16 *out);
 int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip, int Cs, bf16 *out);
@@ -192,12 +193,12 @@ int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip
 // LN(s2d(x)) W^T for x (H, W, C) fp32, wp = pack_merge(W (Co, 4C)), g / b its gamma / beta in the
 // packed order. patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs for
 // lo (h, w, C) fp32, skip (2h, 2w, Cs) fp32 (out may be skip), we / be / ws = pack_expand(...),
-// bs (Co) fp32. *_refusal: "" where the kernel is built for the shape, else why not; *_smem:
-// dynamic shared memory bytes (Ck = C2 / 4 + Cs).
+// bs (Co) fp32 (the skip map enters the skip GEMM as two bf16 parts, patch_tc.cu). *_refusal: ""
+// where the kernel is built for the shape, else why not; *_smem: dynamic shared memory bytes.
 std::string patch_merge_tc_refusal(int C, int Co);
 std::string patch_expand_tc_refusal(int C, int C2, int Cs, int Co);
 size_t patch_merge_tc_smem(int C);
-size_t patch_expand_tc_smem(int C, int Ck);
+size_t patch_expand_tc_smem(int C, int C2, int Cs);
 int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp, const float *g, const float *b, int Co,
                    float eps, float *out);
 int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *we, const float *be, int C2,

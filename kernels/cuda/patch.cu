@@ -5,12 +5,15 @@
 // (H/2, W/2, 4C); the linear 4C -> 2C (no bias) is linear.cu's. One warp per output token.
 // Traffic per output token: 16C B read (4 source tokens), 8C B written.
 //
-// d2s_concat: out (2h, 2w, C4/4 + Cs) bf16 = [d2s(up) | skip]: up (h, w, C4) bf16 is the expand
-// linear's output (C -> 2C), d2s as model.py's d2s_nhwc (out channel c of sub-pixel (dy, dx) is
-// up channel c*4 + dy*2 + dx); skip (2h, 2w, Cs) fp32 is the encoder map of the same level. The
-// skip linear (2Cs -> Cs) then reads the concat as one K = C4/4 + Cs operand. One thread per
-// output channel element; traffic per output token: (C4/4) 2 B + Cs 4 B read, 2 (C4/4 + Cs) B
-// written.
+// d2s_concat: out (2h, 2w, C4/4 + 2 Cs) bf16 = [d2s(up) | skip_hi | skip_lo]: up (h, w, C4) bf16 is
+// the expand linear's output (C -> 2C), d2s as model.py's d2s_nhwc (out channel c of sub-pixel
+// (dy, dx) is up channel c*4 + dy*2 + dx); skip (2h, 2w, Cs) fp32 is the encoder map of the same
+// level, written as two bf16 parts hi = bf16(s), lo = bf16(s - hi) (s to about 2^-17 of its size:
+// the skip map is the encoder's fp32 stream, and rounding it once to bf16 measurably costs PSNR,
+// patch_tc.cu). The skip linear (2Cs -> Cs, its weight's skip columns repeated for lo: Net
+// put_linear's dup) then reads the concat as one K = C4/4 + 2 Cs operand. One thread per output
+// channel element; traffic per output token: (C4/4) 2 B + 2 Cs 4 B read (the skip map twice,
+// mostly from L2), 2 (C4/4 + 2 Cs) B written.
 #include "common.cuh"
 
 namespace denoise {
@@ -59,7 +62,7 @@ __global__ void merge_s2d_ln_kernel(const float *__restrict__ x, int H, int W, i
 
 __global__ void d2s_concat_kernel(const bf16 *__restrict__ up, int h, int w, int C4, const float *__restrict__ skip,
                                   int Cs, bf16 *__restrict__ out) {
-    const int Cu = C4 / 4, Co = Cu + Cs;
+    const int Cu = C4 / 4, Co = Cu + 2 * Cs;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int W2 = 2 * w;
     if (i >= (int64_t)4 * h * w * Co) return;
@@ -67,10 +70,14 @@ __global__ void d2s_concat_kernel(const bf16 *__restrict__ up, int h, int w, int
     const int64_t p = i / Co;
     const int Y = (int)(p / W2), X = (int)(p % W2);
     bf16 v;
-    if (c < Cu)
+    if (c < Cu) {
         v = up[((size_t)(Y >> 1) * w + (X >> 1)) * C4 + c * 4 + (Y & 1) * 2 + (X & 1)];
-    else
-        v = __float2bfloat16_rn(skip[(size_t)p * Cs + (c - Cu)]);
+    } else {
+        const int k = c - Cu;
+        const float s = skip[(size_t)p * Cs + (k < Cs ? k : k - Cs)];
+        const bf16 hi = __float2bfloat16_rn(s);
+        v = k < Cs ? hi : __float2bfloat16_rn(s - __bfloat162float(hi));
+    }
     out[i] = v;
 }
 
@@ -94,7 +101,7 @@ int d2s_concat(Ctx &ctx, const bf16 *up, int h, int w, int C4, const float *skip
     DN_REQUIRE(C4 >= 4 && C4 % 4 == 0, "up channels " + std::to_string(C4) + " not a multiple of 4");
     DN_REQUIRE(Cs >= 1, "skip channels < 1");
     unsigned blocks;
-    DN_REQUIRE(grid_1d((int64_t)4 * h * w * (C4 / 4 + Cs), 256, &blocks), "grid too large");
+    DN_REQUIRE(grid_1d((int64_t)4 * h * w * (C4 / 4 + 2 * Cs), 256, &blocks), "grid too large");
     d2s_concat_kernel<<<blocks, 256, 0, ctx.stream>>>(up, h, w, C4, skip, Cs, out);
     return launch_check(ctx, "d2s_concat_kernel");
 }

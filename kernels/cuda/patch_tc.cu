@@ -25,21 +25,26 @@
 // patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs, lo (h, w, C)
 // fp32 (rounded to bf16 for the GEMM, as cast_to_bf16), We (C2, C) bf16, be fp32, d2s as
 // d2s_nhwc (Cu = C2 / 4 channels per sub-pixel), the expand's result rounded to bf16 (the skip
-// GEMM's operand, as the correct-first path's bf16 buffer), skip (2h, 2w, Cs) fp32 rounded to
-// bf16, Ws (Co, Cu + Cs) bf16, bs fp32. CTA: 32 consecutive low-res tokens (row-major, may wrap)
-// = 128 output tokens (row 4 r + j of the tile: low-res token r, sub-pixel j = 2 dy + dx), 8 warps.
-// Phase 1: the 32 lo tokens (one contiguous run) -> bf16 A1 (32, C + 8); the 128 skip tokens ->
-// bf16 Z[:, Cu ..] (128, Cu + Cs + 8). Phase 2: the expand GEMM (32 x C2, K C), warp w: both m16
-// tiles, column groups w, w + 8, ...; its epilogue adds be and writes bf16 pairs into Z[4 r + j,
-// c] (the packed column order u' = j Cu + c makes an n8 tile one sub-pixel's channels): the d2s
-// and the concat happen in shared memory. Phase 3: the skip GEMM (128 x Co, K Cu + Cs), warp w:
-// rows 32 (w % 4) .., column groups w / 4, + 2, ...; + bs, fp32 stores to the output tokens.
-// out may be skip when Co = Cs (the engine writes y in the encoder map's buffer): a CTA reads exactly the skip
-// tokens it writes, all before its first barrier.
-// Cost per low-res token: 2 C C2 + 8 (Cu + Cs) Co FLOP (v1 expand1 C 128: 131 K; expand0 C 64:
-// 32.8 K) for 4 C + 16 Cs B read and 16 Co B written (C 128: 2.5 KB, 51 FLOP/B; C 64: 1.25 KB,
-// 26 FLOP/B): bandwidth-bound. At 4K expand0 reads 400 MB and writes 267 MB (~0.14 ms), expand1
-// 200 + 134 MB. Shared memory 64 (C + 8) + 256 (Cu + Cs + 8) B (C 128: 43 KB).
+// GEMM's operand), skip (2h, 2w, Cs) fp32, Ws (Co, Cu + Cs) bf16, bs fp32. The skip map enters
+// the skip GEMM as two bf16 parts, hi = bf16(s) and lo = bf16(s - hi) (s to about 2^-17 of its
+// size), against the same bf16 weights: the operand is [d2s(up) | hi | lo] against [Wu | Ws | Ws]
+// (patch_tc.h). The skip map is the encoder's fp32 stream passed straight to the decoder:
+// rounding it once to bf16 was the one rounding of the fused path that measurably cost PSNR
+// (weights/bf16_rounding.py: about 0.01 dB on the bedroom sample, docs/cuda.md).
+// CTA: 32 consecutive low-res tokens (row-major, may wrap) = 128 output tokens (row 4 r + j of
+// the tile: low-res token r, sub-pixel j = 2 dy + dx), 8 warps. Phase 1: the 32 lo tokens (one
+// contiguous run) -> bf16 A1 (32, C + 8); the 128 skip tokens -> hi and lo into bf16
+// Z[:, Cu ..] (128, Kz + 8), Kz = Cu + 2 Cs. Phase 2: the expand GEMM (32 x C2, K C), warp w:
+// both m16 tiles, column groups w, w + 8, ...; its epilogue adds be and writes bf16 pairs into
+// Z[4 r + j, c] (the packed column order u' = j Cu + c makes an n8 tile one sub-pixel's
+// channels): the d2s and the concat happen in shared memory. Phase 3: the skip GEMM (128 x Co,
+// K Kz), warp w: rows 32 (w % 4) .., column groups w / 4, + 2, ...; + bs, fp32 stores to the
+// output tokens. out may be skip when Co = Cs (the engine writes y in the encoder map's buffer):
+// a CTA reads exactly the skip tokens it writes, all before its first barrier.
+// Cost per low-res token: 2 C C2 + 8 (Cu + 2 Cs) Co FLOP (v1 expand1 C 128: 164 K; expand0 C 64:
+// 41 K) for 4 C + 16 Cs B read and 16 Co B written (C 128: 2.5 KB, 64 FLOP/B; C 64: 1.25 KB,
+// 33 FLOP/B): bandwidth-bound. At 4K expand0 reads 400 MB and writes 267 MB (~0.14 ms), expand1
+// 200 + 134 MB. Shared memory 64 (C + 8) + 256 (Cu + 2 Cs + 8) B (C 128: 59 KB).
 //
 // Limits (refused with DENOISE_EINVAL and a message otherwise; patch_*_tc_refusal says why):
 // merge C 32..256 in steps of 32, Co a multiple of 16 up to 1024; expand C 16..512 and Cs, Co
@@ -89,14 +94,17 @@ struct ExpandArgs {
     int C2;
     const float *skip;  // (2h, 2w, Cs) fp32; may be out
     int Cs;
-    const void *ws;     // packed (Co, C2/4 + Cs) bf16
+    const void *ws;     // packed (Co, C2/4 + 2 Cs) bf16 (pack_expand: [Wu | Ws | Ws])
     const float *bs;    // (Co) fp32
     int Co;
     float *out;         // (2h, 2w, Co) fp32
 };
 
 DN_HD size_t merge_smem(int C) { return (size_t)kMergeM * (4 * C + 8) * 2; }
-DN_HD size_t expand_smem(int C, int Ck) { return ((size_t)kExpandL * (C + 8) + (size_t)4 * kExpandL * (Ck + 8)) * 2; }
+// Cu = C2 / 4 channels of d2s(up), Cs of the skip map (two bf16 parts each)
+DN_HD size_t expand_smem(int C, int Cu, int Cs) {
+    return ((size_t)kExpandL * (C + 8) + (size_t)4 * kExpandL * (Cu + 2 * Cs + 8)) * 2;
+}
 
 #if defined(DENOISE_WARP_EMULATION)
 inline void store8(uint16_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -245,9 +253,10 @@ DN_DEVI void merge_cta_any(const MergeArgs &a, int cta, int tid, uint8_t *smem) 
     }
 }
 
-// Expand CTA `cta` (low-res tokens 32 cta ..), thread tid of kThreads, smem expand_smem(C, Ck) bytes.
+// Expand CTA `cta` (low-res tokens 32 cta ..), thread tid of kThreads, smem expand_smem(C, C2 / 4,
+// Cs) bytes.
 DN_DEVI void expand_cta(const ExpandArgs &a, int cta, int tid, uint8_t *smem) {
-    const int C = a.C, Cu = a.C2 / 4, Cs = a.Cs, Ck = Cu + Cs, s1 = C + 8, sz = Ck + 8, w = a.w, W2 = 2 * a.w;
+    const int C = a.C, Cu = a.C2 / 4, Cs = a.Cs, Kz = Cu + 2 * Cs, s1 = C + 8, sz = Kz + 8, w = a.w, W2 = 2 * a.w;
     uint16_t *A1 = reinterpret_cast<uint16_t *>(smem);
     uint16_t *Z = A1 + (size_t)kExpandL * s1;
     const int64_t nlo = (int64_t)a.h * w, t0 = (int64_t)cta * kExpandL;
@@ -274,7 +283,11 @@ DN_DEVI void expand_cta(const ExpandArgs &a, int cta, int tid, uint8_t *smem) {
         const int64_t o = out_token(R);
         f32x4 v = f32x4{0.f, 0.f, 0.f, 0.f};
         if (o >= 0) v = ld4f(a.skip + o * Cs + 4 * q);  // coherent load: out may be skip
-        store8(Z + (size_t)R * sz + Cu + 4 * q, pack4(v.x, v.y, v.z, v.w));
+        const uint64_t hi = pack4(v.x, v.y, v.z, v.w);
+        store8(Z + (size_t)R * sz + Cu + 4 * q, hi);
+        store8(Z + (size_t)R * sz + Cu + Cs + 4 * q,
+               pack4(v.x - bf16_lo((uint32_t)hi), v.y - bf16_hi((uint32_t)hi), v.z - bf16_lo((uint32_t)(hi >> 32)),
+                     v.w - bf16_hi((uint32_t)(hi >> 32))));
     }
     sync_cta();
     warp_gemm(A1, s1, 0, C, a.we, warp_id, kWarps, a.C2 / 16, lane, [&](int row, int col, float v0, float v1) {
@@ -282,7 +295,7 @@ DN_DEVI void expand_cta(const ExpandArgs &a, int cta, int tid, uint8_t *smem) {
         store4(Z + (size_t)(4 * row + j) * sz + c, pack_bf16x2(v0 + a.be[col], v1 + a.be[col + 1]));
     });
     sync_cta();
-    warp_gemm(Z, sz, (warp_id & 3) * 32, Ck, a.ws, warp_id >> 2, kWarps / 4, a.Co / 16, lane,
+    warp_gemm(Z, sz, (warp_id & 3) * 32, Kz, a.ws, warp_id >> 2, kWarps / 4, a.Co / 16, lane,
               [&](int row, int col, float v0, float v1) {
                   const int64_t o = out_token(row);
                   if (o >= 0) store2f(a.out + o * a.Co + col, v0 + a.bs[col], v1 + a.bs[col + 1]);
@@ -335,12 +348,13 @@ std::string patch_expand_tc_refusal(int C, int C2, int Cs, int Co) {
     if (C2 < 64 || C2 % 64) return "expand output channels " + std::to_string(C2) + " (multiples of 64)";
     if (Cs < 16 || Cs % 16) return "skip channels " + std::to_string(Cs) + " (multiples of 16)";
     if (Co < 16 || Co > 1024 || Co % 16) return "skip linear output channels " + std::to_string(Co) + " (multiples of 16 up to 1024)";
-    if (C2 / 4 + Cs > 1024) return "concat of " + std::to_string(C2 / 4 + Cs) + " channels (up to 1024)";
+    if (C2 / 4 + 2 * Cs > 1024)
+        return "skip GEMM operand of " + std::to_string(C2 / 4 + 2 * Cs) + " channels (d2s + the skip map's two bf16 parts; up to 1024)";
     return "";
 }
 
 size_t patch_merge_tc_smem(int C) { return patch_tc::merge_smem(C); }
-size_t patch_expand_tc_smem(int C, int Ck) { return patch_tc::expand_smem(C, Ck); }
+size_t patch_expand_tc_smem(int C, int C2, int Cs) { return patch_tc::expand_smem(C, C2 / 4, Cs); }
 
 int patch_merge_tc(Ctx &ctx, const float *x, int H, int W, int C, const bf16 *wp, const float *g, const float *b, int Co,
                    float eps, float *out) {
@@ -377,7 +391,7 @@ int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *
                "lo, skip, out or a packed weight not 16-byte aligned");
     const int64_t nlo = (int64_t)h * w, ctas = (nlo + patch_tc::kExpandL - 1) / patch_tc::kExpandL;
     DN_REQUIRE(ctas <= 0x7fffffffLL, "map too large");
-    const size_t smem = patch_tc::expand_smem(C, C2 / 4 + Cs);
+    const size_t smem = patch_tc::expand_smem(C, C2 / 4, Cs);
     TRY(smem_kernel(ctx, (const void *)patch_expand_tc_kernel, "patch_expand_tc_kernel", patch_tc::kThreads, smem));
     patch_tc::ExpandArgs a{lo, h, w, C, we, be, C2, skip, Cs, ws, bs, Co, out};
     patch_expand_tc_kernel<<<(unsigned)ctas, patch_tc::kThreads, smem, ctx.stream>>>(a);

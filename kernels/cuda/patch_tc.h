@@ -74,14 +74,16 @@ inline void pack_merge(const float *W, int C, int Co, const float *gamma, const 
 
 // Patch expand + skip linear: We (C2, C) and its bias (C2) (the expand linear), Ws (Co, Ck) (the
 // skip linear over [d2s(up) | skip], Ck = C2 / 4 + Cs). *we / *be: packed expand weight (C2 C)
-// and bias in u' order; *ws: packed skip weight (Co Ck).
+// and bias in u' order; *ws: packed skip weight (Co (Ck + Cs)) over the kernel's operand
+// [d2s(up) | skip_hi | skip_lo] (the skip map split into two bf16 parts, patch_tc.cu): columns
+// [Wu | Ws | Ws] of Ws = [Wu | Ws].
 inline void pack_expand(const float *We, const float *bias_e, int C, int C2, const float *Ws, int Ck, int Co,
                         std::vector<uint16_t> *we, std::vector<float> *be, std::vector<uint16_t> *ws) {
-    const int Cu = C2 / 4;
+    const int Cu = C2 / 4, Cs = Ck - Cu;
     *we = pack_b(C2, C, [&](int u, int k) { return We[(size_t)((u % Cu) * 4 + u / Cu) * C + k]; });
     be->resize(C2);
     for (int u = 0; u < C2; ++u) (*be)[u] = bias_e[(u % Cu) * 4 + u / Cu];
-    *ws = pack_b(Co, Ck, [&](int n, int k) { return Ws[(size_t)n * Ck + k]; });
+    *ws = pack_b(Co, Ck + Cs, [&](int n, int k) { return Ws[(size_t)n * Ck + (k < Ck ? k : k - Cs)]; });
 }
 
 }  // namespace patch_tc
