@@ -18,16 +18,19 @@ rounded ops in bf16 too). Rounding points, kernels/cuda/network.cu's value path:
     input   the network input (frame_in's bf16 s2d frames and sigma map) and the fusion conv's
             weights (conv3x3_tc.cu);
     merge   each patch merge's LayerNorm output and weight (patch_tc.cu / merge_s2d_layernorm);
-    expand  each patch expand's input, weight and output, the skip map and the skip linear's
-            weight (patch_tc.cu / the cast + linear + d2s_concat sequence);
+    expand  each patch expand's input, weight and output and the skip linear's weight (patch_tc.cu
+            / the cast + linear + d2s_concat sequence); the skip map enters the skip linear as
+            two bf16 parts, exact to about 2^-17 (fp32 here), or with `skip` rounded once to bf16
+            (the engine before it split it);
     head    the features F (the feature ring is bf16), the centre frame (the head's residual) and
             the head's weights (head_tc.cu).
 Variants: the correct-first block as it was (proj, fc1), with both outputs fp32 (network.cu now),
 the fused block (P); then the fused path with the points outside the blocks added one at a time
-and all together (the whole fused path), and the whole path with each outside point kept fp32.
+and all together (the whole fused path), the whole path with the skip map rounded once, and the
+whole path with each outside point kept fp32.
 Prints the PSNR against the clean clip and its difference from the fp32 network's
 (tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
-8 frames of 320x192 (twelve runs).
+8 frames of 320x192 (thirteen runs).
 """
 import argparse
 import os
@@ -105,7 +108,8 @@ def make_unet_forward(mode: dict):
             if not mode["expand"]:
                 return skip_lin(torch.cat([e(lo), skip], dim=-1))
             up = M.d2s_nhwc(bf(bf(lo) @ bf(e.expand.weight).t() + e.expand.bias))
-            return torch.cat([up, bf(skip)], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias
+            s = bf(skip) if mode["skip"] else skip
+            return torch.cat([up, s], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias
 
         x1 = self.enc1(merge(self.merge0, x0))
         x2 = self.mid(merge(self.merge1, x1))
@@ -178,14 +182,15 @@ def main():
     print(f"{os.path.basename(args.sample)} {W}x{H} N={n} sigma {args.sigma:g}: noisy {psnr(noisy, clean):.3f} dB, "
           f"fp32 network {pr:.3f} dB")
     outside = ("input", "merge", "expand", "head")
-    none = dict.fromkeys(outside, False)
-    fused = dict(P=True, proj=False, fc1=False)
+    none = dict.fromkeys(outside + ("skip",), False)
+    fused = dict(P=True, proj=False, fc1=False, skip=False)
     whole = dict(fused, **dict.fromkeys(outside, True))
     variants = [("blocks: correct-first as it was (proj, fc1 bf16)", dict(P=False, proj=True, fc1=True, **none)),
                 ("blocks: correct-first now (proj, fc1 fp32)", dict(P=False, proj=False, fc1=False, **none)),
                 ("blocks: fused (P bf16)", dict(fused, **none))]
     variants += [(f"fused blocks + {k}", dict(fused, **dict(none, **{k: True}))) for k in outside]
-    variants += [("whole fused path (all of the above)", whole)]
+    variants += [("whole fused path (all of the above)", whole),
+                 ("whole fused path, skip map rounded once", dict(whole, skip=True))]
     variants += [(f"whole fused path, {k} fp32", dict(whole, **{k: False})) for k in outside]
     for name, mode in variants:
         o = run(mode)
