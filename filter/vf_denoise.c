@@ -106,6 +106,7 @@ typedef struct QueuedFrame {
      * buffers), the engine having copied the samples at the push */
     AVFrame *frame;
     int disabled;       /* timeline: pass this frame through unchanged */
+    int sigma_auto;     /* sigma was auto when it was pushed (its output's sigma is an estimate) */
 } QueuedFrame;
 
 typedef struct DenoiseContext {
@@ -154,6 +155,7 @@ typedef struct DenoiseContext {
     int   out_wanted;           /* after the last activate(): a frame was requested and not sent yet */
     int   failed;               /* first error activate() returned (AVERROR), 0 if none */
     int warned_csp;
+    int warned_cuda_opts;       /* device/gpu_mem/tile set for the CPU engine: said once */
     int warned_nonfinite;
 
     /* built-in scene-cut detector (option scene): block means of the native frame's Y' (G for
@@ -428,6 +430,10 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
                denoise_backend_reason(s->engine));
         av_log(ctx, AV_LOG_VERBOSE, "CPU engine: %d worker thread(s) (%s)\n", p.threads,
                s->cpu_threads ? "cpu_threads" : "the filter's thread count");
+        if ((s->device || s->gpu_mem || s->tile) && !s->warned_cuda_opts++)
+            av_log(ctx, AV_LOG_WARNING, "device, gpu_mem and tile are options of the CUDA engine: "
+                   "not used by the CPU engine (device %d, gpu_mem %"PRId64", tile %d)\n",
+                   s->device, s->gpu_mem, s->tile);
     } else
         av_log(ctx, AV_LOG_INFO, "running the CUDA engine: %s\n", denoise_backend_reason(s->engine));
     if (s->latency < 0)
@@ -651,7 +657,7 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
 /* The sigma the engine denoised the frame just pulled with (the option's value, or with
  * sigma=auto its estimate): lavfi.denoise.sigma metadata on `out`; with sigma=auto also a
  * verbose line at a segment's first frame and whenever the estimate moves by 0.5 or more. */
-static int sigma_report(AVFilterContext *ctx, AVFrame *out)
+static int sigma_report(AVFilterContext *ctx, AVFrame *out, int estimated)
 {
     DenoiseContext *s = ctx->priv;
     char v[32];
@@ -660,7 +666,7 @@ static int sigma_report(AVFilterContext *ctx, AVFrame *out)
     if (denoise_output_sigma(s->engine, &used) < 0)
         return 0;
     snprintf(v, sizeof(v), "%.2f", used);
-    if (s->engine_sigma == SIGMA_AUTO) {
+    if (estimated) {
         if (s->logged_sigma < 0 || fabsf(used - s->logged_sigma) >= 0.5f) {
             av_log(ctx, AV_LOG_VERBOSE, "sigma=auto: %s at pts %s\n", v, av_ts2str(out->pts));
             s->logged_sigma = used;
@@ -669,6 +675,21 @@ static int sigma_report(AVFilterContext *ctx, AVFrame *out)
         }
     }
     return av_dict_set(&out->metadata, "lavfi.denoise.sigma", v, 0);
+}
+
+/* A software frame of the engine's current format and size (NULL when out of memory). */
+static AVFrame *scratch_frame(const DenoiseContext *s)
+{
+    AVFrame *f = av_frame_alloc();
+
+    if (!f)
+        return NULL;
+    f->format = s->format;
+    f->width  = s->width;
+    f->height = s->height;
+    if (av_frame_get_buffer(f, 0) < 0)
+        av_frame_free(&f);
+    return f;
 }
 
 /* Pull the oldest queued frame's output from the engine and send it.  Returns 1 when a frame
@@ -699,8 +720,10 @@ static int output_one(AVFilterContext *ctx)
         out = q.frame;
     } else {
         /* CUDA frames: a frame of the output pool; a timeline-disabled frame: a scratch frame
-         * for its output (the engine still runs it, its neighbours need it) */
-        out = ff_get_video_buffer(outlink, s->width, s->height);
+         * for its output (the engine still runs it, its neighbours need it), in the engine's
+         * format and size, which after a change mid-stream (-reinit_filter 0) are the frame's
+         * and no longer the output link's */
+        out = s->hw ? ff_get_video_buffer(outlink, s->width, s->height) : scratch_frame(s);
         if (!out) {
             av_log(ctx, AV_LOG_ERROR, "no %s output frame of %dx%d %s for pts %"PRId64"\n",
                    s->hw ? "CUDA frames pool" : "scratch", s->width, s->height,
@@ -738,7 +761,7 @@ static int output_one(AVFilterContext *ctx)
             return ret;
         }
     }
-    if ((ret = sigma_report(ctx, out)) < 0) {
+    if ((ret = sigma_report(ctx, out, q.sigma_auto)) < 0) {
         av_frame_free(&out);
         return ret;
     }
@@ -824,6 +847,26 @@ static void check_sigma_range(AVFilterContext *ctx)
            "models v1 and v2; the file has no 'sigma_range' metadata");
 }
 
+/* A run-time command: the generic option setter, then what the option ranges cannot say (sigma
+ * below 0 other than auto, which init refuses too): refused with AVERROR(EINVAL), the value in
+ * force kept. */
+static int process_command(AVFilterContext *ctx, const char *cmd, const char *args, char *res,
+                           int res_len, int flags)
+{
+    DenoiseContext *s = ctx->priv;
+    const float sigma = s->sigma;
+    int ret = ff_filter_process_command(ctx, cmd, args, res, res_len, flags);
+
+    if (ret < 0)
+        return ret;
+    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
+        av_log(ctx, AV_LOG_ERROR, "sigma %g refused: use 0..100, or auto (-1) to estimate it\n", s->sigma);
+        s->sigma = sigma;
+        return AVERROR(EINVAL);
+    }
+    return 0;
+}
+
 /* Options changed at run time (process_command: sendcmd, zmq, avfilter_graph_send_command)
  * reach the engine here, before the next frame is pushed: the engine applies sigma and the
  * amounts from that frame on (its own output included). */
@@ -834,11 +877,6 @@ static int apply_params(AVFilterContext *ctx)
     int new_sigma, new_amount;
     int ret, rc = 0;
 
-    if (s->sigma < 0 && s->sigma != SIGMA_AUTO) {
-        /* a run-time command (init refuses it): keep the sigma in force */
-        av_log(ctx, AV_LOG_WARNING, "sigma %g ignored: use 0..100, or auto (-1) to estimate it\n", s->sigma);
-        s->sigma = s->engine_sigma;
-    }
     new_sigma  = s->sigma != s->engine_sigma;
     new_amount = a.amount != s->engine_amount.amount || a.luma != s->engine_amount.luma ||
                  a.chroma != s->engine_amount.chroma;
@@ -914,6 +952,7 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
     }
     if ((ret = apply_params(ctx)) < 0)
         goto fail;
+    q.sigma_auto = s->engine_sigma == SIGMA_AUTO;
 
     check_nonfinite(ctx, in);
 
@@ -1268,7 +1307,8 @@ static av_cold void uninit(AVFilterContext *ctx)
                    "without a flush. The ffmpeg CLI does that when it rebuilds the graph for a "
                    "mid-stream change of frame size, pixel format or colour properties "
                    "(\"Reconfiguring filter graph\" above); -reinit_filter 0 keeps one graph, "
-                   "and denoise handles such changes itself\n", lost);
+                   "and denoise handles such changes itself (its output then changes size or "
+                   "format too: end the chain with scale=W:H,format=F for an encoder)\n", lost);
         while (av_fifo_read(s->queue, &q, 1) >= 0)
             av_frame_free(&q.frame);
         av_fifo_freep2(&s->queue);
@@ -1306,7 +1346,7 @@ const AVFilter ff_vf_denoise = {
     FILTER_INPUTS(denoise_inputs),
     FILTER_OUTPUTS(denoise_outputs),
     FILTER_PIXFMTS_ARRAY(pix_fmts),
-    .process_command = ff_filter_process_command,
+    .process_command = process_command,
     .flags           = AVFILTER_FLAG_SUPPORT_TIMELINE_INTERNAL,
     .flags_internal  = FF_FILTER_FLAG_HWFRAME_AWARE,
 };

@@ -161,8 +161,17 @@ struct DenoiseEngine {
                         return fail(DENOISE_EINVAL, "internal: frame " + std::to_string(i) + " evicted too early");
                     idx.push_back(i);
                 }
-                const Kept &k = frames.at(resolve(s));
-                const float sg = k.est ? frames.at(std::min(s + r, pushed - 1)).sigma : k.sigma;
+                // auto: the estimate after the window's last frame, or after its latest frame
+                // still in auto mode (sigma fixed by a command since: that frame and later ones
+                // carry the fixed value, which must not reach the auto frames before it)
+                const int64_t c = resolve(s);
+                const Kept &k = frames.at(c);
+                float sg = k.sigma;
+                if (k.est) {
+                    int64_t j = std::max(c, std::min(s + r, pushed - 1));
+                    while (j > c && !(frames.count(j) && frames.at(j).est)) --j;
+                    sg = frames.at(j).sigma;
+                }
                 int rc = be->compute_features(s, idx.data(), (int)idx.size(), sg);
                 if (rc) return be_fail(rc);
                 feats.insert(s);

@@ -38,8 +38,24 @@ bool fail(std::string *err, const std::string &file, const std::string &msg) {
 
 }  // namespace
 
+// msg with every byte outside printable ASCII as \xNN (a parser's message may quote the file's
+// bytes; a log line must stay text)
+static std::string printable(const std::string &msg) {
+    std::string s;
+    for (unsigned char c : msg) {
+        if (c >= 0x20 && c < 0x7f) {
+            s += (char)c;
+        } else {
+            char t[8];
+            std::snprintf(t, sizeof t, "\\x%02x", c);
+            s += t;
+        }
+    }
+    return s;
+}
+
 bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
-    const std::string file = base_name(path);
+    const std::string file = base_name(path).empty() ? path : base_name(path);
     out->path = path;
     out->metadata.clear();
     out->tensors.clear();
@@ -51,9 +67,10 @@ bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
         unsigned char buf[1 << 16];
         size_t n;
         while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-        bool bad = std::ferror(f);
+        const int e = errno;
+        const bool bad = std::ferror(f);
         std::fclose(f);
-        if (bad) return fail(err, file, "read error");
+        if (bad) return fail(err, path, std::string("cannot read the weight file: ") + std::strerror(e));
     }
     const uint64_t size = bytes.size();
     if (size < 8) return fail(err, file, "truncated: " + std::to_string(size) + " bytes, no header length");
@@ -77,7 +94,7 @@ bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
     try {
         hdr = json::parse(bytes.begin() + 8, bytes.begin() + 8 + hlen);
     } catch (const std::exception &e) {
-        return fail(err, file, std::string("corrupt JSON header: ") + e.what());
+        return fail(err, file, "corrupt JSON header: " + printable(e.what()));
     }
     if (!hdr.is_object()) return fail(err, file, "corrupt JSON header: not an object");
 

@@ -21,7 +21,8 @@
 #     closes the output) lose nothing asked for and warn of nothing (verbose says why frames
 #     stayed queued); an input whose size changes mid-stream (two H.264 streams back to back)
 #     makes the ffmpeg CLI rebuild the graph, and the warning names that cause; with
-#     -reinit_filter 0 every frame comes out.
+#     -reinit_filter 0 every frame comes out, also across a pixel-format change (yuv420p to
+#     yuv422p and yuv444p) with timeline-disabled frames at the change (enable=).
 # Frames: samples/car-roundabout_320x192_8bit.mkv (8 frames, 25 fps, yuv420p) with the tiny
 # random model (tests/data/make_tiny_weights.py): the checks are about plumbing, not quality.
 set -u
@@ -205,4 +206,22 @@ if [ "$n0" = 12 ] && ! grep -q "discarded" "$TMP/re0.log"; then
 else
     fail "-reinit_filter 0: $n0 frames out of 12; $(grep -h discarded "$TMP/re0.log")"
 fi
+# a pixel-format change mid-stream with -reinit_filter 0 and timeline-disabled frames around it:
+# a disabled frame's scratch output is in the engine's new format, not the output link's old one
+for pf in yuv422p yuv444p; do
+    run "$TMP/h$pf.log" "$FFMPEG" -nostdin -y -v error -f lavfi -i "testsrc2=s=64x48:r=25" -frames:v 6 \
+        -pix_fmt "$pf" -c:v libx264 -preset ultrafast -f h264 "$TMP/$pf.h264" || die "libx264 ($pf) failed"
+    cat "$TMP/64x48.h264" "$TMP/$pf.h264" >"$TMP/fmt_$pf.h264"
+    if run "$TMP/fmt_$pf.log" "$FFMPEG" -nostdin -hide_banner -reinit_filter 0 -i "$TMP/fmt_$pf.h264" \
+            -vf "$D:enable='between(n,4,7)',showinfo" -f null -; then
+        nf=$(grep -c "plane_checksum" "$TMP/fmt_$pf.log")
+        if [ "$nf" = 12 ] && grep -q "fmt:$pf" "$TMP/fmt_$pf.log"; then
+            pass "yuv420p -> $pf mid-stream, -reinit_filter 0, enable on frames 4-7: 12 frames out"
+        else
+            fail "yuv420p -> $pf mid-stream with enable: $nf frames out of 12"
+        fi
+    else
+        fail "yuv420p -> $pf mid-stream with enable: the run failed: $(grep -h -i -e error -e failed "$TMP/fmt_$pf.log" | head -n 2)"
+    fi
+done
 finish

@@ -9,7 +9,9 @@
 #   - sigma=-1 and no sigma option (the default) are auto (the same values); a fixed sigma=9 is
 #     reported as 9.00 on every frame
 #   - sendcmd switches a fixed sigma to auto mid-stream ("denoise sigma auto")
-#   - -v verbose prints the estimate ("sigma=auto: ..."); sigma=-0.5 is refused with a message
+#   - -v verbose prints the estimate ("sigma=auto: ..."); sigma=-0.5 is refused with a message,
+#     as an option and as a command (which keeps the value in force)
+#   - 64x48 yuv420p (chroma planes too small to estimate): the estimate from the luma plane
 #   - ffmpeg -h filter=denoise documents auto
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -113,6 +115,31 @@ if [ $rc != 0 ] && grep -q 'auto (-1)' "$TMP/bad.log"; then
     pass "sigma=-0.5 refused: $(grep -m1 'auto (-1)' "$TMP/bad.log")"
 else
     fail "sigma=-0.5: exit $rc, $(tail -n 2 "$TMP/bad.log")"
+fi
+
+# a run-time sigma below 0 (not auto) is refused by the command, the value in force kept
+run "$TMP/badcmd.log" "$FFMPEG" -nostdin -v error -i "$IN" -frames:v 4 \
+    -vf "sendcmd=c='0.04 denoise sigma -0.5',denoise=$M:backend=cpu:sigma=9,metadata=print:file='$TMP/badcmd.txt'" -f null -
+v=$(sigmas "$TMP/badcmd.txt")
+if grep -q 'sigma -0.5 refused' "$TMP/badcmd.log" && within "$v" 9 0; then
+    pass "sendcmd 'denoise sigma -0.5' refused, sigma 9 kept: $(printf '%s ' $v)"
+else
+    fail "sendcmd 'denoise sigma -0.5': $(grep -h -o 'sigma -0.5 [a-z]*' "$TMP/badcmd.log") sigmas $(printf '%s ' $v)"
+fi
+
+# small 4:2:0 frames: the chroma planes (32x24) are too small for the estimator's patch grid;
+# the estimate comes from the luma plane (its variance standing in for the chroma's) instead of 0
+if run "$TMP/small.log" "$FFMPEG" -nostdin -y -v error -i "$TMP/yuv6.mkv" \
+        -vf "crop=64:48:96:64,denoise=$M:backend=cpu:sigma=auto,metadata=print:file='$TMP/small.txt'" -f null -; then
+    v=$(sigmas "$TMP/small.txt")
+    lo=$(awk -v w="$want" 'BEGIN { printf "%.2f", 0.75 * w }') hi=$(awk -v w="$want" 'BEGIN { printf "%.2f", 1.25 * w }')
+    if printf '%s\n' "$v" | awk -v lo="$lo" -v hi="$hi" 'NF { n++; if ($1 < lo || $1 > hi) bad++ } END { exit !(n > 0 && !bad) }'; then
+        pass "yuv420p 64x48, noise 6: sigma $(printf '%s ' $v)(want $lo..$hi)"
+    else
+        fail "yuv420p 64x48, noise 6: sigma $(printf '%s ' $v)(want $lo..$hi, not 0)"
+    fi
+else
+    fail "yuv420p 64x48 run failed: $(tail -n 3 "$TMP/small.log")"
 fi
 
 if "$FFMPEG" -hide_banner -h filter=denoise 2>/dev/null | grep -q 'auto .*estimate sigma'; then

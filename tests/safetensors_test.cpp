@@ -1,5 +1,6 @@
-// The weight loader's first check (kernels/safetensors.cpp): a file that is not safetensors at
-// all is called that, whatever its first 8 bytes would mean as a header length.
+// The weight loader's first checks (kernels/safetensors.cpp): a file that is not safetensors at
+// all is called that, whatever its first 8 bytes would mean as a header length; a directory and
+// an unreadable file say why; a corrupt header's bytes are escaped in the message.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -54,4 +55,23 @@ TEST(Safetensors, SmallHeaderLengthWithJsonIsStillParsed) {
     std::string err;
     EXPECT_TRUE(denoise::load_safetensors(write_file("empty.safetensors", b), &st, &err)) << err;
     EXPECT_TRUE(st.tensors.empty());
+}
+
+TEST(Safetensors, DirectoryIsNamedAndSaysWhy) {
+    // model=/some/dir/ : the path as given (its base name would be empty) and the system's reason
+    const std::string dir = ::testing::TempDir();
+    const std::string err = refusal(dir);
+    EXPECT_EQ(err.rfind(dir + ": ", 0), 0u) << err;
+    EXPECT_NE(err.find("Is a directory"), std::string::npos) << err;
+}
+
+TEST(Safetensors, CorruptHeaderBytesAreEscapedInTheMessage) {
+    // a JSON header with a byte that is not UTF-8: the parser quotes it, the message must stay text
+    const std::string json = "{\"a\": \xff}";
+    std::string b(8, '\0');
+    b[0] = (char)json.size();
+    b += json;
+    const std::string err = refusal(write_file("bad_utf8.safetensors", b));
+    EXPECT_NE(err.find("corrupt JSON header"), std::string::npos) << err;
+    for (unsigned char c : err) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << (int)c << " in: " << err;
 }

@@ -209,6 +209,39 @@ TEST(SigmaAutoEngine, RgbNoiseSegmentsAndFixedSigma) {
     EXPECT_EQ(denoise_open(bad.e, &p), DENOISE_EINVAL);
 }
 
+// A fixed sigma set (a run-time command) before frame 5 of an auto segment: outputs 0..4 keep
+// estimates (their feature maps' windows reach frames 5 and 6, whose fixed value must not stand in
+// for an estimate), outputs 5.. report the fixed value.
+TEST(SigmaAutoEngine, FixedSigmaAfterAutoLeavesEarlierEstimates) {
+    Engine en;
+    DenoiseParams p = cpu_params(weights().c_str(), DENOISE_SIGMA_AUTO, kW, kH, rgb_f32_format(), 1);
+    ASSERT_EQ(denoise_open(en.e, &p), 0) << denoise_last_error(en.e);
+    auto f = rgb_frames(9, 12.0, 5);
+    std::vector<float> sig;
+    auto pull_all = [&](size_t last) {
+        for (;;) {
+            DenoiseImage out = rgb_image(f[std::min(sig.size(), last)]);
+            const int rc = denoise_pull(en.e, &out);
+            if (rc == DENOISE_EAGAIN || rc == DENOISE_EOF) return;
+            ASSERT_EQ(rc, 0) << denoise_last_error(en.e);
+            float v = -2;
+            ASSERT_EQ(denoise_output_sigma(en.e, &v), 0);
+            sig.push_back(v);
+        }
+    };
+    for (size_t i = 0; i < f.size(); ++i) {
+        if (i == 5) ASSERT_EQ(denoise_set_sigma(en.e, 50.f), 0);
+        DenoiseImage in = rgb_image(f[i]);
+        ASSERT_EQ(denoise_push(en.e, &in), 0) << denoise_last_error(en.e);
+        pull_all(f.size() - 1);
+    }
+    ASSERT_EQ(denoise_flush(en.e), 0);
+    pull_all(f.size() - 1);
+    ASSERT_EQ(sig.size(), f.size());
+    for (size_t t = 0; t < 5; ++t) EXPECT_NEAR(sig[t], 12.0, 0.05 * 12 + 0.3) << "output " << t;
+    for (size_t t = 5; t < f.size(); ++t) EXPECT_EQ(sig[t], 50.f) << "output " << t;
+}
+
 TEST(SigmaAutoEngine, IndependentOfPushPullInterleaving) {
     auto img = [](std::vector<float> &f) { return rgb_image(f); };
     std::vector<float> got[2];

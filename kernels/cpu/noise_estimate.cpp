@@ -421,13 +421,28 @@ int NoiseEstimator::push(NoiseSource &src) {
     return 0;
 }
 
-static float combine(const double *var, int n) {
+// The planes' variances with the unknown ones (< 0: too small for the patch grid, e.g. the chroma
+// planes of a small 4:2:0 frame, or no weak-texture patch) taken as the mean of the known ones;
+// false when none is known.
+static bool fill_unknown(const double *var, int n, double *out) {
     double sum = 0;
-    for (int c = 0; c < n; ++c) {
-        if (var[c] < 0) return -1;
-        sum += var[c];
-    }
-    return n > 0 ? (float)std::sqrt(sum / n) : -1.f;
+    int known = 0;
+    for (int c = 0; c < n; ++c)
+        if (var[c] >= 0) {
+            sum += var[c];
+            known++;
+        }
+    if (!known) return false;
+    for (int c = 0; c < n; ++c) out[c] = var[c] >= 0 ? var[c] : sum / known;
+    return true;
+}
+
+static float combine(const double *var, int n) {
+    double v[3];
+    if (n < 1 || !fill_unknown(var, n, v)) return -1;
+    double sum = 0;
+    for (int c = 0; c < n; ++c) sum += v[c];
+    return (float)std::sqrt(sum / n);
 }
 
 float NoiseEstimator::sigma() const {
@@ -437,12 +452,10 @@ float NoiseEstimator::sigma() const {
 }
 
 static float combine_weighted(const double *var, const double *gain, int n) {
-    if (n < 1) return -1;
+    double v[3];
+    if (n < 1 || !fill_unknown(var, n, v)) return -1;
     double sum = 0;
-    for (int c = 0; c < n; ++c) {
-        if (var[c] < 0) return -1;
-        sum += gain[c] * var[c];
-    }
+    for (int c = 0; c < n; ++c) sum += gain[c] * v[c];
     return (float)std::sqrt(std::max(sum, 0.0));
 }
 

@@ -91,11 +91,13 @@ public:
     int push(NoiseSource &src);
 
     // Segment estimate after the frames pushed so far: sqrt of the mean over planes of the noise
-    // variance, in 8-bit code values; -1 while no plane had enough weak-texture patches (fewer
-    // than 4 p, e.g. a frame smaller than a few patches or entirely textured).
+    // variance, in 8-bit code values. A plane without enough weak-texture patches (fewer than
+    // 4 p: a plane smaller than a few patches, such as the chroma of a small 4:2:0 frame, or an
+    // entirely textured one) counts with the mean variance of the known planes; -1 while no plane
+    // is known.
     float sigma() const;
     // The same with weights: sqrt(sum_j gain[j] var_j) over the planes (the engine's map from
-    // native Y'CbCr planes to the R'G'B' noise, kernels/sigma_auto.cpp); -1 while a plane is unknown.
+    // native Y'CbCr planes to the R'G'B' noise, kernels/sigma_auto.cpp), unknown planes as above.
     float sigma_weighted(const double *gain) const;
     // The same per plane (index < nb_planes of the last push), -1 when unknown.
     float sigma_plane(int plane) const;

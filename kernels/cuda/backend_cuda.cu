@@ -52,6 +52,8 @@
 #include "network.h"
 #include "noise_estimate.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +70,16 @@ int cuda_probe(int device, std::string *why) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
+        // the runtime says "driver version is insufficient" also when there is no driver at all
+        if (e == cudaErrorInsufficientDriver) {
+            void *libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+            if (!libcuda) {
+                const char *d = dlerror();
+                *why = std::string("no NVIDIA driver: libcuda.so.1 not found (") + (d ? d : "dlopen failed") + ")";
+                return DENOISE_ENOSYS;
+            }
+            dlclose(libcuda);
+        }
         *why = std::string(e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ? "no CUDA driver or device: "
                                                                                          : "CUDA unavailable: ") +
                "cudaGetDeviceCount: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
