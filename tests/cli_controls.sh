@@ -212,13 +212,13 @@ for pf in yuv422p yuv444p; do
     run "$TMP/h$pf.log" "$FFMPEG" -nostdin -y -v error -f lavfi -i "testsrc2=s=64x48:r=25" -frames:v 6 \
         -pix_fmt "$pf" -c:v libx264 -preset ultrafast -f h264 "$TMP/$pf.h264" || die "libx264 ($pf) failed"
     cat "$TMP/64x48.h264" "$TMP/$pf.h264" >"$TMP/fmt_$pf.h264"
-    if run "$TMP/fmt_$pf.log" "$FFMPEG" -nostdin -hide_banner -reinit_filter 0 -i "$TMP/fmt_$pf.h264" \
+    if run "$TMP/fmt_$pf.log" "$FFMPEG" -nostdin -hide_banner -v verbose -reinit_filter 0 -i "$TMP/fmt_$pf.h264" \
             -vf "$D:enable='between(n,4,7)',showinfo" -f null -; then
         nf=$(grep -c "plane_checksum" "$TMP/fmt_$pf.log")
-        if [ "$nf" = 12 ] && grep -q "fmt:$pf" "$TMP/fmt_$pf.log"; then
+        if [ "$nf" = 12 ] && grep -q "pixel format changed from yuv420p to $pf" "$TMP/fmt_$pf.log"; then
             pass "yuv420p -> $pf mid-stream, -reinit_filter 0, enable on frames 4-7: 12 frames out"
         else
-            fail "yuv420p -> $pf mid-stream with enable: $nf frames out of 12"
+            fail "yuv420p -> $pf mid-stream with enable: $nf frames out of 12; $(grep -h -o 'pixel format changed[a-z0-9 ]*' "$TMP/fmt_$pf.log")"
         fi
     else
         fail "yuv420p -> $pf mid-stream with enable: the run failed: $(grep -h -i -e error -e failed "$TMP/fmt_$pf.log" | head -n 2)"

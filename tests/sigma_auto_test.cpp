@@ -230,7 +230,9 @@ TEST(SigmaAutoEngine, FixedSigmaAfterAutoLeavesEarlierEstimates) {
         }
     };
     for (size_t i = 0; i < f.size(); ++i) {
-        if (i == 5) ASSERT_EQ(denoise_set_sigma(en.e, 50.f), 0);
+        if (i == 5) {
+            ASSERT_EQ(denoise_set_sigma(en.e, 50.f), 0);
+        }
         DenoiseImage in = rgb_image(f[i]);
         ASSERT_EQ(denoise_push(en.e, &in), 0) << denoise_last_error(en.e);
         pull_all(f.size() - 1);
