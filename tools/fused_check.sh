@@ -59,6 +59,80 @@ fi
 # The last "N passed, N failed" line of a log (sanitizers print their own summary after it).
 summary_of() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
 
+# run_check NAME LOG TIMEOUT SHOW ARGS...: fused_check ARGS into LOG (exit 77 without a GPU); the
+# lines of LOG that match the regular expression SHOW, then p and f from its summary line
+run_check() {
+    local name=$1 log=$2 to=$3 show=$4 rc t0=$SECONDS last
+    shift 4
+    echo "=== $name (log: $log)"
+    timeout "$to" "$BIN" "$@" > "$log" 2>&1
+    rc=$?
+    echo "$name took $((SECONDS - t0)) s"
+    [ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
+    grep -E "$show" "$log"
+    last=$(summary_of "$log")
+    if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+    else
+        echo "$name: no summary line (exit $rc; timeout $to s: 124):"
+        tail -n 20 "$log"
+        f=1
+    fi
+    [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+}
+
+# run_sanitizers PREFIX TIMEOUT ARGS...: compute-sanitizer memcheck and racecheck of fused_check
+# ARGS --quick side by side (logs $OUT/PREFIXmemcheck.log, $OUT/PREFIXracecheck.log), one check
+# each in p / f: the sanitizer's own verdict clean and the run's checks all passed
+run_sanitizers() {
+    local pre=$1 to=$2 tool log src verdict clean checks t0=$SECONDS san
+    shift 2
+    local -A spid
+    san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+          /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
+    if [ -n "$san" ]; then
+        for tool in memcheck racecheck; do
+            timeout "$to" "$san" --tool $tool --error-exitcode 99 "$BIN" "$@" --quick > "$OUT/$pre$tool.log" 2>&1 &
+            spid[$tool]=$!
+        done
+    fi
+    for tool in memcheck racecheck; do
+        log=$OUT/$pre$tool.log
+        echo "=== compute-sanitizer --tool $tool fused_check $* --quick (log: $log)"
+        if [ -z "$san" ]; then
+            echo "FAIL $tool: compute-sanitizer not found"
+            f=$((f + 1))
+            continue
+        fi
+        wait "${spid[$tool]}"
+        src=$?
+        echo "$tool done after $((SECONDS - t0)) s"
+        # the sanitizer's own verdict: memcheck "ERROR SUMMARY: 0 errors", racecheck "RACECHECK
+        # SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+        verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
+        clean=no
+        [[ $verdict =~ ERROR\ SUMMARY:\ 0\ errors ]] && clean=yes
+        [[ $verdict =~ \(0\ errors, ]] && clean=yes
+        checks=$(summary_of "$log")
+        if [ $src -eq 0 ] && [ $clean = yes ] && [[ $checks =~ \ 0\ failed$ ]]; then
+            echo "PASS $tool: ${verdict#========= } ($checks under $tool)"
+            p=$((p + 1))
+        else
+            echo "FAIL $tool (exit $src; 99: errors found, 124: timeout; checks: ${checks:-no summary line}; ${verdict:-no sanitizer summary}):"
+            grep -E '^=========|^FAIL' "$log" | head -n 30
+            f=$((f + 1))
+        fi
+    done
+}
+
+# the compute processes that shared the GPU with the timings, if there were any
+warn_others() {
+    if [ -n "$others" ]; then
+        echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
+        echo "$others" | sed 's/^/  /'
+    fi
+}
+
 # --merge: the fused patch merge / patch expand (kernels/cuda/patch_tc.cu) instead, about 1.5-2.5
 # min: 1. fused_check --merge (checks against a host reference and the op sequence, refusals,
 # timings of both at 1080p / 4K; log patch_check.log); 2. denoise-cuda-bench --patch at 1080p and
@@ -73,22 +147,7 @@ if [ "${1:-}" = --merge ]; then
     fi
     export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     p=0 f=0
-    echo "=== fused_check --merge (log: $OUT/patch_check.log)"
-    t0=$SECONDS
-    timeout "${PATCH_CHECK_TIMEOUT:-70}" "$BIN" --merge > "$OUT/patch_check.log" 2>&1
-    rc=$?
-    echo "fused_check --merge took $((SECONDS - t0)) s"
-    [ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
-    grep -E '^(PASS|FAIL|SKIP)' "$OUT/patch_check.log"
-    last=$(summary_of "$OUT/patch_check.log")
-    if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
-    else
-        echo "fused_check --merge: no summary line (exit $rc; 124: timeout):"
-        tail -n 20 "$OUT/patch_check.log"
-        f=1
-    fi
-    [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    run_check "fused_check --merge" "$OUT/patch_check.log" "${PATCH_CHECK_TIMEOUT:-70}" '^(PASS|FAIL|SKIP)' --merge
     echo "=== denoise-cuda-bench --patch (log: $OUT/patch_bench.log)"
     t0=$SECONDS
     (cd "$ROOT" && timeout "${PATCH_BENCH_TIMEOUT:-50}" "$BUILD/bin/denoise-cuda-bench" --patch --iters 20 \
@@ -104,73 +163,20 @@ if [ "${1:-}" = --merge ]; then
         tail -n 5 "$OUT/patch_bench.log"
         f=$((f + 1))
     fi
-    SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-          /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
-    t0=$SECONDS
-    declare -A spid
-    if [ -n "$SAN" ]; then
-        for tool in memcheck racecheck; do
-            timeout "${PATCH_SAN_TIMEOUT:-50}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" --merge --quick \
-                > "$OUT/patch_$tool.log" 2>&1 &
-            spid[$tool]=$!
-        done
-    fi
-    for tool in memcheck racecheck; do
-        log=$OUT/patch_$tool.log
-        echo "=== compute-sanitizer --tool $tool fused_check --merge --quick (log: $log)"
-        if [ -z "$SAN" ]; then
-            echo "FAIL $tool: compute-sanitizer not found"
-            f=$((f + 1))
-            continue
-        fi
-        wait "${spid[$tool]}"
-        src=$?
-        echo "$tool done after $((SECONDS - t0)) s"
-        verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
-        clean=no
-        [[ $verdict =~ ERROR\ SUMMARY:\ 0\ errors ]] && clean=yes
-        [[ $verdict =~ \(0\ errors, ]] && clean=yes
-        checks=$(summary_of "$log")
-        if [ $src -eq 0 ] && [ $clean = yes ] && [[ $checks =~ \ 0\ failed$ ]]; then
-            echo "PASS $tool: ${verdict#========= } ($checks under $tool)"
-            p=$((p + 1))
-        else
-            echo "FAIL $tool (exit $src; 99: errors found, 124: timeout; checks: ${checks:-no summary line}; ${verdict:-no sanitizer summary}):"
-            grep -E '^=========|^FAIL' "$log" | head -n 30
-            f=$((f + 1))
-        fi
-    done
+    run_sanitizers patch_ "${PATCH_SAN_TIMEOUT:-50}" --merge
     echo
     echo "=== summary (full logs: $OUT/patch_check.log, $OUT/patch_bench.log)"
     grep -E '^device' "$OUT/patch_check.log"
     sed -n '/^per op, patch merge/,$p' "$OUT/patch_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
     grep -E '^cuda-bench patch|^cuda-bench .*kernels|per op kind|patch (merge|expand)|^  total' "$OUT/patch_bench.log"
-    if [ -n "$others" ]; then
-        echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
-        echo "$others" | sed 's/^/  /'
-    fi
+    warn_others
     echo "$p passed, $f failed"
     [ "$f" -eq 0 ]
     exit
 fi
 
 p=0 f=0
-echo "=== fused_check ${MODE[*]} (log: $OUT/fused_check.log)"
-t0=$SECONDS
-timeout "${FUSED_CHECK_TIMEOUT:-200}" "$BIN" "${MODE[@]}" > "$OUT/fused_check.log" 2>&1
-rc=$?
-echo "fused_check took $((SECONDS - t0)) s"
-grep -E '^(FAIL|SKIP)' "$OUT/fused_check.log"
-[ $rc -eq 77 ] && { echo "no GPU: nothing run"; exit 77; }
-last=$(summary_of "$OUT/fused_check.log")
-if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-    p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
-else
-    echo "fused_check: no summary line (exit $rc; timeout ${FUSED_CHECK_TIMEOUT:-200} s: 124):"
-    tail -n 20 "$OUT/fused_check.log"
-    f=1
-fi
-[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+run_check "fused_check ${MODE[*]}" "$OUT/fused_check.log" "${FUSED_CHECK_TIMEOUT:-200}" '^(FAIL|SKIP)' "${MODE[@]}"
 
 if [ ${#MODE[@]} -gt 0 ]; then
     echo "=== denoise-cuda-bench --head (log: $OUT/cuda_bench_head.log)"
@@ -186,44 +192,8 @@ if [ ${#MODE[@]} -gt 0 ]; then
     fi
 fi
 
-SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-      /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1 || true)
 # both sanitizer passes side by side (after the timings, which want the GPU to themselves)
-t0=$SECONDS
-declare -A spid
-if [ -n "$SAN" ]; then
-    for tool in memcheck racecheck; do
-        timeout "${FUSED_SAN_TIMEOUT:-120}" "$SAN" --tool $tool --error-exitcode 99 "$BIN" "${MODE[@]}" --quick > "$OUT/$tool.log" 2>&1 &
-        spid[$tool]=$!
-    done
-fi
-for tool in memcheck racecheck; do
-    log=$OUT/$tool.log
-    echo "=== compute-sanitizer --tool $tool fused_check ${MODE[*]} --quick (log: $log)"
-    if [ -z "$SAN" ]; then
-        echo "FAIL $tool: compute-sanitizer not found"
-        f=$((f + 1))
-        continue
-    fi
-    wait "${spid[$tool]}"
-    src=$?
-    echo "$tool done after $((SECONDS - t0)) s"
-    # the sanitizer's own verdict: memcheck "ERROR SUMMARY: 0 errors", racecheck "RACECHECK
-    # SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
-    verdict=$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1)
-    clean=no
-    [[ $verdict =~ ERROR\ SUMMARY:\ 0\ errors ]] && clean=yes
-    [[ $verdict =~ \(0\ errors, ]] && clean=yes
-    checks=$(summary_of "$log")
-    if [ $src -eq 0 ] && [ $clean = yes ] && [[ $checks =~ \ 0\ failed$ ]]; then
-        echo "PASS $tool: ${verdict#========= } ($checks under $tool)"
-        p=$((p + 1))
-    else
-        echo "FAIL $tool (exit $src; 99: errors found, 124: timeout; checks: ${checks:-no summary line}; ${verdict:-no sanitizer summary}):"
-        grep -E '^=========|^FAIL' "$log" | head -n 30
-        f=$((f + 1))
-    fi
-done
+run_sanitizers "" "${FUSED_SAN_TIMEOUT:-120}" "${MODE[@]}"
 
 echo
 echo "=== summary (full log: $OUT/fused_check.log)"
@@ -234,9 +204,6 @@ if [ ${#MODE[@]} -gt 0 ]; then
     sed -n '/^head (ms/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
     grep -E '^cuda-bench head' "$OUT/cuda_bench_head.log" 2>/dev/null
 fi
-if [ -n "$others" ]; then
-    echo "WARNING: other compute processes were on the GPU when the run started (timings are shared with them):"
-    echo "$others" | sed 's/^/  /'
-fi
+warn_others
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]
