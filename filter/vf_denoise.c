@@ -488,7 +488,10 @@ static enum pl_color_system pl_system(AVFilterContext *ctx, const AVFrame *f)
             av_log(ctx, AV_LOG_WARNING, "BT.2020 constant luminance treated as BT.2020 NCL\n");
         return PL_COLOR_SYSTEM_BT_2020_NC;
     }
-    if (f->colorspace != AVCOL_SPC_UNSPECIFIED && f->colorspace != AVCOL_SPC_RESERVED &&
+    /* gray tagged RGB (the PNG decoder's gray): no matrix to miss, the luma weights are the guess's */
+    if (f->colorspace == AVCOL_SPC_RGB && s->pixfmt.nb_components == 1)
+        sys = PL_COLOR_SYSTEM_UNKNOWN;
+    else if (f->colorspace != AVCOL_SPC_UNSPECIFIED && f->colorspace != AVCOL_SPC_RESERVED &&
         (sys == PL_COLOR_SYSTEM_UNKNOWN || !pl_color_system_is_ycbcr_like(sys) ||
          !pl_color_system_is_linear(sys))) {
         if (!s->warned_csp++)
@@ -761,7 +764,8 @@ static int output_one(AVFilterContext *ctx)
             return ret;
         }
     }
-    if ((ret = sigma_report(ctx, out, q.sigma_auto)) < 0) {
+    /* a timeline-disabled frame leaves unchanged: no sigma of ours on it */
+    if (!q.disabled && (ret = sigma_report(ctx, out, q.sigma_auto)) < 0) {
         av_frame_free(&out);
         return ret;
     }
@@ -888,7 +892,10 @@ static int apply_params(AVFilterContext *ctx)
     if ((ret = cuda_push(ctx)) < 0)
         return ret;
     if (new_sigma && (rc = denoise_set_sigma(s->engine, s->sigma)) >= 0) {
-        av_log(ctx, AV_LOG_VERBOSE, "sigma %g from the next frame on\n", s->sigma);
+        if (s->sigma == SIGMA_AUTO)
+            av_log(ctx, AV_LOG_VERBOSE, "sigma auto from the next frame on\n");
+        else
+            av_log(ctx, AV_LOG_VERBOSE, "sigma %g from the next frame on\n", s->sigma);
         s->engine_sigma = s->sigma;
         s->logged_sigma = -1;
     }
