@@ -82,7 +82,8 @@ run_check() {
 }
 
 # run_sanitizers PREFIX TIMEOUT ARGS...: compute-sanitizer memcheck and racecheck of fused_check
-# ARGS --quick side by side (logs $OUT/PREFIXmemcheck.log, $OUT/PREFIXracecheck.log), one check
+# ARGS --quick side by side (logs $OUT/memcheck.log and $OUT/racecheck.log, each name preceded by
+# PREFIX, e.g. patch_), one check
 # each in p / f: the sanitizer's own verdict clean and the run's checks all passed
 run_sanitizers() {
     local pre=$1 to=$2 tool log src verdict clean checks t0=$SECONDS san
