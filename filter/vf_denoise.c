@@ -102,8 +102,9 @@
 
 typedef struct QueuedFrame {
     /* software frames and timeline-disabled frames: the input frame (its data become the
-     * output); other CUDA frames: only the input's properties (av_frame_copy_props, no
-     * buffers), the engine having copied the samples at the push */
+     * output; a disabled CUDA frame's are copied into a frame of the output pool); other CUDA
+     * frames: only the input's properties (av_frame_copy_props, no buffers), the engine having
+     * copied the samples at the push */
     AVFrame *frame;
     int disabled;       /* timeline: pass this frame through unchanged */
     int sigma_auto;     /* sigma was auto when it was pushed (its output's sigma is an estimate) */
@@ -750,7 +751,22 @@ static int output_one(AVFilterContext *ctx)
 
     av_fifo_read(s->queue, &q, 1);
     pts = q.frame->pts;
-    if (q.disabled) {
+    if (q.disabled && s->hw) {
+        /* a disabled CUDA frame still leaves in a frame of the output pool, the link's
+         * hw_frames_ctx (a consumer such as hwdownload refuses frames of another one): the
+         * input's samples over the engine's output, a device copy on the device context's
+         * stream, which denoise_pull has ordered after the engine's write */
+        ret = av_hwframe_transfer_data(out, q.frame, 0);
+        if (ret >= 0)
+            ret = av_frame_copy_props(out, q.frame);
+        av_frame_free(&q.frame);
+        if (ret < 0) {
+            av_log(ctx, AV_LOG_ERROR, "cannot pass the timeline-disabled CUDA frame at pts "
+                   "%"PRId64" on: %s\n", pts, av_err2str(ret));
+            av_frame_free(&out);
+            return ret;
+        }
+    } else if (q.disabled) {
         if (out != q.frame)
             av_frame_free(&out);
         out = q.frame;
@@ -988,7 +1004,7 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
      * surface, a pool frame) goes back once the engine's copy of it is queued: the engine orders
      * that copy before the work queued on the device stream after the push (denoise.h,
      * denoise_push), which is where the buffer's next writer queues its work. A disabled frame
-     * is its own output and stays whole. */
+     * stays whole: its samples are its output's (output_one copies them into a pool frame). */
     if (s->hw && !q.disabled) {
         if (!(props = av_frame_alloc())) {
             ret = AVERROR(ENOMEM);

@@ -121,7 +121,8 @@ for F in nv12 p010le p016le yuv420p yuv444p yuv444p16le bgr0; do
 done
 
 # timeline on CUDA frames: the queue keeps only the properties of an enabled CUDA frame (the
-# engine has its samples) but a disabled frame whole, as its own output: with
+# engine has its samples) but a disabled frame whole, its samples copied into a frame of the
+# output pool (hwdownload refuses frames of another hw_frames_ctx): with
 # enable=between(n,3,6) frames 3..6 equal the fully enabled nv12 run's, the others the source's
 tl_src=$TMP/timeline.src.nut tl=$TMP/timeline.nut
 if [ ! -f "$TMP/nv12.cuda.nut" ]; then
@@ -162,6 +163,12 @@ fi
 #   roundtrip NVDEC frames downloaded and uploaded again (hwdownload,hwupload_cuda: a synchronised
 #            copy into a fresh pool frame) before denoise, vs the host run: equal when the
 #            difference comes from reading the decoder's own frames (their memory or ordering)
+#   entering the roundtrip's frames as denoise gets them (showinfo after the download) against
+#            the host run's: frames whose checksums differ, and the showinfo fields that differ
+#   hwhost   NVDEC decoding into system memory (-hwaccel cuda alone), then the host path, vs the
+#            host run: the hardware decoder's frames without CUDA frames
+#   device   software decoding uploaded with the CLI's own CUDA device (-init_hw_device,
+#            -filter_hw_device, as -hwaccel cuda makes one) vs the host run: the device context
 # as INFO lines (tools/device_gpu.sh shows them with the failures).
 nvdec_split() {
     _v=$TMP/nvdec.split
@@ -188,9 +195,23 @@ nvdec_split() {
     psnr "$TMP/nvdec.nut" "$TMP/nvdec.host.nut" "$_v/frames.stats" >/dev/null &&
         echo "INFO $TEST_NAME: nvdec split: frames: NVDEC vs host per frame (n dB): $(per_frame_psnr "$_v/frames.stats" | tr '\n' ' ')"
     ff "$L/nvdec.roundtrip.log" -hwaccel cuda -hwaccel_output_format cuda -i "$enc" \
-        -vf "hwdownload,format=nv12,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/roundtrip.nut" &&
+        -vf "hwdownload,format=nv12,showinfo,hwupload_cuda,denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/roundtrip.nut" &&
         echo "INFO $TEST_NAME: nvdec split: roundtrip: NVDEC frames through hwdownload,hwupload_cuda vs the host run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.host.nut") dB;" \
              "vs the NVDEC run: $(psnr "$_v/roundtrip.nut" "$TMP/nvdec.nut") dB"
+    # showinfo's per-frame lines without the filter's address: "n: ... pts ... checksum ..." and
+    # the property lines after each
+    _si() { grep 'Parsed_showinfo' "$1" | sed 's/^\[Parsed_showinfo_[0-9]* @ 0x[0-9a-f]*\] *//' | grep -v -E '^(config|  ?duration|\[)'; }
+    _si "$L/nvdec.roundtrip.log" >"$_v/si_round.txt"
+    _si "$L/nvdec.host.log" >"$_v/si_host.txt"
+    _ck() { grep -o 'checksum:[0-9A-F]*' "$1" | tr '\n' ' '; }
+    if [ "$(_ck "$_v/si_round.txt")" = "$(_ck "$_v/si_host.txt")" ]; then ck=same; else ck=differ; fi
+    echo "INFO $TEST_NAME: nvdec split: entering: roundtrip vs host frame checksums $ck ($(grep -c checksum "$_v/si_round.txt") / $(grep -c checksum "$_v/si_host.txt") frames);" \
+         "showinfo lines only in the roundtrip: $(diff "$_v/si_host.txt" "$_v/si_round.txt" | sed -n 's/^> //p' | sed 's/pts_time.*checksum/... checksum/' | sort -u | head -n 4 | tr '\n' '|')"
+    ff "$L/nvdec.hwhost.log" -hwaccel cuda -i "$enc" -vf "format=nv12,denoise=backend=cuda:$DN" -c:v rawvideo -f nut "$_v/hwhost.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: hwhost: NVDEC decoding into system memory, host path, vs the host run: $(psnr "$_v/hwhost.nut" "$TMP/nvdec.host.nut") dB"
+    ff "$L/nvdec.device.log" -init_hw_device cuda=cu -filter_hw_device cu -i "$enc" \
+        -vf "format=nv12,hwupload,denoise=backend=cuda:$DN,hwdownload,format=nv12" -c:v rawvideo -f nut "$_v/device.nut" &&
+        echo "INFO $TEST_NAME: nvdec split: device: software decoding uploaded with the CLI's CUDA device vs the host run: $(psnr "$_v/device.nut" "$TMP/nvdec.host.nut") dB"
 }
 
 # hardware decoding: h264 (libx264, CPU) decoded by NVDEC into CUDA frames, denoised, against the
