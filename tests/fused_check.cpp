@@ -18,6 +18,8 @@
 //     untouched; no token may come back bit-identical to its input (every token written); pass:
 //     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite (output and
 //     reference); on a failure the line says where the first non-finite or worst value is;
+//     The last block's form (fp32 in, the output rounded to bf16 into a separate map, bf16_out):
+//     bit for bit the in-place output rounded to nearest even, the input map untouched;
 //  2. the instrumented kernel's mma count == the descriptor's mma_per_cta x CTAs, and its output
 //     equals the plain kernel's;
 //  3. bad calls refused with DENOISE_EINVAL and a message;
@@ -346,6 +348,42 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
            guards ? "intact" : "WRITTEN", detail.c_str());
 }
 
+// The U-Net's last block (SwinFusedParams::bf16_out): fp32 x in, the output rounded to bf16 into a
+// separate map. Pass: that map is bit for bit the in-place fp32 run's output rounded to nearest
+// even, the input map is untouched, both maps' guard bands intact.
+void check_bf16_out(const Tile &t, int H, int W, int shift, uint32_t seed) {
+    const int C = t.C, heads = C / t.HD;
+    const size_t n = (size_t)H * W * C;
+    swin_ref::RandomBlock rb(C, heads, shift, seed);
+    DevBlock B(rb);
+    const std::vector<float> x0 = swin_ref::random_map(n, seed + 1);
+    std::vector<float> inplace;
+    bool g_in = false;
+    run_fused(B, x0, H, W, shift, false, t, false, &inplace, &g_in, nullptr);
+    GuardedMap x(4 * n), o(2 * n);
+    h2d(x.map(), x0.data(), 4 * n);
+    SwinFusedParams p;
+    p.tw = t.TW;
+    p.nw = t.NW;
+    p.bf16_out = static_cast<uint16_t *>(o.map());
+    ok_or_die(swin_block_fused(g_ctx, B.image, C, heads, kEps, x.map(), false, H, W, shift, &p), "swin_block_fused (bf16_out)");
+    ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel (bf16_out)");
+    std::vector<uint16_t> ob(n);
+    std::vector<float> xa(n);
+    d2h(ob.data(), o.map(), 2 * n);
+    d2h(xa.data(), x.map(), 4 * n);
+    int64_t differ = 0, first = -1;
+    for (size_t i = 0; i < n; ++i)
+        if (ob[i] != swin_ref::to_bf16(inplace[i]) && differ++ == 0) first = (int64_t)i;
+    const bool untouched = std::memcmp(xa.data(), x0.data(), 4 * n) == 0;
+    const bool guards = g_in && x.guards_intact() && o.guards_intact();
+    result(differ == 0 && untouched && guards,
+           "fused C %3d tile %d/%d %4dx%-4d shift %d fp32 -> bf16 out: %lld of %zu values differ from the in-place "
+           "output rounded (first at %s), input map %s, guards %s",
+           C, t.TW, t.NW, W, H, shift, (long long)differ, n, where(first, W, C).c_str(), untouched ? "untouched" : "WRITTEN",
+           guards ? "intact" : "WRITTEN");
+}
+
 void check_mma_count(const Tile &t, int H, int W) {
     const int C = t.C, heads = C / t.HD;
     swin_ref::RandomBlock rb(C, heads, 4, 900 + C);
@@ -387,6 +425,22 @@ void check_refusals() {
         {"null image", nullptr, 64, 2, x.p, 16, 16, 0},
         {"x not 16-byte aligned", B.image, 64, 2, x.as<uint8_t>() + 4, 16, 16, 0},
     };
+    Dev o(2 * 16 * 16 * 64 + 16);
+    const struct {
+        const char *what;
+        void *out;
+        bool bf16;
+    } bad_out[] = {
+        {"bf16_out with a bf16 residual stream", o.p, true},
+        {"bf16_out not 16-byte aligned", o.as<uint8_t>() + 2, false},
+    };
+    for (const auto &b : bad_out) {
+        SwinFusedParams q;
+        q.bf16_out = static_cast<uint16_t *>(b.out);
+        g_ctx.err.clear();
+        const int rc = swin_block_fused(g_ctx, B.image, 64, 2, kEps, x.p, b.bf16, 16, 16, 0, &q);
+        result(rc == DENOISE_EINVAL && !g_ctx.err.empty(), "refuses %s: rc %d, \"%s\"", b.what, rc, g_ctx.err.c_str());
+    }
     for (const Bad &b : bad) {
         g_ctx.err.clear();
         const int rc = swin_block_fused(g_ctx, b.img, b.C, b.heads, kEps, b.x, false, b.H, b.W, b.shift);
@@ -1448,6 +1502,7 @@ int main(int argc, char **argv) {
         check_vs_cpu(t, 16, 24, 4, true, seed += 10);
         check_vs_cpu(t, 8, 8, 4, true, seed += 10, true);
         check_vs_cpu(t, 16, 24, 4, false, seed += 10, true);
+        check_bf16_out(t, 16, 24, 4, seed += 10);
         if (!quick) {
             check_vs_cpu(t, 16, 24, 0, false, seed += 10);
             check_vs_cpu(t, two ? 24 : 8, two ? 40 : 24, 4, false, seed += 10);  // odd window count

@@ -6,7 +6,8 @@
 // warp_mma.h, the weight image order, the MLP chunks, tile tails).
 //
 // Each case: random weights scaled like trained ones and x ~ N(0, 1) (fresh per case), shared
-// memory poisoned with 0xFF bytes (NaN) before every CTA, fp32 and bf16 residual stream; pass:
+// memory poisoned with 0xFF bytes (NaN) before every CTA, fp32 and bf16 residual stream in place
+// and fp32 in with the output in a separate bf16 map (poisoned, the input checked untouched); pass:
 // relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; mma issued ==
 // mma_per_cta x CTAs.
 #define DENOISE_WARP_EMULATION 1
@@ -18,6 +19,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,12 +31,14 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-template <int C, int HD, int TW, int NW, bool kBf16Res>
-unsigned long long emulate(const std::vector<uint8_t> &img, void *x, int H, int W, int shift) {
+// out: x (in place) or, with kRes kResFp32ToBf16, the separate bf16 map
+template <int C, int HD, int TW, int NW, int kRes>
+unsigned long long emulate(const std::vector<uint8_t> &img, void *x, void *out, int H, int W, int shift) {
     constexpr SwinTile T = swin_tile(C, HD, TW, NW);
     swin_fused::KernelArgs a{};
     unsigned long long count = 0;
     a.x = x;
+    a.out = out;
     a.img = img.data();
     a.H = H;
     a.W = W;
@@ -51,14 +55,16 @@ unsigned long long emulate(const std::vector<uint8_t> &img, void *x, int H, int 
     for (int b = 0; b < ctas; ++b) {
         std::memset(sm, 0xFF, T.smem);
         warp_emu::run_cta(NW * 32, sm, T.smem, [&](int tid) {
-            swin_fused::swin_block_tile<C, HD, TW, NW, kBf16Res, true>(a, b, tid, sm);
+            swin_fused::swin_block_tile<C, HD, TW, NW, kRes, true>(a, b, tid, sm);
         });
     }
     return count;
 }
 
+// res: swin_fused::ResMode (false / true: the fp32 / bf16 stream in place)
 template <int C, int HD, int TW, int NW>
-void check(int H, int W, int shift, bool bf16, uint32_t seed) {
+void check(int H, int W, int shift, int res, uint32_t seed) {
+    const bool bf16 = res == swin_fused::kResBf16;
     const int heads = C / HD;
     const size_t n = (size_t)H * W * C;
     swin_ref::RandomBlock rb(C, heads, shift, seed);
@@ -75,17 +81,24 @@ void check(int H, int W, int shift, bool bf16, uint32_t seed) {
     if (bf16) {
         std::vector<uint16_t> xb(n);
         for (size_t i = 0; i < n; ++i) xb[i] = swin_ref::to_bf16(x0[i]);
-        cnt = emulate<C, HD, TW, NW, true>(img, xb.data(), H, W, shift);
+        cnt = emulate<C, HD, TW, NW, swin_fused::kResBf16>(img, xb.data(), xb.data(), H, W, shift);
         for (size_t i = 0; i < n; ++i) out[i] = swin_ref::from_bf16(xb[i]);
+    } else if (res == swin_fused::kResFp32ToBf16) {
+        // the input map must come back untouched, the output only in the bf16 map (poisoned first)
+        std::vector<float> x = x0;
+        std::vector<uint16_t> ob(n, 0xFFFF);
+        cnt = emulate<C, HD, TW, NW, swin_fused::kResFp32ToBf16>(img, x.data(), ob.data(), H, W, shift);
+        EXPECT_EQ(std::memcmp(x.data(), x0.data(), n * sizeof(float)), 0) << "the fp32 input map was written";
+        for (size_t i = 0; i < n; ++i) out[i] = swin_ref::from_bf16(ob[i]);
     } else {
         out = x0;
-        cnt = emulate<C, HD, TW, NW, false>(img, out.data(), H, W, shift);
+        cnt = emulate<C, HD, TW, NW, swin_fused::kResFp32>(img, out.data(), out.data(), H, W, shift);
     }
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
     const SwinBlockDesc d = swin_block_desc(C, heads, TW, NW);
     const int64_t ctas = ((int64_t)(H / 8) * (W / 8) + TW - 1) / TW;
     std::printf("C %3d hd %2d tile %d/%d %3dx%-3d shift %d %s: rel L2 %.2e, change rel L2 %.2e, max abs %.2e, mma %llu\n",
-                C, HD, TW, NW, W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2, e.delta_rel_l2, e.max_abs, cnt);
+                C, HD, TW, NW, W, H, shift, bf16 ? "bf16" : res ? "fp32 -> bf16 out" : "fp32", e.rel_l2, e.delta_rel_l2, e.max_abs, cnt);
     EXPECT_EQ(e.nonfinite, 0) << "non-finite outputs, the first at element " << e.first_nonfinite << " (token "
                               << e.first_nonfinite / C << ")";
     EXPECT_EQ(e.ref_nonfinite, 0) << "non-finite reference values";
@@ -112,6 +125,13 @@ TEST(SwinBlockEmu, FirstGpuRunShapes) {
     check<32, 32, 1, 4>(8, 24, 4, false, 17);   // 24x8 shift 4 fp32, one window row: every window masked
     check<48, 48, 1, 4>(8, 24, 4, false, 47);
     check<64, 32, 1, 4>(8, 24, 4, false, 23);
+}
+// the U-Net's last block: fp32 stream in, its output rounded into a separate bf16 map (the
+// feature map), shifted and not, tile tails
+TEST(SwinBlockEmu, Bf16Out) {
+    check<32, 32, 1, 4>(16, 24, 4, swin_fused::kResFp32ToBf16, 51);
+    check<32, 32, 2, 8>(8, 24, 0, swin_fused::kResFp32ToBf16, 52);
+    check<64, 32, 1, 4>(16, 16, 4, swin_fused::kResFp32ToBf16, 53);
 }
 TEST(SwinBlockEmu, C64) {
     check<64, 32, 1, 4>(16, 16, 4, false, 21);

@@ -29,7 +29,9 @@
 // else the op sequence: merge in rows of output tokens (merge_s2d_layernorm + linear), expand in
 // rows of input tokens (cast + linear expand + d2s_concat [up | skip_hi | skip_lo] + linear skip: the
 // skip map, the encoder's fp32 stream, enters the skip linear as two bf16 parts on both paths);
-// dec1; -> y0 (in x0's buffer); dec0; cast -> F (bf16, the feature ring's format).
+// dec1; -> y0 (in x0's buffer); dec0 -> F (bf16, the feature ring's format): on the fused path its
+// last block stores its output rounded to bf16 straight into F (swin_block_fused's bf16_out: x0
+// is left as that block's input), else the fp32 map is cast into F after it.
 // Head: on the fused path (where the device takes it) one launch of head_conv3d_tc on the whole map
 // (head_tc.cu: the 27 taps as a tensor-core implicit GEMM + bias + residual + clamp; no G); else
 // (DENOISE_CUDA_FUSED=0, the reference) per band of rows [r0, r1): 3 GEMMs into G rows [r0 - 1,
@@ -475,16 +477,23 @@ int Net::block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, i
     return 0;
 }
 
-int Net::block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W) {
+int Net::block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W, bf16 *out) {
     TRY(mark(ctx, "Swin block fused", C));
-    return swin_block_fused(ctx, B.image, C, heads, (float)cfg_.ln_eps, x, false, H, W, B.shift);
+    SwinFusedParams p;
+    p.bf16_out = reinterpret_cast<uint16_t *>(out);
+    return swin_block_fused(ctx, B.image, C, heads, (float)cfg_.ln_eps, x, false, H, W, B.shift, &p);
 }
 
-int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W) {
-    const bool fused = fused_ && S.no_fused.empty();
-    for (const DevBlock &b : S.blocks)
-        TRY(fused ? block_fused(ctx, b, S.C, S.heads, x, H, W) : block(ctx, b, S.C, S.heads, x, H, W));
-    return 0;
+int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W, bf16 *out) {
+    const bool fused = fused_ && S.no_fused.empty() && !S.blocks.empty();
+    for (size_t i = 0; i < S.blocks.size(); ++i) {
+        const DevBlock &b = S.blocks[i];
+        TRY(fused ? block_fused(ctx, b, S.C, S.heads, x, H, W, i + 1 == S.blocks.size() ? out : nullptr)
+                  : block(ctx, b, S.C, S.heads, x, H, W));
+    }
+    if (!out || fused) return 0;
+    TRY(mark(ctx, "features cast to bf16"));
+    return cast_to_bf16(ctx, x, (int64_t)H * W * S.C, out);
 }
 
 // Patch merge of x (H, W, C) -> out (H/2, W/2, 2C): on the fused path one patch_merge_tc launch,
@@ -549,7 +558,6 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
                    std::to_string(shape_.w) + "x" + std::to_string(shape_.h));
     const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
     const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
-    const int64_t n0 = (int64_t)h * w;
     TRY(mark(ctx, "fusion conv 3x3"));
     TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
     TRY(stage(ctx, enc0_, x0_, h, w));
@@ -560,9 +568,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     TRY(expand(ctx, expand1_, skip1_, expand1_tc_, x2_, h2, w2, c2, x1_, c1, x1_));  // y1 in x1's buffer
     TRY(stage(ctx, dec1_, x1_, h1, w1));
     TRY(expand(ctx, expand0_, skip0_, expand0_tc_, x1_, h1, w1, c1, x0_, c0, x0_));  // y0 in x0's buffer
-    TRY(stage(ctx, dec0_, x0_, h, w));
-    TRY(mark(ctx, "features cast to bf16"));
-    return cast_to_bf16(ctx, x0_, n0 * c0, F);
+    return stage(ctx, dec0_, x0_, h, w, F);  // its last block writes F
 }
 
 int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change) {

@@ -149,8 +149,11 @@ public:
 
 private:
     int block(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
-    int block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W);
-    int stage(Ctx &ctx, const DevStage &S, float *x, int H, int W);
+    // out (null: x in place): the block's output rounded to bf16 (swin_block_fused's bf16_out)
+    int block_fused(Ctx &ctx, const DevBlock &B, int C, int heads, float *x, int H, int W, bf16 *out = nullptr);
+    // S's blocks on x in place; out (non-null): the stage's output as bf16 (H, W, S.C) there, written
+    // by the last fused block or cast from x after the correct-first sequence
+    int stage(Ctx &ctx, const DevStage &S, float *x, int H, int W, bf16 *out = nullptr);
     int merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const DevPatchTc &tc, const float *x, int H, int W, int C,
               float *out);
     int expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevPatchTc &tc, const float *lo, int h, int w,

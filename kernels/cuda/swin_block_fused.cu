@@ -23,26 +23,28 @@
 //   mlp    per chunk of HC hidden units: an x W1[chunk]^T + b1 -> GELU -> hid (bf16, in qkv's
 //          place); hid x W2[:, chunk]^T (+ b2 in chunk 0) added to xs (fp32). C up to 256 keeps
 //          the whole tile in shared memory (196 KB at C = 256).
-//   store  xs -> x at the tokens it was loaded from (the same index math undoes the shift).
+//   store  xs -> out (x, or the separate bf16 map) at the tokens it was loaded from (the same
+//          index math undoes the shift).
 // Each CTA reads and writes only its own TW x 64 tokens, so the update in place is race-free.
 //
 // Value path (where each rounding happens; the CPU engine is fp32 throughout):
-//   x: fp32 (or bf16 with kBf16Res: widened exactly on the load) -> LN1 in fp32 -> rounded to
+//   x: fp32 (or bf16 with kResBf16: widened exactly on the load) -> LN1 in fp32 -> rounded to
 //   bf16 (1) -> qkv accumulated in fp32, + bias, q scaled, rounded to bf16 (2) -> scores in fp32
 //   from bf16 q, k, + fp32 bias, softmax in fp32 (ex2.approx, ~2 ulp) -> P rounded to bf16 (3) ->
 //   O accumulated in fp32, rounded to bf16 (4) -> proj in fp32, + bias + residual in fp32 (no
 //   rounding) -> LN2 in fp32 -> bf16 (5) -> fc1 in fp32 + bias, GELU with tanh.approx (rel. error
 //   ~2^-11) -> bf16 (6) -> fc2 in fp32, + bias + residual in fp32 -> stored fp32, or rounded to
-//   bf16 once (7, kBf16Res). The correct-first sequence (Net::block in kernels/cuda/network.cu)
-//   rounds at the same points but (3): it keeps P in fp32. The residual stream itself is rounded
-//   only by (7).
+//   bf16 once (7, kResBf16; kResFp32ToBf16: the fp32 stream's output rounded once into a
+//   separate bf16 map, as the U-Net's last block writes the feature map). The correct-first
+//   sequence (Net::block in kernels/cuda/network.cu) rounds at the same points but (3): it keeps
+//   P in fp32. The residual stream itself is rounded only by (7).
 //
 // Cost per token (n tokens, model v1 C = 32 / 64 / 128): FLOP = 24 C^2 (qkv 6, proj 2, fc1 8,
 // fc2 8) + 256 C (scores + P v) = 32.8 K / 115 K / 426 K. DRAM bytes = the residual stream read
-// and written once: 8 C (fp32: 256 / 512 / 1024 B) or 4 C (bf16); the weight image (24 C^2 + 16
-// heads K bytes: 40 / 130 / 448 KB per block) is read by every CTA through L1/L2. FLOP/byte of
-// DRAM at fp32: 128 / 224 / 416 (the H200's bf16 ridge is ~165 at 790 TFLOP/s and 4.8 TB/s):
-// C = 32 is near the ridge, C >= 64 is compute-bound.
+// and written once: 8 C (fp32: 256 / 512 / 1024 B), 4 C (bf16) or 6 C (fp32 in, bf16 out); the
+// weight image (24 C^2 + 16 heads K bytes: 40 / 130 / 448 KB per block) is read by every CTA
+// through L1/L2. FLOP/byte of DRAM at fp32: 128 / 224 / 416 (the H200's bf16 ridge is ~165 at
+// 790 TFLOP/s and 4.8 TB/s): C = 32 is near the ridge, C >= 64 is compute-bound.
 #include <cmath>
 
 #include "swin_block_desc.h"
@@ -55,8 +57,17 @@ namespace swin_fused {
 
 using namespace warp;
 
+// The residual stream's formats of one launch: where the tile is loaded from and stored to.
+enum ResMode {
+    kResFp32 = 0,        // x fp32, updated in place
+    kResBf16 = 1,        // x bf16, updated in place
+    kResFp32ToBf16 = 2,  // x fp32 read, the output rounded to bf16 into `out` (x unchanged)
+    kResModes
+};
+
 struct KernelArgs {
-    void *x;               // (H, W, C) fp32 or bf16, in place
+    void *x;               // (H, W, C) fp32 or bf16: the block's input
+    void *out;             // (H, W, C): the output, x itself or (kResFp32ToBf16) a bf16 map
     const uint8_t *img;    // the block's weight image (device)
     int H, W, nwx, nwy, nwin, shift;
     float qscale;          // HD^-0.5 log2(e)
@@ -74,10 +85,11 @@ DN_DEVI size_t map_token(const KernelArgs &a, int gw, int tok) {
     return (size_t)y * a.W + x;
 }
 
-// load (kStore false) or store the tile's residual rows between x and xs, 16 bytes per access.
-template <int C, int M, int NTHR, bool kBf16Res, bool kStore>
-DN_DEVI void move_tile(const KernelArgs &a, int tile, int TW, float *xs, int sx, int tid) {
-    constexpr int VEC = kBf16Res ? 8 : 4, CV = C / VEC;
+// load (kStore false) or store the tile's residual rows between the map g (fp32, or kBf16: bf16
+// bits) and xs, 16 bytes per access.
+template <int C, int M, int NTHR, bool kBf16, bool kStore>
+DN_DEVI void move_tile(const KernelArgs &a, void *gmap, int tile, int TW, float *xs, int sx, int tid) {
+    constexpr int VEC = kBf16 ? 8 : 4, CV = C / VEC;
     for (int e = tid; e < M * CV; e += NTHR) {
         const int r = e / CV, cv = e - r * CV;
         const int gw = tile * TW + (r >> 6);
@@ -88,8 +100,8 @@ DN_DEVI void move_tile(const KernelArgs &a, int tile, int TW, float *xs, int sx,
             continue;
         }
         const size_t el = map_token(a, gw, r & 63) * C + (size_t)cv * VEC;
-        if (kBf16Res) {
-            uint8_t *g = static_cast<uint8_t *>(a.x) + 2 * el;
+        if (kBf16) {
+            uint8_t *g = static_cast<uint8_t *>(gmap) + 2 * el;
             if (!kStore) {
                 const u32x4 q = ld4(g);
                 const uint32_t w[4] = {q.x, q.y, q.z, q.w};
@@ -107,7 +119,7 @@ DN_UNROLL
                 st4(g, q);
             }
         } else {
-            float *g = static_cast<float *>(a.x) + el;
+            float *g = static_cast<float *>(gmap) + el;
             if (!kStore) {
                 const f32x4 q = ld4f(g);
                 s[0] = q.x;
@@ -336,7 +348,7 @@ DN_DEVI float gelu_tanh(float v) {
 }
 
 // The whole block for tile `tile` (windows TW tile .. TW tile + TW - 1), thread tid of NW x 32.
-template <int C, int HD, int TW, int NW, bool kBf16Res, bool kCount>
+template <int C, int HD, int TW, int NW, int kRes, bool kCount>
 DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *smem) {
     constexpr SwinTile T = swin_tile(C, HD, TW, NW);
     static_assert(T.ok, "no tile plan for this (C, HD, TW, NW)");
@@ -350,7 +362,7 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
     const int warp = tid >> 5, lane = tid & 31;
     unsigned long long *cnt = a.mma_count;
 
-    move_tile<C, M, NW * 32, kBf16Res, false>(a, tile, TW, xs, SX, tid);
+    move_tile<C, M, NW * 32, kRes == kResBf16, false>(a, a.x, tile, TW, xs, SX, tid);
     sync_cta();
     layernorm_tile<C, M, NW>(xs, SX, an, SA, reinterpret_cast<const float *>(img + L.off[kSecLn1G]),
                              reinterpret_cast<const float *>(img + L.off[kSecLn1B]), a.eps, warp, lane);
@@ -425,7 +437,7 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
         }
         sync_cta();
     }
-    move_tile<C, M, NW * 32, kBf16Res, true>(a, tile, TW, xs, SX, tid);
+    move_tile<C, M, NW * 32, kRes != kResFp32, true>(a, a.out, tile, TW, xs, SX, tid);
 }
 
 }  // namespace swin_fused
@@ -443,21 +455,25 @@ namespace cuda {
 namespace {
 
 using swin_fused::KernelArgs;
+using swin_fused::kResBf16;
+using swin_fused::kResFp32;
+using swin_fused::kResFp32ToBf16;
+using swin_fused::kResModes;
 
 // Two builds of the same body: ptxas's default register heuristic, and an explicit minimum of one
 // CTA per SM, which lets ptxas use up to 255 registers (it then keeps more loads in flight; at
 // C = 32 and 64 the occupancy stays what shared memory allows). fused_check times both; the
 // instrumented kernel uses the second (with the default heuristic it spilled its count on sm_89).
-template <int C, int HD, int TW, int NW, bool kBf16Res>
+template <int C, int HD, int TW, int NW, int kRes>
 __global__ void __launch_bounds__(NW * 32) swin_block_kernel(const KernelArgs a) {
     extern __shared__ __align__(16) uint8_t smem[];
-    swin_fused::swin_block_tile<C, HD, TW, NW, kBf16Res, false>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
+    swin_fused::swin_block_tile<C, HD, TW, NW, kRes, false>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
 }
 
-template <int C, int HD, int TW, int NW, bool kBf16Res, bool kCount>
+template <int C, int HD, int TW, int NW, int kRes, bool kCount>
 __global__ void __launch_bounds__(NW * 32, 1) swin_block_kernel_1cta(const KernelArgs a) {
     extern __shared__ __align__(16) uint8_t smem[];
-    swin_fused::swin_block_tile<C, HD, TW, NW, kBf16Res, kCount>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
+    swin_fused::swin_block_tile<C, HD, TW, NW, kRes, kCount>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
 }
 
 using KernelFn = void (*)(const KernelArgs);
@@ -466,19 +482,20 @@ enum Build { kDefaultRegs, kOneCta, kCounting, kBuilds };
 
 struct Instance {
     int C, HD, TW, NW;
-    KernelFn fn[2][kBuilds];  // [bf16 residual][build]
+    KernelFn fn[kResModes][kBuilds];  // [residual stream formats][build]
     uint32_t smem;
 };
 
+#define SWIN_BUILDS(C, HD, TW, NW, R)                                                                        \
+    swin_block_kernel<C, HD, TW, NW, R>, swin_block_kernel_1cta<C, HD, TW, NW, R, false>,                     \
+        swin_block_kernel_1cta<C, HD, TW, NW, R, true>
 #define SWIN_INSTANCE(C, HD, TW, NW)                                                                         \
     {C,                                                                                                      \
      HD,                                                                                                     \
      TW,                                                                                                     \
      NW,                                                                                                     \
-     {{swin_block_kernel<C, HD, TW, NW, false>, swin_block_kernel_1cta<C, HD, TW, NW, false, false>,        \
-       swin_block_kernel_1cta<C, HD, TW, NW, false, true>},                                                 \
-      {swin_block_kernel<C, HD, TW, NW, true>, swin_block_kernel_1cta<C, HD, TW, NW, true, false>,          \
-       swin_block_kernel_1cta<C, HD, TW, NW, true, true>}},                                                 \
+     {{SWIN_BUILDS(C, HD, TW, NW, kResFp32)}, {SWIN_BUILDS(C, HD, TW, NW, kResBf16)},                         \
+      {SWIN_BUILDS(C, HD, TW, NW, kResFp32ToBf16)}},                                                        \
      swin_tile(C, HD, TW, NW).smem},
 
 const Instance g_instances[] = {SWIN_FUSED_TILES(SWIN_INSTANCE)};
@@ -517,7 +534,9 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
                "map " + std::to_string(W) + "x" + std::to_string(H) + " does not tile into 8x8 windows");
     DN_REQUIRE(shift >= 0 && shift < kSwinWindow, "shift " + std::to_string(shift) + " outside [0, 8)");
     DN_REQUIRE(eps > 0.f, "LayerNorm eps must be > 0");
-    DN_REQUIRE(((uintptr_t)x & 15) == 0 && ((uintptr_t)image & 15) == 0, "x and the weight image must be 16-byte aligned");
+    DN_REQUIRE(((uintptr_t)x & 15) == 0 && ((uintptr_t)image & 15) == 0 && ((uintptr_t)p.bf16_out & 15) == 0,
+               "x, the weight image and bf16_out must be 16-byte aligned");
+    DN_REQUIRE(!p.bf16_out || !bf16_residual, "bf16_out needs an fp32 residual stream x");
     const int HD = C / heads;
     const Instance *in = find_instance(C, HD, p);
     DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads" +
@@ -526,11 +545,13 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     const int64_t nwx = W / kSwinWindow, nwy = H / kSwinWindow, nwin = nwx * nwy;
     const int64_t ctas = (nwin + in->TW - 1) / in->TW;
     DN_REQUIRE(nwin <= 0x7fffffffLL && ctas <= 0x7fffffffLL && (int64_t)H * W <= (int64_t)1 << 40, "map too large");
-    const int rb = bf16_residual ? 1 : 0, ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
+    const int rb = p.bf16_out ? kResFp32ToBf16 : bf16_residual ? kResBf16 : kResFp32;
+    const int ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
     KernelFn fn = in->fn[rb][ci];
     TRY(smem_kernel(ctx, (const void *)fn, "swin_block_kernel", in->NW * 32, in->smem));
     KernelArgs a;
     a.x = x;
+    a.out = p.bf16_out ? static_cast<void *>(p.bf16_out) : x;
     a.img = image;
     a.H = H;
     a.W = W;
@@ -579,7 +600,7 @@ int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, c
     DN_REQUIRE(heads >= 1 && C % heads == 0, "C " + std::to_string(C) + " is not a multiple of heads " + std::to_string(heads));
     const Instance *in = find_instance(C, C / heads, p);
     DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads");
-    const void *fn = (const void *)in->fn[bf16_residual ? 1 : 0][p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs];
+    const void *fn = (const void *)in->fn[bf16_residual ? kResBf16 : kResFp32][p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs];
     return smem_kernel(ctx, fn, "swin_block_kernel", in->NW * 32, in->smem, ctas_per_sm);
 }
 

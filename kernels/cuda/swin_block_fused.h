@@ -26,6 +26,10 @@ struct SwinFusedParams {
     // non-null: run the instrumented kernel, which adds the number of mma.sync it issued to this
     // device counter (swin_block_desc.h: it must equal mma_per_cta x CTAs)
     unsigned long long *mma_count = nullptr;
+    // non-null (x fp32, not bf16_residual): the block's output rounded to bf16, (H, W, C), 16-byte
+    // aligned, is written here and x is left unchanged (the U-Net's last block writes the bf16
+    // feature map this way: no separate cast of the fp32 map)
+    uint16_t *bf16_out = nullptr;
 };
 
 struct SwinFusedTile {
@@ -35,9 +39,9 @@ struct SwinFusedTile {
 // The tiles built for (C, heads), the default first; empty when none is.
 std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
 
-// x (H, W, C), fp32 or (bf16_residual) bf16 bits, 16-byte aligned, in place; image: the block's
-// weight image on the device (swin_weight_image_upload); eps: LayerNorm eps (model v1 1e-5); shift:
-// the cyclic shift (0 or 4 in model v1). H and W multiples of 8. Built for C in {32, 48, 64, 96,
+// x (H, W, C), fp32 or (bf16_residual) bf16 bits, 16-byte aligned, in place (or into
+// params->bf16_out); image: the block's weight image on the device (swin_weight_image_upload);
+// eps: LayerNorm eps (model v1 1e-5); shift: the cyclic shift (0 or 4 in model v1). H and W multiples of 8. Built for C in {32, 48, 64, 96,
 // 128, 192, 256} with head dim 32 (48 for C = 48). Queued on ctx.stream. Returns 0,
 // DENOISE_EINVAL (shapes, pointers, no kernel built for (C, heads), or more shared memory than the
 // device allows, with ctx.err naming it) or DENOISE_EDEVICE (launch failure, the CUDA message).
