@@ -23,14 +23,17 @@ rounded ops in bf16 too). Rounding points, kernels/cuda/network.cu's value path:
             two bf16 parts, exact to about 2^-17 (fp32 here), or with `skip` rounded once to bf16
             (the engine before it split it);
     head    the features F (the feature ring is bf16), the centre frame (the head's residual) and
-            the head's weights (head_tc.cu).
+            the head's weights (head_tc.cu);
+    stream  the residual stream stored in bf16 (swin_block_fused.cu's kBf16Res, rounding (7)):
+            each block's output, the fusion conv's, each merge's and each expand's (the skip map
+            is then bf16 itself).
 Variants: the correct-first block as it was (proj, fc1), with both outputs fp32 (network.cu now),
 the fused block (P); then the fused path with the points outside the blocks added one at a time
-and all together (the whole fused path), the whole path with the skip map rounded once, and the
-whole path with each outside point kept fp32.
+and all together (the whole fused path), the whole path with the skip map rounded once, with the
+bf16 residual stream, and the whole path with each outside point kept fp32.
 Prints the PSNR against the clean clip and its difference from the fp32 network's
 (tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
-8 frames of 320x192 (thirteen runs).
+8 frames of 320x192 (fourteen runs).
 """
 import argparse
 import os
@@ -87,29 +90,32 @@ def make_block_forward(mode: dict):
             h = torch.roll(h, (self.shift, self.shift), (1, 2))
         x = x + h
         u = bf(F.gelu(linear(self.fc1, bf(self.norm2(x)), mode["fc1"]), approximate="tanh"))
-        return x + linear(self.fc2, u, False)
+        x = x + linear(self.fc2, u, False)
+        return bf(x) if mode["stream"] else x
     return forward
 
 
 def make_unet_forward(mode: dict):
+    st = bf if mode["stream"] else (lambda t: t)
+
     def forward(self, z):
         if mode["input"]:
             x0 = F.conv2d(bf(z), bf(self.fusion.weight), self.fusion.bias, padding=1).permute(0, 2, 3, 1)
         else:
             x0 = self.fusion(z).permute(0, 2, 3, 1)
-        x0 = self.enc0(x0)
+        x0 = self.enc0(st(x0))
 
         def merge(m, x):
             if not mode["merge"]:
-                return m(x)
-            return bf(m.norm(M.s2d_nhwc(x))) @ bf(m.reduction.weight).t()
+                return st(m(x))
+            return st(bf(m.norm(M.s2d_nhwc(x))) @ bf(m.reduction.weight).t())
 
         def expand_skip(e, skip_lin, lo, skip):
             if not mode["expand"]:
                 return skip_lin(torch.cat([e(lo), skip], dim=-1))
             up = M.d2s_nhwc(bf(bf(lo) @ bf(e.expand.weight).t() + e.expand.bias))
             s = bf(skip) if mode["skip"] else skip
-            return torch.cat([up, s], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias
+            return st(torch.cat([up, s], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias)
 
         x1 = self.enc1(merge(self.merge0, x0))
         x2 = self.mid(merge(self.merge1, x1))
@@ -182,15 +188,16 @@ def main():
     print(f"{os.path.basename(args.sample)} {W}x{H} N={n} sigma {args.sigma:g}: noisy {psnr(noisy, clean):.3f} dB, "
           f"fp32 network {pr:.3f} dB")
     outside = ("input", "merge", "expand", "head")
-    none = dict.fromkeys(outside + ("skip",), False)
-    fused = dict(P=True, proj=False, fc1=False, skip=False)
+    none = dict.fromkeys(outside + ("skip", "stream"), False)
+    fused = dict(P=True, proj=False, fc1=False, skip=False, stream=False)
     whole = dict(fused, **dict.fromkeys(outside, True))
     variants = [("blocks: correct-first as it was (proj, fc1 bf16)", dict(P=False, proj=True, fc1=True, **none)),
                 ("blocks: correct-first now (proj, fc1 fp32)", dict(P=False, proj=False, fc1=False, **none)),
                 ("blocks: fused (P bf16)", dict(fused, **none))]
     variants += [(f"fused blocks + {k}", dict(fused, **dict(none, **{k: True}))) for k in outside]
     variants += [("whole fused path (all of the above)", whole),
-                 ("whole fused path, skip map rounded once", dict(whole, skip=True))]
+                 ("whole fused path, skip map rounded once", dict(whole, skip=True)),
+                 ("whole fused path, bf16 residual stream", dict(whole, stream=True))]
     variants += [(f"whole fused path, {k} fp32", dict(whole, **{k: False})) for k in outside]
     for name, mode in variants:
         o = run(mode)
