@@ -751,31 +751,23 @@ static int output_one(AVFilterContext *ctx)
 
     av_fifo_read(s->queue, &q, 1);
     pts = q.frame->pts;
-    if (q.disabled && s->hw) {
-        /* a disabled CUDA frame still leaves in a frame of the output pool, the link's
-         * hw_frames_ctx (a consumer such as hwdownload refuses frames of another one): the
-         * input's samples over the engine's output, a device copy on the device context's
-         * stream, which denoise_pull has ordered after the engine's write */
-        ret = av_hwframe_transfer_data(out, q.frame, 0);
-        if (ret >= 0)
-            ret = av_frame_copy_props(out, q.frame);
-        av_frame_free(&q.frame);
-        if (ret < 0) {
-            av_log(ctx, AV_LOG_ERROR, "cannot pass the timeline-disabled CUDA frame at pts "
-                   "%"PRId64" on: %s\n", pts, av_err2str(ret));
-            av_frame_free(&out);
-            return ret;
-        }
-    } else if (q.disabled) {
+    if (q.disabled && !s->hw) {
         if (out != q.frame)
             av_frame_free(&out);
         out = q.frame;
     } else if (out != q.frame) {
-        ret = av_frame_copy_props(out, q.frame);
+        /* a disabled CUDA frame still leaves in a frame of the output pool, the link's
+         * hw_frames_ctx (a consumer such as hwdownload refuses frames of another one): the
+         * input's samples over the engine's output, a device copy on the device context's
+         * stream, which denoise_pull has ordered after the engine's write */
+        ret = q.disabled ? av_hwframe_transfer_data(out, q.frame, 0) : 0;
+        if (ret >= 0)
+            ret = av_frame_copy_props(out, q.frame);
         av_frame_free(&q.frame);
         if (ret < 0) {
-            av_log(ctx, AV_LOG_ERROR, "cannot copy the frame properties onto the output at pts "
-                   "%"PRId64": %s\n", pts, av_err2str(ret));
+            av_log(ctx, AV_LOG_ERROR, "cannot copy the frame %s onto the output at pts "
+                   "%"PRId64": %s\n", q.disabled ? "(timeline-disabled: samples and properties)"
+                   : "properties", pts, av_err2str(ret));
             av_frame_free(&out);
             return ret;
         }

@@ -41,8 +41,8 @@ std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
 
 // x (H, W, C), fp32 or (bf16_residual) bf16 bits, 16-byte aligned, in place (or into
 // params->bf16_out); image: the block's weight image on the device (swin_weight_image_upload);
-// eps: LayerNorm eps (model v1 1e-5); shift: the cyclic shift (0 or 4 in model v1). H and W multiples of 8. Built for C in {32, 48, 64, 96,
-// 128, 192, 256} with head dim 32 (48 for C = 48). Queued on ctx.stream. Returns 0,
+// eps: LayerNorm eps (model v1 1e-5); shift: the cyclic shift (0 or 4 in model v1). H and W
+// multiples of 8. Built for C in {32, 48, 64, 96, 128, 192, 256} with head dim 32 (48 for C = 48). Queued on ctx.stream. Returns 0,
 // DENOISE_EINVAL (shapes, pointers, no kernel built for (C, heads), or more shared memory than the
 // device allows, with ctx.err naming it) or DENOISE_EDEVICE (launch failure, the CUDA message).
 int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps, void *x, bool bf16_residual, int H,
