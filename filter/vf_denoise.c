@@ -574,41 +574,29 @@ static void check_nonfinite(AVFilterContext *ctx, const AVFrame *f)
     }
 }
 
-/* Built-in scene-cut detector on the native frame f (software frames).
- * The score is the one of FFmpeg's scdet filter (libavfilter/vf_scdet.c, get_scene_score()):
- * mafd = mean absolute frame difference in percent of full scale, score = min(mafd,
- * |mafd - previous mafd|), a cut when score >= threshold; the min() makes a steady high
- * difference (noise, constant motion) not a cut, only a jump.  Unlike scdet the difference is
- * taken on block means (scd_block_size()) of the luma read from the native frame: Y' in
- * R'G'B' units (normalised code values times the luma gain of the frame's decoding matrix,
- * 255/219 for 8-bit limited range, so that limited and full range score alike), or G of R'G'B'
- * frames (floats as the network sees them).  Block means average the noise down (sigma 50 8-bit
- * noise moves an 8x8 block mean by about 2-3%) while a hard cut changes most blocks by tens of
- * percent.  Returns 1 for a cut. */
-static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor *color,
-                     double *score_out)
+typedef struct SceneSliceArg {
+    const AVFrame *f;
+    float scale;    /* normalised code value -> R'G'B' units */
+} SceneSliceArg;
+
+/* Block sums of one slice of block rows (jobnr of nb_jobs) into s->scd_cur: each block row is
+ * one slice's alone and is summed in the same order whatever the slicing, so the scores do not
+ * depend on the thread count. Per row, each block's run of B samples is summed in a register
+ * (integers exactly; no division per sample: a 3840x2160 frame is 8.3 M samples). */
+static int scene_block_sums(AVFilterContext *ctx, void *arg, int jobnr, int nb_jobs)
 {
     DenoiseContext *s = ctx->priv;
+    const SceneSliceArg *a = arg;
     const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
-    const int w = s->width, h = s->height, bw = s->scd_bw, nb = s->scd_bw * s->scd_bh;
-    const int B = s->scd_block;
+    const int w = s->width, h = s->height, bw = s->scd_bw, B = s->scd_block;
+    const int by0 = s->scd_bh * jobnr / nb_jobs, by1 = s->scd_bh * (jobnr + 1) / nb_jobs;
     const int step = c->step, shift = c->shift;
     const unsigned mask = (1u << FFMIN(c->depth, 16)) - 1;
-    float scale = 1.0f / mask;
-    double sad = 0, mafd, diff, score;
-    float *tmp;
+    const float scale = a->scale;
 
-    if (color->repr.sys != PL_COLOR_SYSTEM_RGB) {
-        struct pl_color_repr repr = color->repr;
-        scale *= pl_color_repr_decode(&repr, NULL).mat.m[0][0];
-    }
-
-    *score_out = 0;
-    memset(s->scd_cur, 0, nb * sizeof(*s->scd_cur));
-    /* per row, each block's run of B samples is summed in a register (integers exactly; no
-     * division per sample: a 3840x2160 frame is 8.3 M samples on the filter's thread) */
-    for (int y = 0; y < h; y++) {
-        const uint8_t *src = f->data[c->plane] + (ptrdiff_t)y * f->linesize[c->plane] + c->offset;
+    memset(s->scd_cur + by0 * bw, 0, (size_t)(by1 - by0) * bw * sizeof(*s->scd_cur));
+    for (int y = by0 * B; y < FFMIN(by1 * B, h); y++) {
+        const uint8_t *src = a->f->data[c->plane] + (ptrdiff_t)y * a->f->linesize[c->plane] + c->offset;
         float *row = s->scd_cur + (y / B) * bw;
         for (int bx = 0, x0 = 0; bx < bw; bx++, x0 += B) {
             const int x1 = FFMIN(x0 + B, w);
@@ -632,6 +620,39 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
             }
         }
     }
+    return 0;
+}
+
+/* Built-in scene-cut detector on the native frame f (software frames).
+ * The score is the one of FFmpeg's scdet filter (libavfilter/vf_scdet.c, get_scene_score()):
+ * mafd = mean absolute frame difference in percent of full scale, score = min(mafd,
+ * |mafd - previous mafd|), a cut when score >= threshold; the min() makes a steady high
+ * difference (noise, constant motion) not a cut, only a jump.  Unlike scdet the difference is
+ * taken on block means (scd_block_size()) of the luma read from the native frame: Y' in
+ * R'G'B' units (normalised code values times the luma gain of the frame's decoding matrix,
+ * 255/219 for 8-bit limited range, so that limited and full range score alike), or G of R'G'B'
+ * frames (floats as the network sees them).  Block means average the noise down (sigma 50 8-bit
+ * noise moves an 8x8 block mean by about 2-3%) while a hard cut changes most blocks by tens of
+ * percent.  Returns 1 for a cut. */
+static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor *color,
+                     double *score_out)
+{
+    DenoiseContext *s = ctx->priv;
+    const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
+    const int w = s->width, h = s->height, nb = s->scd_bw * s->scd_bh;
+    SceneSliceArg arg = { .f = f, .scale = 1.0f / ((1u << FFMIN(c->depth, 16)) - 1) };
+    double sad = 0, mafd, diff, score;
+    float *tmp;
+
+    if (color->repr.sys != PL_COLOR_SYSTEM_RGB) {
+        struct pl_color_repr repr = color->repr;
+        arg.scale *= pl_color_repr_decode(&repr, NULL).mat.m[0][0];
+    }
+
+    *score_out = 0;
+    /* slices of block rows on the filter graph's threads (-filter_threads): the 8.3 M samples of
+     * a 3840x2160 frame took a few ms on the one thread that also feeds the engine */
+    ff_filter_execute(ctx, scene_block_sums, &arg, NULL, FFMIN(s->scd_bh, ff_filter_get_nb_threads(ctx)));
     for (int i = 0; i < nb; i++)
         s->scd_cur[i] /= s->scd_count[i];
 
@@ -1362,6 +1383,6 @@ const AVFilter ff_vf_denoise = {
     FILTER_OUTPUTS(denoise_outputs),
     FILTER_PIXFMTS_ARRAY(pix_fmts),
     .process_command = process_command,
-    .flags           = AVFILTER_FLAG_SUPPORT_TIMELINE_INTERNAL,
+    .flags           = AVFILTER_FLAG_SUPPORT_TIMELINE_INTERNAL | AVFILTER_FLAG_SLICE_THREADS,
     .flags_internal  = FF_FILTER_FLAG_HWFRAME_AWARE,
 };

@@ -108,6 +108,14 @@ TEST(CudaFrameLayout, CompactRoundTripKeepsOtherBits) {
     roundtrip(kYuv420p, 9, 9, 4);  // with an alpha plane that is never touched
 }
 
+// Frames whose planes span many of the copies' row bands (256 KiB each, handed to the thread
+// pool): every band lands at its own rows, the masked merge included.
+TEST(CudaFrameLayout, CompactRoundTripInBands) {
+    roundtrip(kNv12, 1920, 1080, 2);
+    roundtrip(kP010, 1366, 770, 2);
+    roundtrip(kBgra, 1031, 517, 1);
+}
+
 TEST(CudaFrameLayout, CheckImage) {
     const cuda::FrameLayout L = cuda::frame_layout(kNv12, 64, 32);
     std::vector<uint8_t> y(64 * 32), uv(64 * 16);

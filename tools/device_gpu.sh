@@ -6,9 +6,11 @@
 #       packs build/bin, build/lib, build/tests/gpu_check and fused_check into .device/build.tar.xz and the Debian
 #       libraries the GPU machine lacks into .devlibs/libs.tar.xz (../shared/tools/device-libs.sh,
 #       or /work/shared/tools/device-libs.sh); both folders are git-ignored.
-#   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh
+#   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench]
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh and prints the failures, the key
-#       checks and the bench summary last. The PyTorch side by side (eager, and static-shape
+#       checks and the bench summary last; `check` or `bench` runs that part alone (the checks
+#       can share the GPU with a trainer, the bench wants it to itself: pause the trainer around
+#       it, weights/device_train.sh pause / resume). The PyTorch side by side (eager, and static-shape
 #       torch.compile at 1920x1080 and 3840x2160: a few cold compiles) only with DEVICE_TORCH=1
 #       (bench budget 480 s instead of 125).
 # Output, always in $OUT (./device-out when OUT is unset), at most 6 files: device.log (each
@@ -54,6 +56,8 @@ if [ "${1:-}" = --pack ]; then
     exit 0
 fi
 
+PARTS=${1:-all}
+case $PARTS in all|check|bench) ;; *) echo "device_gpu: unknown part '$PARTS' (check, bench, or none for both)" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$ROOT/device-out}
 mkdir -p "$OUTDIR" || exit 1
 # per-run logs (many small files) live outside $OUTDIR and come back as logs.tar.gz
@@ -65,7 +69,10 @@ trap 'rm -rf "$WORK"' EXIT
     exit 1
 }
 t0=$(date +%s)
-tar xJf .device/build.tar.xz || exit 1
+# unpacked once per machine (a second part's call finds them)
+if [ ! -f build/.device-unpacked ] || [ .device/build.tar.xz -nt build/.device-unpacked ]; then
+    tar xJf .device/build.tar.xz && touch build/.device-unpacked || exit 1
+fi
 mkdir -p /tmp/devlibs && tar xJf .devlibs/libs.tar.xz -C /tmp/devlibs || exit 1
 export LD_LIBRARY_PATH=/tmp/devlibs:$ROOT/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DENOISE_SOURCE_DIR=$ROOT DENOISE_BUILD_DIR=$ROOT/build DENOISE_TEST_DATA=$ROOT/tests/data
@@ -76,12 +83,16 @@ export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 } | tee "$OUTDIR/device.log"
 pack_logs() { tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null; }
 
+crc=0 brc=0
+if [ $PARTS != bench ]; then
 ts=$(date +%s)
 CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=230 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 \
     timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-320}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
 crc=$?
 echo "check_gpu.sh exit $crc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
+fi
+if [ $PARTS != check ]; then
 ts=$(date +%s)
 mkdir -p "$WORK/bench"
 torch=${DEVICE_TORCH:-0}
@@ -91,7 +102,9 @@ BENCH_TORCH=$torch BENCH_LOGS=$WORK/bench BENCH_CB_TIMEOUT=60 BENCH_RUN_TIMEOUT=
 brc=$?
 echo "bench.sh exit $brc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
+fi
 
+if [ $PARTS != bench ]; then
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
 grep -E '^(FAIL|SKIP|INFO)' "$OUTDIR/check_gpu.log" | head -n 40
@@ -99,10 +112,13 @@ grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearl
     "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 40
 grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"
 tail -n 1 "$OUTDIR/check_gpu.log"
+fi
+if [ $PARTS != check ]; then
 echo
 echo "===== bench (full log: bench.log)"
 grep -E '^bench: .* took' "$OUTDIR/bench.log"
 sed -n '/^=== bench summary/,$p' "$OUTDIR/bench.log"
+fi
 echo
 cat "$OUTDIR/device.log"
 [ $crc -eq 0 ] && [ $brc -eq 0 ]

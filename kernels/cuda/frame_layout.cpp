@@ -1,8 +1,13 @@
 // Native frame layouts and the host side of the frame copies (frame_layout.h).
 // Traffic: copy_to_compact / copy_from_compact move row_bytes per row of each used plane (1.5 B
 // per pixel for yuv420p, 3 for p010); the masked merge of partially covered planes works on
-// 8-byte words (out = (out & ~m) | (src & m)).
+// 8-byte words (out = (out & ~m) | (src & m)). Both copies run on the engine's thread pool
+// (cpu/parallel.h) in bands of at least kCopyBand bytes: one thread's memcpy reaches only part of
+// the host's memory bandwidth, and a 3840x2160 yuv420p frame (12.4 MB each way) sits on the
+// caller's thread between two GPU passes.
 #include "frame_layout.h"
+
+#include "../cpu/parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -82,22 +87,35 @@ DevFrame image_frame(const DenoiseImage &img) {
     return f;
 }
 
-void copy_to_compact(const FrameLayout &L, const DenoiseImage &in, uint8_t *dst) {
+namespace {
+
+constexpr int64_t kCopyBand = 256 << 10;
+
+// fn(plane, y0, y1) over bands of rows of each used plane, on the thread pool.
+template <class Fn>
+void for_row_bands(const FrameLayout &L, Fn &&fn) {
     for (int i = 0; i < 4; ++i) {
         const PlaneLayout &p = L.plane[i];
         if (!p.used) continue;
-        for (int y = 0; y < p.rows; ++y)
-            std::memcpy(dst + p.offset + (int64_t)y * p.pitch, in.data[i] + (ptrdiff_t)y * in.linesize[i],
-                        (size_t)p.row_bytes);
+        const int64_t band = std::max<int64_t>(1, kCopyBand / std::max<int64_t>(1, p.row_bytes));
+        cpu::parallel_for(p.rows, band, [&](int64_t y0, int64_t y1) { fn(p, i, (int)y0, (int)y1); });
     }
 }
 
+}  // namespace
+
+void copy_to_compact(const FrameLayout &L, const DenoiseImage &in, uint8_t *dst) {
+    for_row_bands(L, [&](const PlaneLayout &p, int i, int y0, int y1) {
+        for (int y = y0; y < y1; ++y)
+            std::memcpy(dst + p.offset + (int64_t)y * p.pitch, in.data[i] + (ptrdiff_t)y * in.linesize[i],
+                        (size_t)p.row_bytes);
+    });
+}
+
 void copy_from_compact(const FrameLayout &L, const uint8_t *src, const DenoiseImage &out) {
-    for (int i = 0; i < 4; ++i) {
-        const PlaneLayout &p = L.plane[i];
-        if (!p.used) continue;
+    for_row_bands(L, [&](const PlaneLayout &p, int i, int y0, int y1) {
         const int64_t n = p.row_bytes, nw = n / 8;
-        for (int y = 0; y < p.rows; ++y) {
+        for (int y = y0; y < y1; ++y) {
             const uint8_t *s = src + p.offset + (int64_t)y * p.pitch;
             uint8_t *d = out.data[i] + (ptrdiff_t)y * out.linesize[i];
             if (p.covered) {
@@ -115,7 +133,7 @@ void copy_from_compact(const FrameLayout &L, const uint8_t *src, const DenoiseIm
             }
             for (int64_t k = 8 * nw; k < n; ++k) d[k] = (uint8_t)((d[k] & ~m[k]) | (s[k] & m[k]));
         }
-    }
+    });
 }
 
 }  // namespace cuda
