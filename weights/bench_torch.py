@@ -61,7 +61,7 @@ def main():
     ap.add_argument("--sizes", default="960x540,1920x1080,3840x2160", help="eager variants' frame sizes")
     ap.add_argument("--compile-sizes", default="1920x1080,3840x2160",
                     help="torch.compile's frame sizes (each is one static compile); empty: none")
-    ap.add_argument("--compile-modes", default="default",
+    ap.add_argument("--compile-modes", default="default,reduce-overhead",
                     help="torch.compile modes, comma-separated (default, reduce-overhead, max-autotune, "
                          "max-autotune-no-cudagraphs)")
     ap.add_argument("--iters", type=int, default=30)
