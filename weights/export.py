@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sigma_reparam  # noqa: E402
 from model import FORMAT, VERSIONS, Config, Denoiser  # noqa: E402
 from noise_models import AWGNRecipe, NoiseRecipe  # noqa: E402
 
@@ -58,13 +59,20 @@ def sigma_range(state: dict) -> list:
     return [0, 55.0]
 
 
+def model_from_checkpoint(d: dict) -> Denoiser:
+    """The plain Denoiser of a training checkpoint (weights/train.py's save_ckpt): a run trained
+    with sigma-reparametrised qkv weights (state qkv_reparam) is folded back to plain weights."""
+    m = Denoiser(Config.from_json(d["config"]))
+    if d.get("state", {}).get("qkv_reparam"):
+        sigma_reparam.enable(m, fold_norm=False)
+    m.load_state_dict(d["model"])
+    return sigma_reparam.fold(m)
+
+
 def load_weights(path: str, device="cpu") -> Denoiser:
     """Build a Denoiser from a weight file (.safetensors or a training checkpoint .pt)."""
     if path.endswith(".pt"):
-        d = torch.load(path, map_location=device)
-        m = Denoiser(Config.from_json(d["config"]))
-        m.load_state_dict(d["model"])
-        return m.to(device)
+        return model_from_checkpoint(torch.load(path, map_location=device)).to(device)
     from safetensors import safe_open
     with safe_open(path, "pt") as f:
         meta = f.metadata() or {}
@@ -88,8 +96,7 @@ def main():
     args = ap.parse_args()
     d = torch.load(args.ckpt, map_location="cpu")
     cfg = Config.from_json(d["config"])
-    m = Denoiser(cfg)
-    m.load_state_dict(d["model"])
+    m = model_from_checkpoint(d)
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     tensors = {k: v.detach().to(dt).contiguous() for k, v in m.state_dict().items()}
     st = d.get("state", {})

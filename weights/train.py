@@ -19,15 +19,26 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
+  - Divergence guard: best.pt holds the best state of this invocation by validation mean PSNR
+    (the starting state first); a validation more than --diverge-db (2) below it ends the run
+    with event "diverged": the state goes to diverged.pt and best.pt becomes last.pt, so that
+    the next piece resumes from before the fall (with a change: the same recipe falls again).
+    Each val event carries the attention weights' norms (attn_norms: the largest Frobenius
+    norm of any block's qkv weight and LayerNorm-1 weight and bias), the signature of the
+    attention-logit growth that made the first v2 runs diverge (docs/model.md).
+  - --qkv-reparam: the qkv weights train sigma-reparametrised (weights/sigma_reparam.py; the
+    function is unchanged at the switch, AdamW starts afresh with a warm-up, the run keeps it;
+    export folds it back to plain weights).
   - Batches: built one step ahead on a side CUDA stream, overlapping the step
     (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
     are the same, in the same order.
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
-    AWGN unclipped, and the faithfulness probe, weights/faithful.py), ckpt, done. Nothing is read
+    AWGN unclipped, and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is read
     back from the GPU between logs.
-Never interactive; exit status 0 when the budget was trained, 1 on an error (logged).
+Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
+run diverged (logged).
 """
 from __future__ import annotations
 
@@ -42,6 +53,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
+import sigma_reparam  # noqa: E402
 from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
 from data import VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
 from faithful import probe, summary  # noqa: E402
@@ -97,6 +109,26 @@ def validate(model, val, sigmas=(10, 30, 50)):
     res["val_psnr_mean"] = round(sum(res[f"val_psnr_s{s}"] for s in sigmas) / len(sigmas), 3)
     model.train()
     return res
+
+
+@torch.no_grad()
+def attn_norms(model) -> dict:
+    """The largest Frobenius norm over the Swin blocks of the (effective) qkv weight and of
+    LayerNorm-1's weight and bias, and the largest sigma_reparam gamma: they grow together when
+    the attention logits run away (docs/model.md)."""
+    was = model.training
+    model.eval()   # reading a reparametrised weight in training mode would step its power iteration
+    out = {"qkv_max": 0.0, "ln1_weight_max": 0.0, "ln1_bias_max": 0.0}
+    for m in model.modules():
+        if hasattr(m, "norm1") and hasattr(m, "attn"):
+            for key, t in (("qkv_max", m.attn.qkv.weight), ("ln1_weight_max", m.norm1.weight),
+                           ("ln1_bias_max", m.norm1.bias)):
+                out[key] = max(out[key], round(t.detach().float().norm().item(), 3))
+    g = sigma_reparam.gammas(model)
+    if g:
+        out["gamma_max"] = round(max(g), 3)
+    model.train(was)
+    return out
 
 
 def save_ckpt(path, model, opt, state):
@@ -207,6 +239,11 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
     ap.add_argument("--val-minutes", type=float, default=4.0, help="trained minutes between validations")
+    ap.add_argument("--qkv-reparam", action="store_true",
+                    help="train the attention's qkv weights sigma-reparametrised (weights/sigma_reparam.py); "
+                    "a run keeps it once on")
+    ap.add_argument("--diverge-db", type=float, default=2.0,
+                    help="end the run when a validation's mean PSNR falls this far below the best of this invocation")
     ap.add_argument("--log-steps", type=int, default=200)
     ap.add_argument("--val-at", type=int, nargs="*", default=[], help="also validate (no probe) at these clip counts")
     ap.add_argument("--val-clips", type=int, default=24)
@@ -263,8 +300,16 @@ def run(args, log, dev):
         seconds=round(time.time() - t0, 1))
 
     model = Denoiser(cfg).to(dev)
+    reparam_src = bool(src is not None and src["state"].get("qkv_reparam"))
+    if reparam_src:
+        sigma_reparam.enable(model, fold_norm=False)
     if src is not None:
         model.load_state_dict(src["model"])
+    # switching sigma-reparametrised qkv weights on in a run that trained without them: the same
+    # function, new parameters (a fresh AdamW with a warm-up; weights/sigma_reparam.py)
+    reparam_on = args.qkv_reparam and not reparam_src
+    if reparam_on:
+        sigma_reparam.enable(model)
     if resumed:
         state = dict({"recipe": recipe_name, "candidate": args.candidate, "init": None}, **src["state"])
     else:
@@ -288,9 +333,10 @@ def run(args, log, dev):
         state["plan"]["total"] = args.plan_minutes * 60
         log(event="plan_changed", old_minutes=old / 60, new_minutes=args.plan_minutes)
     state["runs"] += 1
+    state["qkv_reparam"] = reparam_src or args.qkv_reparam
     plan = state["plan"]
     sch = Schedule(**plan["schedule"])
-    if resumed:
+    if resumed and not reparam_on:
         sch.warmup = 0
     lr_at = lambda step_run: sch((progress_value() - plan["start"]) / plan["total"], step_run)  # noqa: E731
 
@@ -302,7 +348,8 @@ def run(args, log, dev):
     log(event="start", resumed=resumed, init=state.get("init"), candidate=state.get("candidate"),
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
-        plan=plan, device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+        plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
+        device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
 
@@ -313,7 +360,7 @@ def run(args, log, dev):
     def build(accum):
         eng = StepEngine(model, engine_name, recipe["lowpass_weight"], lr_at(0), accum=accum,
                          compile_backend=args.compile_backend, log=log)
-        if src is not None and "opt" in src:
+        if src is not None and "opt" in src and not reparam_on:
             load_opt_state(eng.opt, src["opt"])
         return eng
     eng = build(accum)
@@ -330,7 +377,12 @@ def run(args, log, dev):
     def checkpoint():
         save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
 
+    # divergence guard: best.pt starts as the starting state, scored by its last validation
+    best = {"mean": state.get("last_val_mean"), "step": state["step"]}
+    save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state)
+
     def val_event(probe_too=True):
+        """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db)."""
         last_val["step"] = state["step"]
         model.set_engine(sdpa=True, channels_last=eng.channels_last)   # eager: no recompiles for the validation shapes
         r = validate(model, val)
@@ -340,13 +392,31 @@ def run(args, log, dev):
             r["probe_summary"] = summary(p)
         eng.set_kernels()
         log(event="val", step=state["step"], clips=state["clips"],
-            train_minutes=round(state["train_seconds"] / 60, 2), **r)
+            train_minutes=round(state["train_seconds"] / 60, 2), attn_norms=attn_norms(model), **r)
+        mean = r["val_psnr_mean"]
+        state["last_val_mean"] = mean
+        if best["mean"] is None or mean > best["mean"]:
+            best.update(mean=mean, step=state["step"])
+            save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state)
+            return False
+        return mean < best["mean"] - args.diverge_db
+
+    def diverged():
+        """The state to diverged.pt, best.pt to last.pt (the next piece resumes from there)."""
+        save_ckpt(os.path.join(args.out, "diverged.pt"), model, eng.opt, state)
+        os.replace(os.path.join(args.out, "best.pt"), os.path.join(args.out, "last.pt"))
+        log(event="diverged", step=state["step"], train_minutes=round(state["train_seconds"] / 60, 3),
+            val_psnr_mean=state["last_val_mean"], best_val_psnr_mean=best["mean"], best_step=best["step"],
+            last_pt="best.pt (step %d)" % best["step"])
+        return 2
 
     def budget_left():
         if args.clips:
             return state["clips"] < args.clips
         return state["train_seconds"] < piece_end
 
+    if best["mean"] is None and src is not None:   # a checkpoint saved before its validation: score it now
+        val_event(probe_too=False)
     piece_end = state["train_seconds"] + (args.minutes or 0) * 60
     val_at = sorted(c for c in args.val_at if c > state["clips"])
     step_run, logged = 0, False
@@ -391,7 +461,8 @@ def run(args, log, dev):
                 train_minutes=round(state["train_seconds"] / 60, 3), pauses=clock.pauses)
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
         if state["train_seconds"] >= next_val or (val_at and state["clips"] >= val_at[0]):
-            val_event(probe_too=not (val_at and state["clips"] >= val_at[0]))
+            if val_event(probe_too=not (val_at and state["clips"] >= val_at[0])):
+                return diverged()
             while val_at and state["clips"] >= val_at[0]:
                 val_at.pop(0)
             next_val = state["train_seconds"] + args.val_minutes * 60
@@ -403,7 +474,8 @@ def run(args, log, dev):
             break
     checkpoint()
     if last_val["step"] != state["step"]:
-        val_event()
+        if val_event():
+            return diverged()
         checkpoint()
     if stop["sig"] is not None:
         log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})

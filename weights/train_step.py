@@ -91,7 +91,8 @@ class Schedule:
 
 
 def make_optimizer(model: Denoiser, lr: float, capturable: bool) -> torch.optim.Optimizer:
-    """AdamW (betas 0.9/0.99, weight decay 0.01, model v1's); fused on CUDA; with capturable the
+    """AdamW (betas 0.9/0.99, weight decay 0.01, model v1's) over the trained parameters (frozen ones,
+    such as sigma_reparam's identity LayerNorms, are left out); fused on CUDA; with capturable the
     learning rate is a device tensor so that a captured step reads the current value."""
     cuda = next(model.parameters()).is_cuda
     kw = {"lr": torch.tensor(lr, device="cuda") if capturable else lr, "weight_decay": 0.01, "betas": (0.9, 0.99)}
@@ -99,7 +100,7 @@ def make_optimizer(model: Denoiser, lr: float, capturable: bool) -> torch.optim.
         kw["fused"] = True
     if capturable:
         kw["capturable"] = True
-    return torch.optim.AdamW(model.parameters(), **kw)
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], **kw)
 
 
 class StepEngine:
