@@ -42,7 +42,7 @@ struct StreamSpec {
     int threads = 0;
     int64_t gpu_memory = 0;     // bytes, resolved (never 0)
     int tile = 0;               // largest tile side in pixels, 0 = automatic
-    const float *blue_noise = nullptr;  // kBlueNoiseSize^2 values in [0, 1) (pl_generate_blue_noise), row-major
+    const float *blue_noise = nullptr;  // kBlueNoiseSize^2 values in [0, 1) (blue_noise.h), row-major
 };
 
 constexpr int kBlueNoiseLog2 = 6;

@@ -22,7 +22,8 @@
  *        representation by the inverse of the decoding matrix (no offsets: it is a difference),
  *        chroma changes brought to chroma resolution by the adjoint of the upsampling, scaled by
  *        the amounts (DenoiseAmount), and added to the frame's ORIGINAL samples with blue-noise
- *        dither (pl_generate_blue_noise): out = clip(orig + floor(d * (2^depth - 1) + noise)),
+ *        dither (a fixed 64 x 64 tile of libplacebo's generator, blue_noise.h):
+ *        out = clip(orig + floor(d * (2^depth - 1) + noise)),
  *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]. A zero change keeps
  *        a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
  *        sample's own bits (a non-finite sample stays as it was).

@@ -26,9 +26,8 @@
 #include <string>
 #include <vector>
 
-#include <libplacebo/dither.h>
-
 #include "backend.h"
+#include "blue_noise.h"
 #include "denoise.h"
 #include "model.h"
 #include "sigma_auto.h"
@@ -43,19 +42,6 @@ int reflect_index(int64_t i, int64_t n) {
     i %= p;
     if (i < 0) i += p;  // Python's modulo
     return (int)(i >= n ? p - i : i);
-}
-
-// libplacebo's void-and-cluster blue noise, "roughly uniform in [0,1)", clamped so that
-// floor(0 + n) == 0 holds for every n (a zero change keeps a sample bit-exact). Made once per
-// process (~10 ms for 64 x 64).
-const float *blue_noise_tile() {
-    static const std::vector<float> tile = [] {
-        std::vector<float> t((size_t)kBlueNoiseSize * kBlueNoiseSize);
-        pl_generate_blue_noise(t.data(), kBlueNoiseSize);
-        for (float &v : t) v = std::min(0.99999994f, std::max(0.0f, v));
-        return t;
-    }();
-    return tile.data();
 }
 
 const char *backend_str(DenoiseBackend b) {

@@ -1,0 +1,30 @@
+// The engine's dither tile: 64 x 64 blue noise (void and cluster), values in [0, 1).
+//
+// The tile is libplacebo's pl_generate_blue_noise(data, 64) (libplacebo/dither.h) taken once
+// and kept as data (blue_noise.cpp): that generator breaks ties with rand(), so what it returns
+// depends on the process-wide rand() state. Calling it at run time made the output depend on
+// whatever else in the process had called rand() (with NVDEC decoding in the same ffmpeg, the
+// dither, and so every output sample's rounding, changed from run to run: 53.6 dB between two
+// identical commands, docs/cuda.md), and seeding it would change the host application's rand()
+// sequence. The table holds the ranks 0..4095 that pl_generate_blue_noise(64) produced from the
+// initial rand() state (srand(1)) with libplacebo 4.208, i.e. the tile every earlier build made
+// in a process where nothing had called rand() first, so outputs and goldens are unchanged;
+// tests/blue_noise_test.cpp checks both.
+#ifndef DENOISE_BLUE_NOISE_H
+#define DENOISE_BLUE_NOISE_H
+
+#include <cstdint>
+
+namespace denoise {
+
+// kBlueNoiseSize^2 (backend.h) ranks, row-major: each of 0 .. 4095 once.
+extern const uint16_t kBlueNoiseRanks[64 * 64];
+
+// The tile as the backends use it: rank / 4096, so every value lies in [0, 1) and
+// floor(0 + n) == 0 holds for each (a zero change keeps a sample bit-exact). Row-major,
+// kBlueNoiseSize x kBlueNoiseSize floats; the same pointer for the process's lifetime.
+const float *blue_noise_tile();
+
+}  // namespace denoise
+
+#endif
