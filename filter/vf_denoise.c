@@ -384,8 +384,9 @@ static int engine_open(AVFilterContext *ctx, int w, int h)
     p.width      = w;
     p.height     = h;
     p.format     = s->pixfmt;
-    /* the engine's thread pool is its own (the filter is not slice-threaded): it takes the
-     * thread count libavfilter grants this filter unless cpu_threads says otherwise */
+    /* the engine's thread pool is its own (libavfilter's slice threads only sum the scene
+     * detector's blocks, before a frame goes to the engine): it takes the thread count
+     * libavfilter grants this filter unless cpu_threads says otherwise */
     p.threads    = s->cpu_threads ? s->cpu_threads : ff_filter_get_nb_threads(ctx);
     p.gpu_memory = s->gpu_mem << 20;
     p.tile       = s->tile;

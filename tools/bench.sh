@@ -5,7 +5,7 @@
 #      public API with device frames and with host frames (wall clock, engine memory peak) at
 #      960x540, 1920x1080, 3840x2160, and 7680x4320 under a 2 GiB cap (tiles);
 #   2. build/bin/ffmpeg end to end at 1920x1080 and 3840x2160 on testsrc2 content (generated once
-#      before the timed runs: 8 raw frames per size and format, 16 frames of h264 for NVDEC):
+#      before the timed runs: 8 raw frames per size and format, h264 as long as the NVDEC run):
 #        cuda         CUDA frames resident on the GPU: the 8 raw frames uploaded once
 #                     (hwupload_cuda), then tpad=stop=-1:stop_mode=clone repeats the last one as
 #                     new frames that reference the same device buffer: what is timed is FFmpeg's
@@ -13,8 +13,10 @@
 #        cuda+upload  -stream_loop of the raw frames, hwupload_cuda of every frame from host
 #                     memory, then denoise (FFmpeg's upload is a pageable copy on the device
 #                     context's stream, so the CPU thread waits for the GPU at each frame);
-#        nvdec        -hwaccel cuda -hwaccel_output_format cuda of the h264 file (-stream_loop),
-#                     then denoise: a user's hardware-decoding path; left out without NVDEC;
+#        nvdec        -hwaccel cuda -hwaccel_output_format cuda of the h264 file (not looped: a
+#                     loop restarts the decoder and the CLI rebuilds the graph with a scale
+#                     filter that takes no CUDA frames), then denoise: a user's hardware-decoding
+#                     path; left out without NVDEC;
 #        sw_yuv420p, sw_p010le  software frames (-stream_loop of the raw frames), denoise with
 #                     host memory (pinned staging, upload/compute/download overlapped);
 #      and 7680x4320 sw yuv420p under a 2 GiB cap when the filter has a GPU memory option.

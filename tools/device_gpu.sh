@@ -79,7 +79,7 @@ export DENOISE_SOURCE_DIR=$ROOT DENOISE_BUILD_DIR=$ROOT/build DENOISE_TEST_DATA=
 export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 {
     echo "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
-    echo "unpacked in $(( $(date +%s) - t0 )) s; $(build/bin/ffmpeg -hide_banner -version | head -n 1)"
+    echo "build and libraries ready in $(( $(date +%s) - t0 )) s; $(build/bin/ffmpeg -hide_banner -version | head -n 1)"
 } | tee "$OUTDIR/device.log"
 pack_logs() { tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null; }
 

@@ -166,7 +166,7 @@ collect() {
             elif [ -f "$RUN/$j.pid" ]; then echo "$j: ended"; fi
         done
         [ -f "$RUN/study/winner" ] && echo "study winner: $(cat "$RUN/study/winner")"
-        [ -f "$RUN/main/train.log" ] && { echo "main, last events:"; grep -E '"event": "(val|train|done|error|stopped)"' "$RUN/main/train.log" | tail -n 3 | cut -c1-400; }
+        [ -f "$RUN/main/train.log" ] && { echo "main, last events:"; grep -E '"event": "(val|train|done|error|stopped|diverged)"' "$RUN/main/train.log" | tail -n 3 | cut -c1-400; }
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
     } >"$OUT/status.txt" 2>&1
     # at most 8 files come back: status.txt, logs.tgz (bench, study without checkpoints, main

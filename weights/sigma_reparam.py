@@ -16,8 +16,10 @@ Here, per Swin block: LayerNorm-1's affine is folded into the qkv linear first (
 the attention, so W' = W diag(g), b' = b + W beta is exact) and then held at weight 1, bias 0;
 the qkv weight is sigma-reparametrised with gamma = sigma_max(W') at the switch, so the function
 is unchanged when it is switched on. The LayerNorm output has norm sqrt(C) per token, so
-||q||, ||k|| <= gamma sqrt(C) + ||bias||: the logits can only grow as fast as the one scalar gamma
-per block (an AdamW step moves it by about lr).
+||q||, ||k|| <= gamma sqrt(C) + ||bias||: the weights' share of the logits grows only with the one
+scalar gamma per block (an AdamW step moves it by about lr). The qkv bias stays free (and now
+holds LayerNorm-1's bias, one of the terms that grew in the diverged run): train.py's attn_norms
+logs its norm beside gamma.
 
 Export and the engines: fold() writes the effective W into a plain qkv weight (norm1 stays at
 1 / 0), so the weight file is an ordinary model v2 file (weights/export.py calls it).

@@ -20,12 +20,12 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
   - Divergence guard: best.pt holds the best state of this invocation by validation mean PSNR
-    (the starting state first); a validation more than --diverge-db (2) below it ends the run
+    (the starting state first, validated at the start); a validation more than --diverge-db (2) below it ends the run
     with event "diverged": the state goes to diverged.pt and best.pt becomes last.pt, so that
     the next piece resumes from before the fall (with a change: the same recipe falls again).
-    Each val event carries the attention weights' norms (attn_norms: the largest Frobenius
-    norm of any block's qkv weight and LayerNorm-1 weight and bias), the signature of the
-    attention-logit growth that made the first v2 runs diverge (docs/model.md).
+    Each val event carries the attention weights' norms (attn_norms: the largest norm of any
+    block's qkv weight and bias and LayerNorm-1 weight and bias, and sigma_reparam's gamma), the
+    signature of the attention-logit growth that made the first v2 runs diverge (docs/model.md).
   - --qkv-reparam: the qkv weights train sigma-reparametrised (weights/sigma_reparam.py; the
     function is unchanged at the switch, AdamW starts afresh with a warm-up, the run keeps it;
     export folds it back to plain weights).
@@ -113,16 +113,16 @@ def validate(model, val, sigmas=(10, 30, 50)):
 
 @torch.no_grad()
 def attn_norms(model) -> dict:
-    """The largest Frobenius norm over the Swin blocks of the (effective) qkv weight and of
+    """The largest norm over the Swin blocks of the (effective) qkv weight (Frobenius) and bias, of
     LayerNorm-1's weight and bias, and the largest sigma_reparam gamma: they grow together when
     the attention logits run away (docs/model.md)."""
     was = model.training
     model.eval()   # reading a reparametrised weight in training mode would step its power iteration
-    out = {"qkv_max": 0.0, "ln1_weight_max": 0.0, "ln1_bias_max": 0.0}
+    out = {"qkv_max": 0.0, "qkv_bias_max": 0.0, "ln1_weight_max": 0.0, "ln1_bias_max": 0.0}
     for m in model.modules():
         if hasattr(m, "norm1") and hasattr(m, "attn"):
-            for key, t in (("qkv_max", m.attn.qkv.weight), ("ln1_weight_max", m.norm1.weight),
-                           ("ln1_bias_max", m.norm1.bias)):
+            for key, t in (("qkv_max", m.attn.qkv.weight), ("qkv_bias_max", m.attn.qkv.bias),
+                           ("ln1_weight_max", m.norm1.weight), ("ln1_bias_max", m.norm1.bias)):
                 out[key] = max(out[key], round(t.detach().float().norm().item(), 3))
     g = sigma_reparam.gammas(model)
     if g:
@@ -336,7 +336,10 @@ def run(args, log, dev):
     state["qkv_reparam"] = reparam_src or args.qkv_reparam
     plan = state["plan"]
     sch = Schedule(**plan["schedule"])
-    if resumed and not reparam_on:
+    # the warm-up runs whenever AdamW starts without moments: a new run, the switch to
+    # sigma-reparametrised weights, or a resume of a state saved before its first step
+    opt_fresh = src is None or reparam_on or not (src.get("opt") or {}).get("state")
+    if resumed and not opt_fresh:
         sch.warmup = 0
     lr_at = lambda step_run: sch((progress_value() - plan["start"]) / plan["total"], step_run)  # noqa: E731
 
@@ -360,7 +363,7 @@ def run(args, log, dev):
     def build(accum):
         eng = StepEngine(model, engine_name, recipe["lowpass_weight"], lr_at(0), accum=accum,
                          compile_backend=args.compile_backend, log=log)
-        if src is not None and "opt" in src and not reparam_on:
+        if not opt_fresh:
             load_opt_state(eng.opt, src["opt"])
         return eng
     eng = build(accum)
@@ -378,7 +381,7 @@ def run(args, log, dev):
         save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
 
     # divergence guard: best.pt starts as the starting state, scored by its last validation
-    best = {"mean": state.get("last_val_mean"), "step": state["step"]}
+    best = {"mean": None, "step": state["step"]}
     save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state)
 
     def val_event(probe_too=True):
@@ -415,7 +418,7 @@ def run(args, log, dev):
             return state["clips"] < args.clips
         return state["train_seconds"] < piece_end
 
-    if best["mean"] is None and src is not None:   # a checkpoint saved before its validation: score it now
+    if src is not None:   # score the starting state itself (a checkpoint's last val may be older)
         val_event(probe_too=False)
     piece_end = state["train_seconds"] + (args.minutes or 0) * 60
     val_at = sorted(c for c in args.val_at if c > state["clips"])

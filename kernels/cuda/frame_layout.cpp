@@ -1,10 +1,11 @@
 // Native frame layouts and the host side of the frame copies (frame_layout.h).
 // Traffic: copy_to_compact / copy_from_compact move row_bytes per row of each used plane (1.5 B
 // per pixel for yuv420p, 3 for p010); the masked merge of partially covered planes works on
-// 8-byte words (out = (out & ~m) | (src & m)). Both copies run on the engine's thread pool
-// (cpu/parallel.h) in bands of at least kCopyBand bytes: one thread's memcpy reaches only part of
-// the host's memory bandwidth, and a 3840x2160 yuv420p frame (12.4 MB each way) sits on the
-// caller's thread between two GPU passes.
+// 8-byte words (out = (out & ~m) | (src & m)). Both copies run on the process-wide thread pool
+// of cpu/parallel.h (the CPU engine's thread count where one was opened, else the machine's
+// cores) in bands of whole rows of at most kCopyBand bytes (one row where a row is longer): one
+// thread's memcpy reaches only part of the host's memory bandwidth, and a 3840x2160 yuv420p frame
+// (12.4 MB each way) sits on the caller's thread between two GPU passes.
 #include "frame_layout.h"
 
 #include "../cpu/parallel.h"
