@@ -577,7 +577,8 @@ static void check_nonfinite(AVFilterContext *ctx, const AVFrame *f)
 
 typedef struct SceneSliceArg {
     const AVFrame *f;
-    float scale;    /* normalised code value -> R'G'B' units */
+    unsigned mask;  /* the component's largest code value */
+    float scale;    /* code value -> R'G'B' units */
 } SceneSliceArg;
 
 /* Block sums of one slice of block rows (jobnr of nb_jobs) into s->scd_cur: each block row is
@@ -592,7 +593,7 @@ static int scene_block_sums(AVFilterContext *ctx, void *arg, int jobnr, int nb_j
     const int w = s->width, h = s->height, bw = s->scd_bw, B = s->scd_block;
     const int by0 = s->scd_bh * jobnr / nb_jobs, by1 = s->scd_bh * (jobnr + 1) / nb_jobs;
     const int step = c->step, shift = c->shift;
-    const unsigned mask = (1u << FFMIN(c->depth, 16)) - 1;
+    const unsigned mask = a->mask;
     const float scale = a->scale;
 
     memset(s->scd_cur + by0 * bw, 0, (size_t)(by1 - by0) * bw * sizeof(*s->scd_cur));
@@ -641,7 +642,8 @@ static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor 
     DenoiseContext *s = ctx->priv;
     const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
     const int w = s->width, h = s->height, nb = s->scd_bw * s->scd_bh;
-    SceneSliceArg arg = { .f = f, .scale = 1.0f / ((1u << FFMIN(c->depth, 16)) - 1) };
+    const unsigned mask = (1u << FFMIN(c->depth, 16)) - 1;
+    SceneSliceArg arg = { .f = f, .mask = mask, .scale = 1.0f / mask };
     double sad = 0, mafd, diff, score;
     float *tmp;
 

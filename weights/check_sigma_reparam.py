@@ -37,7 +37,7 @@ def small_model(seed: int = 0) -> Denoiser:
                  depths={"enc0": 2, "enc1": 2, "mid": 2, "dec1": 2, "dec0": 2})
     m = Denoiser(cfg)
     with torch.no_grad():
-        for b in sigma_reparam._blocks(m):
+        for b in sigma_reparam.swin_blocks(m):
             b.norm1.weight.normal_(1.0, 0.5)
             b.norm1.bias.normal_(0.0, 0.3)
             b.attn.qkv.weight.mul_(3.0)
@@ -66,19 +66,19 @@ def main() -> int:
 
     m.train()
     for _ in range(30):   # power-iteration steps only (no optimizer)
-        for b in sigma_reparam._blocks(m):
+        for b in sigma_reparam.swin_blocks(m):
             _ = b.attn.qkv.weight
     worst = 0.0
-    for b in sigma_reparam._blocks(m):
+    for b in sigma_reparam.swin_blocks(m):
         p = b.attn.qkv.parametrizations.weight
         w = b.attn.qkv.weight
         worst = max(worst, abs(torch.linalg.matrix_norm(w.detach(), ord=2).item() / p[0].gamma.item() - 1))
     assert worst < 1e-3, f"sigma: |sigma_max(W) / gamma - 1| = {worst}"
     print(f"sigma: sigma_max(W) / gamma within {worst:.1e} ok")
 
-    ln0 = [b.norm1.weight.clone() for b in sigma_reparam._blocks(m)]
+    ln0 = [b.norm1.weight.clone() for b in sigma_reparam.swin_blocks(m)]
     g0 = sigma_reparam.gammas(m)
-    V0 = [b.attn.qkv.parametrizations.weight.original.clone() for b in sigma_reparam._blocks(m)]
+    V0 = [b.attn.qkv.parametrizations.weight.original.clone() for b in sigma_reparam.swin_blocks(m)]
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-3)
     for _ in range(3):
         opt.zero_grad()
@@ -88,8 +88,8 @@ def main() -> int:
     g1 = sigma_reparam.gammas(m)
     moved_g = max(abs(a - b) for a, b in zip(g0, g1))
     moved_v = max((b.attn.qkv.parametrizations.weight.original - v).abs().max().item()
-                  for b, v in zip(sigma_reparam._blocks(m), V0))
-    still = all(torch.equal(b.norm1.weight, w) for b, w in zip(sigma_reparam._blocks(m), ln0))
+                  for b, v in zip(sigma_reparam.swin_blocks(m), V0))
+    still = all(torch.equal(b.norm1.weight, w) for b, w in zip(sigma_reparam.swin_blocks(m), ln0))
     assert moved_g > 0 and moved_v > 0 and still, (moved_g, moved_v, still)
     print(f"train: gamma moved {moved_g:.1e}, V {moved_v:.1e}, norm1 frozen ok")
 
@@ -104,7 +104,7 @@ def main() -> int:
     r = rel(y3, y2)
     plain = set(Denoiser(m.cfg).state_dict())
     assert r < 1e-5 and set(m.state_dict()) == plain, (r, set(m.state_dict()) ^ plain)
-    ones = all(torch.all(b.norm1.weight == 1) and torch.all(b.norm1.bias == 0) for b in sigma_reparam._blocks(m))
+    ones = all(torch.all(b.norm1.weight == 1) and torch.all(b.norm1.bias == 0) for b in sigma_reparam.swin_blocks(m))
     assert ones
     print(f"fold: rel L2 {r:.1e}, plain keys, norm1 1 / 0 ok")
 

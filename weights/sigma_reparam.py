@@ -61,7 +61,8 @@ class SigmaReparam(nn.Module):
         return V * (self.gamma / self.sigma(V))
 
 
-def _blocks(model: nn.Module):
+def swin_blocks(model: nn.Module):
+    """The model's Swin blocks (the modules with norm1 and attn.qkv)."""
     # SwinBlock is recognised by its parts (no import of model.py: no cycle)
     for m in model.modules():
         if hasattr(m, "norm1") and hasattr(m, "attn") and hasattr(m.attn, "qkv"):
@@ -69,7 +70,7 @@ def _blocks(model: nn.Module):
 
 
 def is_enabled(model: nn.Module) -> bool:
-    return any(parametrize.is_parametrized(b.attn.qkv, "weight") for b in _blocks(model))
+    return any(parametrize.is_parametrized(b.attn.qkv, "weight") for b in swin_blocks(model))
 
 
 @torch.no_grad()
@@ -78,7 +79,7 @@ def enable(model: nn.Module, fold_norm: bool = True) -> nn.Module:
     unchanged (up to rounding). fold_norm=False skips the LayerNorm folding: for a model whose
     checkpoint will be loaded right after (its norm1 is already 1 / 0, its qkv values replace
     these). Returns the model."""
-    for b in _blocks(model):
+    for b in swin_blocks(model):
         if parametrize.is_parametrized(b.attn.qkv, "weight"):
             continue
         qkv, n = b.attn.qkv, b.norm1
@@ -99,7 +100,7 @@ def fold(model: nn.Module) -> nn.Module:
     stays at 1 / 0), in place. Returns the model."""
     was = model.training
     model.eval()   # no power-iteration step while reading the effective weights
-    for b in _blocks(model):
+    for b in swin_blocks(model):
         if parametrize.is_parametrized(b.attn.qkv, "weight"):
             parametrize.remove_parametrizations(b.attn.qkv, "weight", leave_parametrized=True)
         b.norm1.weight.requires_grad_(True)
@@ -111,5 +112,5 @@ def fold(model: nn.Module) -> nn.Module:
 @torch.no_grad()
 def gammas(model: nn.Module) -> list:
     """Each reparametrised block's gamma (empty when not enabled)."""
-    return [float(b.attn.qkv.parametrizations.weight[0].gamma) for b in _blocks(model)
+    return [float(b.attn.qkv.parametrizations.weight[0].gamma) for b in swin_blocks(model)
             if parametrize.is_parametrized(b.attn.qkv, "weight")]

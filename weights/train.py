@@ -20,9 +20,10 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
   - Divergence guard: best.pt holds the best state of this invocation by validation mean PSNR
-    (the starting state first, validated at the start); a validation more than --diverge-db (2) below it ends the run
-    with event "diverged": the state goes to diverged.pt and best.pt becomes last.pt, so that
-    the next piece resumes from before the fall (with a change: the same recipe falls again).
+    (the starting state first, validated at the start); a validation more than --diverge-db (2)
+    below it ends the run with event "diverged": the state goes to diverged.pt and best.pt
+    becomes last.pt, so that the next piece resumes from before the fall (with a change: the
+    same recipe falls again).
     Each val event carries the attention weights' norms (attn_norms: the largest norm of any
     block's qkv weight and bias and LayerNorm-1 weight and bias, and sigma_reparam's gamma), the
     signature of the attention-logit growth that made the first v2 runs diverge (docs/model.md).
@@ -119,11 +120,10 @@ def attn_norms(model) -> dict:
     was = model.training
     model.eval()   # reading a reparametrised weight in training mode would step its power iteration
     out = {"qkv_max": 0.0, "qkv_bias_max": 0.0, "ln1_weight_max": 0.0, "ln1_bias_max": 0.0}
-    for m in model.modules():
-        if hasattr(m, "norm1") and hasattr(m, "attn"):
-            for key, t in (("qkv_max", m.attn.qkv.weight), ("qkv_bias_max", m.attn.qkv.bias),
-                           ("ln1_weight_max", m.norm1.weight), ("ln1_bias_max", m.norm1.bias)):
-                out[key] = max(out[key], round(t.detach().float().norm().item(), 3))
+    for b in sigma_reparam.swin_blocks(model):
+        for key, t in (("qkv_max", b.attn.qkv.weight), ("qkv_bias_max", b.attn.qkv.bias),
+                       ("ln1_weight_max", b.norm1.weight), ("ln1_bias_max", b.norm1.bias)):
+            out[key] = max(out[key], round(t.detach().float().norm().item(), 3))
     g = sigma_reparam.gammas(model)
     if g:
         out["gamma_max"] = round(max(g), 3)
@@ -380,9 +380,9 @@ def run(args, log, dev):
     def checkpoint():
         save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
 
-    # divergence guard: best.pt starts as the starting state, scored by its last validation
+    # divergence guard: the first validation (of the starting state, when there is one) writes
+    # best.pt, so it exists before any validation can find a fall
     best = {"mean": None, "step": state["step"]}
-    save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state)
 
     def val_event(probe_too=True):
         """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db)."""

@@ -92,7 +92,7 @@ namespace {
 
 constexpr int64_t kCopyBand = 256 << 10;
 
-// fn(plane, y0, y1) over bands of rows of each used plane, on the thread pool.
+// fn(plane layout, plane index, y0, y1) over bands of rows of each used plane, on the thread pool.
 template <class Fn>
 void for_row_bands(const FrameLayout &L, Fn &&fn) {
     for (int i = 0; i < 4; ++i) {
