@@ -148,6 +148,113 @@ struct PathRow {
 };
 std::vector<PathRow> g_paths;
 
+// The same frame's work as a CUDA graph, beside the stream launches (`direct`), in two ways:
+// `capture` captures each frame's launches (their pointers change from frame to frame, as an
+// engine's do) and updates one executable graph with them (cudaGraphExecUpdate; instantiated again
+// only when that fails), then launches it; `replay` launches the graph of one frame again and
+// again (no host work but the launch: the lower bound). Each timed two ways: one frame on an idle
+// GPU (event before the first host call, median of 30 after 3 warm-ups; comparable with the
+// kernels line, whose median `direct_ms` is) and back to back (40 frames enqueued without a
+// wait, the stream's time over 40: the host's share hides behind the GPU's when it is smaller).
+// 0, or 1 on an error (printed).
+template <typename Frame>
+int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
+    const int kIdle = 30, kBack = 40;
+    cudaGraphExec_t exec = nullptr;
+    int reinstantiated = 0;
+    auto capture = [&](int i) -> int {
+        cudaGraph_t g = nullptr;
+        CU(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+        const int r = one(i);
+        const cudaError_t e = cudaStreamEndCapture(ctx.stream, &g);
+        if (r) {
+            if (g) cudaGraphDestroy(g);
+            return 1;
+        }
+        CU(e);
+        if (exec) {
+            cudaGraphExecUpdateResultInfo info;
+            if (cudaGraphExecUpdate(exec, g, &info) != cudaSuccess) {
+                cudaGetLastError();
+                cudaGraphExecDestroy(exec);
+                exec = nullptr;
+                ++reinstantiated;
+            }
+        }
+        if (!exec) {
+            const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+            cudaGraphDestroy(g);
+            CU(ie);
+        } else {
+            cudaGraphDestroy(g);
+        }
+        CU(cudaGraphLaunch(exec, ctx.stream));
+        return 0;
+    };
+    auto replay = [&](int) -> int {
+        CU(cudaGraphLaunch(exec, ctx.stream));
+        return 0;
+    };
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    // mode 0 direct, 1 capture, 2 replay; idle: per-frame median; back: ms per frame back to back
+    double idle[3] = {direct_ms, 0, 0}, back[3] = {0, 0, 0};
+    for (int mode = 0; mode < 3; ++mode) {
+        auto run = [&](int i) -> int { return mode == 0 ? one(i) : mode == 1 ? capture(i) : replay(i); };
+        if (mode == 2 && capture(0)) return 1;  // the graph replay launches: frame 0's
+        for (int i = 0; i < 3; ++i)
+            if (run(i)) return 1;
+        CU(cudaStreamSynchronize(ctx.stream));
+        if (mode) {
+            std::vector<float> ms;
+            for (int i = 0; i < kIdle; ++i) {
+                CU(cudaEventRecord(a, ctx.stream));
+                if (run(i)) return 1;
+                CU(cudaEventRecord(b, ctx.stream));
+                CU(cudaEventSynchronize(b));
+                float t = 0;
+                CU(cudaEventElapsedTime(&t, a, b));
+                ms.push_back(t);
+            }
+            std::sort(ms.begin(), ms.end());
+            idle[mode] = ms[ms.size() / 2];
+        }
+        CU(cudaEventRecord(a, ctx.stream));
+        for (int i = 0; i < kBack; ++i)
+            if (run(i)) return 1;
+        CU(cudaEventRecord(b, ctx.stream));
+        CU(cudaEventSynchronize(b));
+        float t = 0;
+        CU(cudaEventElapsedTime(&t, a, b));
+        back[mode] = t / kBack;
+    }
+    size_t nodes = 0;
+    {
+        cudaGraph_t g = nullptr;
+        CU(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+        const int r = one(0);
+        CU(cudaStreamEndCapture(ctx.stream, &g));
+        if (r) return 1;
+        CU(cudaGraphGetNodes(g, nullptr, &nodes));
+        cudaGraphDestroy(g);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    std::printf("cuda-bench %5dx%-5d graph (%zu nodes): one frame on an idle GPU direct %.3f / capture+update %.3f / "
+                "replay %.3f ms; back to back (%d frames) direct %.3f / capture+update %.3f / replay %.3f ms per frame"
+                "%s\n",
+                W, H, nodes, idle[0], idle[1], idle[2], kBack, back[0], back[1], back[2],
+                reinstantiated ? (", instantiated again " + std::to_string(reinstantiated) + " times").c_str() : "");
+    std::fflush(stdout);
+    const std::string sz = std::to_string(W) + "x" + std::to_string(H);
+    g_rows.push_back({sz + " kernels back to back", back[0], 1000.0 / back[0], ctx.peak / 1073741824.0});
+    g_rows.push_back({sz + " kernels graph capture+update", back[1], 1000.0 / back[1], ctx.peak / 1073741824.0});
+    g_rows.push_back({sz + " kernels graph replay", back[2], 1000.0 / back[2], ctx.peak / 1073741824.0});
+    return 0;
+}
+
 int bench_kernels(const Model &M, int W, int H, int iters) {
     const ModelConfig &cfg = M.cfg;
     const int m = cfg.pad_multiple, hp = (H + m - 1) / m * m, wp = (W + m - 1) / m * m, h2 = hp / 2, w2 = wp / 2;
@@ -240,6 +347,7 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         std::fflush(stdout);
         g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + (path ? " kernels correct-first" : " kernels fused"),
                           med[path], 1000.0 / med[path], ctx.peak / 1073741824.0});
+        if (path == 0 && bench_graph(ctx, one, W, H, med[0])) return 1;
         // the per-op split, outside the timed loop: an event before each op group of kOpFrames
         // frames (the events add a little time of their own; the table's total is printed beside
         // the median above)

@@ -55,10 +55,14 @@ struct Tap {
     int i0, i1;
     float w;
 };
+// The divisions by 256 and by sub are multiplications by the exact powers of two 2^-8 and
+// 2^-log2_sub: the same floats as the CPU's pos / 256.0f and (i - off) / sub, without a division.
+__device__ __forceinline__ float chroma_offset(int log2_sub, int pos) {
+    return __fmul_rn(__fmul_rn((float)pos, 0x1p-8f), (float)((1 << log2_sub) - 1));
+}
 __device__ __forceinline__ Tap chroma_tap(int i, int n, int log2_sub, int pos) {
-    const int sub = 1 << log2_sub;
-    const float off = __fmul_rn(__fdiv_rn((float)pos, 256.0f), (float)(sub - 1));
-    const float c = __fdiv_rn(__fsub_rn((float)i, off), (float)sub);
+    const float off = chroma_offset(log2_sub, pos);
+    const float c = __fmul_rn(__fsub_rn((float)i, off), __int_as_float((127 - log2_sub) << 23));
     const int c0 = (int)floorf(c);
     Tap t;
     t.w = __fsub_rn(c, (float)c0);
