@@ -27,6 +27,10 @@
 //     memory caps (one that forces tiles, one too small for anything, a device nearly full so
 //     that cudaMalloc fails and the backend falls back); invalid arguments and a stream of another
 //     context (EINVAL / EDEVICE with a message); two engines at once.
+//  7. CUDA graphs (kernels/cuda/frame_graph.h): the backend driven as engine.cpp drives it, whole
+//     frames, with graphs (the default) and with DENOISE_CUDA_GRAPH=0: every output byte equal,
+//     one graph launch per U-Net pass and per output after the first of each kind, and each of
+//     the two graphs instantiated once (every later frame updates it).
 // Usage: gpu_check [--quick | --noise] [--weights FILE] [--sample RAW W H N NAME]... [--out DIR]
 //   --quick: 1, 2, two noise-source checks and one short API run (what compute-sanitizer runs).
 //   --noise: 6 alone (sigma=auto).
@@ -50,6 +54,7 @@
 #include <vector>
 
 #include "../kernels/backend.h"
+#include "../kernels/blue_noise.h"
 #include "../kernels/cpu/frame_convert.h"
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/unet.h"
@@ -1666,6 +1671,88 @@ void two_engines_check(const std::string &weights, const Clip &c, ApiRun ref) {
            c.name.c_str(), m0, m1, n0, n1, r[0].err.c_str(), r[1].err.c_str(), ref.err.c_str());
 }
 
+// 7. The CUDA backend driven directly, as engine.cpp does for a stream of n frames (push k,
+// F_{k-r} once its frames are in, output k-r-1 once its three feature maps are, evict what no
+// later output reads), once with CUDA graphs and once without; outputs bit for bit equal, and the
+// graph counters of the plan.
+void graph_check(const std::string &weights) {
+    const Fmt &F = fmt_named("yuv420p");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    const int W = 200, H = 136, N = 14;
+    Model M;
+    std::string err;
+    if (!load_model(weights, &M, &err)) {
+        result(false, "CUDA graphs: %s", err.c_str());
+        return;
+    }
+    const int r = M.cfg.fusion_radius, R = M.cfg.temporal_radius(), m = M.cfg.pad_multiple;
+    std::vector<HostFrame> in;
+    for (int k = 0; k < N; ++k) {
+        in.push_back(new_frame(F, W, H));
+        fill_random(in.back(), F.f, W, H);
+    }
+    StreamSpec spec;
+    spec.width = W;
+    spec.height = H;
+    spec.hp = (H + m - 1) / m * m;
+    spec.wp = (W + m - 1) / m * m;
+    spec.cw = -((-W) >> F.f.log2_chroma_w);
+    spec.ch = -((-H) >> F.f.log2_chroma_h);
+    spec.format = F.f;
+    spec.gpu_memory = (int64_t)4 << 30;
+    spec.blue_noise = blue_noise_tile();
+    const FrameColor fc = frame_color(F.f, col);
+    struct Run {
+        std::vector<HostFrame> out;
+        CudaPlanInfo info;
+        int outputs = 0, features = 0;
+        std::string err;
+    } run[2];
+    for (int g = 0; g < 2; ++g) {
+        if (g) setenv("DENOISE_CUDA_GRAPH", "0", 1);
+        int code = 0;
+        std::unique_ptr<Backend> b = cuda_backend_new(M, spec, &err, &code);
+        if (g) unsetenv("DENOISE_CUDA_GRAPH");
+        Run &u = run[g];
+        u.out = in;
+        int rc = b ? 0 : code;
+        for (int k = 0; k < N && !rc; ++k) {
+            rc = b->push_frame(k, in[k].image(col), fc);
+            const int s = k - r;
+            if (!rc && s - r >= 0) {
+                std::vector<int64_t> fr;
+                for (int i = s - r; i <= s + r; ++i) fr.push_back(i);
+                rc = b->compute_features(s, fr.data(), (int)fr.size(), 20.f);
+                ++u.features;
+            }
+            const int t = s - 1;
+            if (!rc && t - 1 >= r) {
+                const int64_t feats[3] = {t - 1, t, t + 1};
+                rc = b->queue_output(t, feats, Amount());
+                if (!rc) rc = b->write_output(t, u.out[t].image(col));
+                if (!rc) b->evict(t + 1 - R, t);
+                ++u.outputs;
+            }
+        }
+        if (rc) u.err = b ? b->error() : err;
+        if (b && !cuda_backend_plan(*b, &u.info) && u.err.empty()) u.err = "no plan";
+    }
+    size_t differ = 0;
+    for (int t = 0; t < N; ++t)
+        for (int i = 0; i < F.nb_planes; ++i)
+            for (size_t k = 0; k < run[0].out[t].plane[i].size(); ++k)
+                differ += run[0].out[t].plane[i][k] != run[1].out[t].plane[i][k];
+    const CudaPlanInfo &a = run[0].info, &d = run[1].info;
+    const int want = run[0].features - 1 + run[0].outputs - 1;
+    result(run[0].err.empty() && run[1].err.empty() && run[0].outputs > 2 && differ == 0 && a.graph_launches == want &&
+               a.graph_instantiations == 2 && d.graph_launches == 0,
+           "CUDA graphs %dx%d yuv420p, %d outputs from %d U-Net passes: %zu bytes differ from stream launches; graphs "
+           "launched %d (want %d), instantiated %d (want 2), with DENOISE_CUDA_GRAPH=0 %d; \"%s\" / \"%s\"%s%s%s%s",
+           W, H, run[0].outputs, run[0].features, differ, a.graph_launches, want, a.graph_instantiations,
+           d.graph_launches, a.launches.c_str(), d.launches.c_str(), run[0].err.empty() ? "" : "; graphs: ",
+           run[0].err.c_str(), run[1].err.empty() ? "" : "; stream: ", run[1].err.c_str());
+}
+
 }  // namespace
 
 // ==========================================================================================
@@ -2060,6 +2147,7 @@ int main(int argc, char **argv) {
             timed("memory caps, device nearly full", [&] { memory_checks(api_w, small, whole); });
             timed("two engines", [&] { two_engines_check(api_w, small, whole); });
         }
+        timed("CUDA graphs", [&] { graph_check(api_w); });
         timed("errors", [&] { error_checks(api_w); });
     }
     std::printf("time %-44s %7.1f s\n", "gpu_check in all",

@@ -40,6 +40,12 @@
 //    window grid and shifted window of the three U-Net levels aligns with the whole frame's), on
 //    the tile grown by a halo of kHalo px: frame_in of the (up to 2R+1) frames, the three U-Nets,
 //    the head, and frame_out of the tile's interior. T is the largest that fits the cap.
+// Launches (whole-frame plans): a frame's U-Net pass, and an output's head and frame_out, each
+// run as one CUDA graph (frame_graph.h: captured, the previous frame's executable graph updated,
+// launched), from the second call of each kind on (the first runs directly, so that the ops'
+// one-time set-up, shared-memory attributes and cuBLASLt heuristics, happens outside a capture).
+// DENOISE_CUDA_GRAPH=0 (read at creation) launches on the stream instead; so does an engine whose
+// capture CUDA refused once (the reason is in CudaPlanInfo::launches). Tiles launch on the stream.
 // The first plan that fits the cap is allocated; cudaErrorMemoryAllocation (or the cap) at any
 // allocation, then or later, moves to the next smaller plan (whole -> tiles -> smaller tiles),
 // keeping the frames already pushed; when none is left the call fails with DENOISE_ENOMEM and the
@@ -48,6 +54,7 @@
 #include "../denoise.h"
 #include "backend_cuda.h"
 #include "common.cuh"
+#include "frame_graph.h"
 #include "frame_layout.h"
 #include "network.h"
 #include "noise_estimate.h"
@@ -56,8 +63,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -151,6 +160,8 @@ public:
         h2_ = spec.hp / 2;
         w2_ = spec.wp / 2;
         R_ = cfg_.temporal_radius();
+        const char *g = std::getenv("DENOISE_CUDA_GRAPH");
+        if (g && !std::strcmp(g, "0")) graph_off_ = "DENOISE_CUDA_GRAPH=0";
     }
 
     ~CudaBackend() override {
@@ -263,6 +274,11 @@ public:
                   ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
                   std::to_string(p.net.chunk) + " tokens";
         i->swin = net_.uploaded() ? net_.swin_path() : "";
+        i->graph_launches = feat_graph_.launches() + out_graph_.launches();
+        i->graph_instantiations = feat_graph_.instantiations() + out_graph_.instantiations();
+        i->launches = p.tiled ? "stream launches (tiles)"
+                      : graph_off_.empty() ? "a CUDA graph per U-Net pass and per output"
+                                           : "stream launches: " + graph_off_;
         return true;
     }
 
@@ -701,6 +717,21 @@ private:
         return ck(cudaStreamWaitEvent(caller, o->downloaded, 0), "cudaStreamWaitEvent (caller's stream)");
     }
 
+    // enqueue()'s launches through graph g, or on the stream: the first call of each kind
+    // (*warm false), and every call once graphs are off. A capture CUDA refuses turns graphs off
+    // for this engine (graph_off_ says why) and the same work is queued on the stream.
+    int launch(cuda::FrameGraph &g, bool *warm, const std::function<int()> &enqueue) {
+        if (!graph_off_.empty() || !*warm) {
+            const int rc = enqueue();
+            if (!rc) *warm = true;
+            return rc;
+        }
+        const int rc = g.run(ctx_, enqueue);
+        if (!rc || !g.capture_failed()) return rc;
+        graph_off_ = ctx_.err;
+        return enqueue();
+    }
+
     int convert_whole(Slot *s) {
         if (!s->x) {
             for (;;) {
@@ -738,7 +769,8 @@ private:
                 if (plan().tiled) return 0;  // tiles recompute F_s from its recipe
             }
         }
-        int rc = net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F);
+        int rc = launch(feat_graph_, &feat_warm_,
+                        [&] { return net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F); });
         for (size_t k = 0; !rc && k < r.frames.size(); ++k) rc = read_done(frames_.at(r.frames[k]));
         if (rc) {
             free_feats_.push_back(F);
@@ -759,10 +791,12 @@ private:
             F[k] = it->second;
         }
         Slot *s = frames_.at(t);
-        TRY(net_.head(ctx_, F, s->x, h2_, w2_, change_, true));
-        TRY(cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
-                            cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height, 0,
-                            spec_.height, 0, spec_.width, amount, noise_));
+        TRY(launch(out_graph_, &out_warm_, [&] {
+            TRY(net_.head(ctx_, F, s->x, h2_, w2_, change_, true));
+            return cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
+                                   cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height,
+                                   0, spec_.height, 0, spec_.width, amount, noise_);
+        }));
         return read_done(s);
     }
 
@@ -843,6 +877,10 @@ private:
     std::vector<std::unique_ptr<Out>> outs_;
     std::vector<Out *> free_outs_;
     std::map<int64_t, Out *> pending_;
+
+    cuda::FrameGraph feat_graph_, out_graph_;  // whole frames: the U-Net pass; head + frame_out
+    bool feat_warm_ = false, out_warm_ = false;  // each has run once on the stream
+    std::string graph_off_;                    // why the launches go on the stream ("": graphs)
 
     float *change_ = nullptr;
     std::vector<bf16 *> tile_x_;

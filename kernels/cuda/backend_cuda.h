@@ -20,6 +20,9 @@ struct CudaPlanInfo {
     int64_t chunk = 0;        // level-0 tokens per chunk of the token-wise phases
     std::string text;         // one line: "whole frames, 2.01 GiB planned, chunks of 262144 tokens"
     std::string swin;         // the Swin-block path (cuda::Net::swin_path): "Swin blocks: fused 11 of 11"
+    std::string launches;     // "a CUDA graph per U-Net pass and per output" / "stream launches: <why>"
+    int graph_launches = 0;   // CUDA graphs launched so far (frame_graph.h)
+    int graph_instantiations = 0;  // of those, built anew rather than updated
 };
 
 // The plan of a backend made by cuda_backend_new (false for any other backend). Valid after
