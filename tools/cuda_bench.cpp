@@ -14,7 +14,10 @@
 //           stream): push/pull of --frames frames, wall clock from the first pull to the stream's
 //           end, frames/s, and the engine's peak device memory (denoise_gpu_memory_peak);
 //  api-host the public API with frames in host memory (memory HOST: pinned staging, two frames in
-//           flight), wall clock, frames/s, peak device memory.
+//           flight), wall clock, frames/s, peak device memory;
+//  api-cuda stream launches  api-cuda once more with DENOISE_CUDA_GRAPH=0 (each kernel launched on
+//           the stream instead of a CUDA graph per U-Net pass and per output);
+//  graph    the kernels line's frame as a CUDA graph beside its stream launches (bench_graph).
 // Each line also gives GFLOP/frame (weights/model.py gflop_per_frame's formula) and TFLOP/s.
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
 // --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
@@ -899,8 +902,10 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
     if (rc || n <= 0) return 1;
     const double ms = 1000.0 * sec / n;
     char label[96];
-    std::snprintf(label, sizeof label, "%dx%d api-%s%s", W, H, dev ? "cuda" : "host",
-                  cap ? (" cap " + std::to_string(cap >> 20) + " MiB").c_str() : "");
+    const char *g = std::getenv("DENOISE_CUDA_GRAPH");
+    std::snprintf(label, sizeof label, "%dx%d api-%s%s%s", W, H, dev ? "cuda" : "host",
+                  cap ? (" cap " + std::to_string(cap >> 20) + " MiB").c_str() : "",
+                  g && !std::strcmp(g, "0") ? " stream launches" : "");
     std::printf("cuda-bench %-32s %8.3f ms/frame  %8.2f frames/s  engine GPU memory peak %.0f MiB (%d frames, wall "
                 "clock)\n",
                 label, ms, 1000.0 / ms, peak / 1048576.0, n);
@@ -1026,6 +1031,11 @@ int main(int argc, char **argv) {
         const int64_t c = cap == caps.end() ? 0 : cap->second;
         if (!c) rc |= bench_kernels(M, w, h, iters);
         rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_CUDA, c);
+        if (!c) {  // the same without CUDA graphs (the backend reads DENOISE_CUDA_GRAPH when it is made)
+            setenv("DENOISE_CUDA_GRAPH", "0", 1);
+            rc |= bench_api(wpath, w, h, frames, DENOISE_MEMORY_CUDA, c);
+            unsetenv("DENOISE_CUDA_GRAPH");
+        }
         rc |= bench_api(wpath, w, h, c ? 4 : frames, DENOISE_MEMORY_HOST, c);
     }
     std::printf("\ncuda-bench summary\n%-36s %10s %10s %12s\n", "measure", "ms/frame", "frames/s", "GPU GiB");
