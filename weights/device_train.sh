@@ -8,6 +8,8 @@
 #                       .data/pack1..N, each small enough to travel with the working tree
 #   unpack N            (device) move .data/packN to /root/data (resume files to /root/run) and
 #                       decode its photos/videos into /root/data/cache (parallel, .npy)
+#   wait-unpack N       (device) wait until packs 1..N are unpacked (unpacks started in the
+#                       background by earlier calls), at most DT_UNPACK_WAIT (300) s
 #   bench [ARGS]        (device, foreground, <= 3 min) weights/bench_train.py -> /root/run/bench.json
 #                       (attention and batch-feed checks first; e.g. --variants
 #                       v1,compile-overlap,compile: model v1's recipe, the compiled step with and
@@ -30,7 +32,8 @@
 #
 # Environment (for CPU tests here): DT_DATA (/root/data), DT_RUN (/root/run), DT_SRC
 # (../shared/data), DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total),
-# DT_TRAIN_ARGS / DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments), DT_PACK_MB (pack size cap).
+# DT_TRAIN_ARGS / DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments), DT_PACK_MB (pack size cap),
+# DT_UNPACK_WAIT (wait-unpack's limit, s).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -103,7 +106,22 @@ cmd_unpack() {
     echo "data: $(ls "$DATA/photos" | wc -l) photos, $(ls "$DATA/videos" | wc -l) + $(ls "$DATA/videos2" | wc -l) videos; resume: $(ls "$RUN/resume" | tr '\n' ' ')"
     [ -f "$RUN/resume/bench.json" ] && [ ! -f "$RUN/bench.json" ] && cp "$RUN/resume/bench.json" "$RUN/bench.json"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+    touch "$DATA/.unpacked-$n"
     return 0
+}
+
+# Wait until packs 1..N are unpacked (unpack N leaves $DATA/.unpacked-N; the unpacks of earlier
+# calls may still run in the background), at most DT_UNPACK_WAIT (300) seconds.
+cmd_wait_unpack() {
+    n=${1:?wait-unpack N}
+    end=$(( $(date +%s) + ${DT_UNPACK_WAIT:-300} ))
+    for k in $(seq 1 "$n"); do
+        while [ ! -f "$DATA/.unpacked-$k" ]; do
+            [ "$(date +%s)" -lt "$end" ] || die "pack $k is not unpacked after ${DT_UNPACK_WAIT:-300} s (its unpack failed or still runs)"
+            sleep 1
+        done
+    done
+    echo "packs 1..$n unpacked"
 }
 
 cmd_bench() {
@@ -256,6 +274,7 @@ signal_all() {
 case "${1:-}" in
 pack) shift; cmd_pack "$@" ;;
 unpack) shift; cmd_unpack "$@" ;;
+wait-unpack) shift; cmd_wait_unpack "$@" ;;
 bench) shift; cmd_bench "$@" ;;
 study) shift; cmd_study "$@" ;;
 main) shift; cmd_main "$@" ;;
@@ -270,7 +289,7 @@ resume) signal_all CONT ;;
 collect) collect ;;
 finish) cmd_finish ;;
 *)
-    sed -n '2,33p' "$0" >&2
+    sed -n '2,36p' "$0" >&2
     exit 2
     ;;
 esac
