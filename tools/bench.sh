@@ -1,7 +1,10 @@
 #!/bin/bash
 # tools/bench.sh (make bench): the CUDA engine's speed and GPU memory, kernel-only and end to end,
 # in one run.
-#   1. build/bin/denoise-cuda-bench: kernel-only ms/frame (CUDA events, median of $BENCH_ITERS) and the
+#   1. build/bin/denoise-cuda-bench: this run's bf16 GEMM and copy ceilings, kernel-only ms/frame
+#      (CUDA events, median of $BENCH_ITERS; with TFLOP/s as a share of the GEMM ceiling, a
+#      per-op-kind table and the fused path's roofline: GFLOP, least DRAM bytes, TFLOP/s and GB/s
+#      per op kind), the frame as a CUDA graph beside stream launches, and the
 #      public API with device frames and with host frames (wall clock, engine memory peak) at
 #      960x540, 1920x1080, 3840x2160, and 7680x4320 under a 2 GiB cap (tiles);
 #   2. build/bin/ffmpeg end to end at 1920x1080 and 3840x2160 on testsrc2 content (generated once
@@ -204,6 +207,7 @@ fi
 
 echo
 echo "=== bench summary ($(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -n 1))"
+[ -f "$tmp/cb.log" ] && grep '^cuda-bench ceilings' "$tmp/cb.log"
 [ -f "$tmp/cb.log" ] && sed -n '/^cuda-bench summary/,$p' "$tmp/cb.log"
 echo "cuda: CUDA frames resident on the GPU (the bar's figure); cuda+upload: hwupload_cuda of every frame"
 echo "from host memory; nvdec: h264 decoded by NVDEC; percentages of the kernel-only frames/s"

@@ -9,13 +9,19 @@
 #      with tiles), and at the same time (independent processes, small frames)
 #   3. tools/check_cuda_frames.sh: build/bin/ffmpeg on CUDA frames (hwupload_cuda, denoise,
 #      hwdownload) for each sw_format against host frames and the CPU backend, NVDEC decoding, two
-#      instances on one GPU, the alpha refusal, the backend line.
+#      instances on one GPU, the alpha refusal, the backend line;
+#   4. compute-sanitizer --tool racecheck on build/tests/fused_check --quick (every instantiated
+#      fused Swin tile and the tensor-core head against the CPU reference, rel L2 < 1e-2 per
+#      block, the mma-count self-check, the refusals) and on fused_check --merge --quick (the fused
+#      patch merges and expands): shared-memory hazards of the tensor-core kernels; side by side
+#      with 2 and 3.
 # Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
 # CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
-# CHECK_CF_TIMEOUT (120); parts 2 and 3 run side by side. Expected on one H200: about 150 + 45 s
-# (tools/device_gpu.sh sets 190, 85, 85).
+# CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (150, both runs); parts 2, 3 and 4 run side
+# by side. Expected on one H200: about 65 + 60 s (tools/device_gpu.sh sets 230, 85, 85, 150).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
-# PASS/FAIL line of check_cuda_frames.sh as one). Exit 0 only when nothing failed; 77 when there
+# PASS/FAIL line of check_cuda_frames.sh and of fused_check as one, each racecheck verdict as
+# one). Exit 0 only when nothing failed; 77 when there
 # is no usable GPU.
 # Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default
 # $OUT when set, else a temporary folder), CHECK_LOGS (check_cuda_frames.sh's per-run logs, in
@@ -24,6 +30,7 @@ set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 CHECK=$BUILD/tests/gpu_check
+FUSED=$BUILD/tests/fused_check
 WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
 export DENOISE_TEST_DATA=${DENOISE_TEST_DATA:-$ROOT/tests/data}
 cd "$ROOT" || exit 1
@@ -86,8 +93,8 @@ else
 fi
 took gpu_check "$ts"
 
-# memcheck and the CUDA-frames checks side by side (separate processes on small frames)
-echo "=== compute-sanitizer --tool memcheck gpu_check --quick, and tools/check_cuda_frames.sh (side by side)"
+# memcheck, the CUDA-frames checks and racecheck side by side (separate processes on small frames)
+echo "=== compute-sanitizer memcheck of gpu_check --quick, tools/check_cuda_frames.sh and racecheck of fused_check (side by side)"
 ts=$(date +%s)
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
@@ -106,8 +113,21 @@ if [ -n "$FFMPEG" ]; then
       echo $? > "$tmp/cf.rc"; echo $(( $(date +%s) - s0 )) > "$tmp/cf.s" ) &
     cf_pid=$!
 fi
+race_pid=
+if [ -n "$SAN" ] && [ -x "$FUSED" ]; then
+    ( s0=$(date +%s) end=$(( $(date +%s) + ${CHECK_RACE_TIMEOUT:-150} ))
+      for mode in quick merge; do
+          left=$(( end - $(date +%s) )); [ $left -gt 0 ] || left=1
+          if [ $mode = quick ]; then set -- --quick; else set -- --merge --quick; fi
+          timeout "$left" "$SAN" --tool racecheck --error-exitcode 99 "$FUSED" "$@" > "$tmp/race.$mode" 2>&1
+          echo $? > "$tmp/race.$mode.rc"
+      done
+      echo $(( $(date +%s) - s0 )) > "$tmp/race.s" ) &
+    race_pid=$!
+fi
 [ -n "$san_pid" ] && wait "$san_pid"
 [ -n "$cf_pid" ] && wait "$cf_pid"
+[ -n "$race_pid" ] && wait "$race_pid"
 
 echo "=== compute-sanitizer --tool memcheck gpu_check --quick"
 if [ -z "$SAN" ]; then
@@ -140,6 +160,30 @@ else
     [ "$crc" -eq 77 ] && echo "SKIP ffmpeg CUDA frames: check_cuda_frames.sh ran nothing (exit 77)"
     echo "time check_gpu: check_cuda_frames.sh took $(cat "$tmp/cf.s" 2>/dev/null || echo '?') s"
 fi
-took "memcheck and CUDA frames (side by side)" "$ts"
+
+echo "=== compute-sanitizer --tool racecheck fused_check --quick, fused_check --merge --quick"
+if [ -z "$SAN" ]; then
+    fail "racecheck: compute-sanitizer not found"
+elif [ ! -x "$FUSED" ]; then
+    fail "racecheck: $FUSED missing (built with the CUDA engine)"
+else
+    for mode in quick merge; do
+        log=$tmp/race.$mode what="fused_check --quick"
+        [ $mode = merge ] && what="fused_check --merge --quick"
+        rrc=$(cat "$log.rc" 2>/dev/null || echo 124)
+        grep -E '^(PASS|FAIL)' "$log" 2>/dev/null
+        p=$((p + $(grep -c '^PASS' "$log" 2>/dev/null))) f=$((f + $(grep -c '^FAIL' "$log" 2>/dev/null)))
+        # racecheck's own verdict: "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+        verdict=$(grep -E '^========= RACECHECK SUMMARY' "$log" 2>/dev/null | tail -n 1)
+        if [ "$rrc" -eq 0 ] && [[ $verdict =~ \(0\ errors, ]]; then
+            pass "racecheck: $what: ${verdict#========= }"
+        else
+            grep -E '^=========' "$log" 2>/dev/null | head -n 20
+            fail "racecheck: $what (exit $rrc; 99: hazards found, 124: budget of ${CHECK_RACE_TIMEOUT:-150} s; ${verdict:-no racecheck summary})"
+        fi
+    done
+    echo "time check_gpu: racecheck took $(cat "$tmp/race.s" 2>/dev/null || echo '?') s"
+fi
+took "memcheck, CUDA frames and racecheck (side by side)" "$ts"
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

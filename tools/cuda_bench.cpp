@@ -17,7 +17,11 @@
 //           flight), wall clock, frames/s, peak device memory;
 //  api-cuda stream launches  api-cuda once more with DENOISE_CUDA_GRAPH=0 (each kernel launched on
 //           the stream instead of a CUDA graph per U-Net pass and per output);
-//  graph    the kernels line's frame as a CUDA graph beside its stream launches (bench_graph).
+//  graph    the kernels line's frame as a CUDA graph beside its stream launches (bench_graph);
+//  ceilings first: a cuBLASLt bf16 GEMM of 8192^3 and a 1 GiB device copy (bench_ceilings); the
+//           kernels lines give their TFLOP/s as a share of that GEMM, and a roofline table per
+//           size gives each op kind of the fused path its GFLOP, least DRAM MB, TFLOP/s and GB/s
+//           against both ceilings (fused_op_cost).
 // Each line also gives GFLOP/frame (weights/model.py gflop_per_frame's formula) and TFLOP/s.
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
 // --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
@@ -42,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -150,6 +155,139 @@ struct PathRow {
     double fused, correct_first;  // kernel-only ms per frame, medians
 };
 std::vector<PathRow> g_paths;
+
+// The ceilings of this run (bench_ceilings): a cuBLASLt bf16 GEMM of 8192^3 (fp32 accumulate,
+// bf16 out) in TFLOP/s and a device-to-device copy of 1 GiB in GB/s (read + write), each at the
+// median of `iters` after 3 warm-ups; 0 when not measured.
+double g_gemm_tflops = 0, g_copy_gbs = 0;
+
+int bench_ceilings(int iters) {
+    cuda::Ctx ctx;
+    CK(cuda::ctx_create(ctx, 0, true));
+    const int64_t N = 8192;
+    const size_t copy_bytes = (size_t)1 << 30;
+    void *a = nullptr, *w = nullptr, *o = nullptr, *s = nullptr, *d = nullptr;
+    CK(cuda::dev_alloc(ctx, &a, 2 * N * N, "GEMM A"));
+    CK(cuda::dev_alloc(ctx, &w, 2 * N * N, "GEMM W"));
+    CK(cuda::dev_alloc(ctx, &o, 2 * N * N, "GEMM out"));
+    CK(cuda::dev_alloc(ctx, &s, copy_bytes, "copy source"));
+    CK(cuda::dev_alloc(ctx, &d, copy_bytes, "copy destination"));
+    {  // random bf16 values in [-1, 1) (zeros would let the tensor cores idle at lower power)
+        std::vector<uint16_t> h((size_t)N * N);
+        uint32_t x = 2463534242u;
+        for (auto &v : h) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            const float f = (float)(x >> 8) / 8388608.0f - 1.0f;
+            uint32_t u;
+            std::memcpy(&u, &f, 4);
+            v = (uint16_t)(u >> 16);
+        }
+        CU(cudaMemcpyAsync(a, h.data(), h.size() * 2, cudaMemcpyHostToDevice, ctx.stream));
+        CU(cudaMemcpyAsync(w, h.data(), h.size() * 2, cudaMemcpyHostToDevice, ctx.stream));
+        CU(cudaMemsetAsync(s, 1, copy_bytes, ctx.stream));
+        CU(cudaStreamSynchronize(ctx.stream));
+    }
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    auto median_ms = [&](const std::function<int()> &f, double *med) -> int {
+        std::vector<float> t;
+        for (int i = 0; i < 3 + iters; ++i) {
+            CU(cudaEventRecord(e0, ctx.stream));
+            if (f()) return 1;
+            CU(cudaEventRecord(e1, ctx.stream));
+            CU(cudaEventSynchronize(e1));
+            float ms = 0;
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            if (i >= 3) t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        *med = t[t.size() / 2];
+        return 0;
+    };
+    double gemm_ms = 0, copy_ms = 0;
+    if (median_ms([&] {
+            return cuda::linear(ctx, (const cuda::bf16 *)a, N, (int)N, (int)N, (const cuda::bf16 *)w, nullptr, (int)N, o,
+                                false, (int)N, 0.f);
+        }, &gemm_ms)) {
+        std::fprintf(stderr, "denoise-cuda-bench: GEMM ceiling: %s\n", ctx.err.c_str());
+        return 1;
+    }
+    if (median_ms([&] { return cuda::cuda_check(ctx, cudaMemcpyAsync(d, s, copy_bytes, cudaMemcpyDeviceToDevice,
+                                                                     ctx.stream), "cudaMemcpyAsync (copy ceiling)"); },
+                  &copy_ms))
+        return 1;
+    g_gemm_tflops = 2.0 * N * N * N / (gemm_ms * 1e-3) / 1e12;
+    g_copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+    std::printf("cuda-bench ceilings: cuBLASLt bf16 GEMM 8192^3 (fp32 accumulate, bf16 out) %.3f ms = %.0f TFLOP/s; "
+                "device-to-device copy of 1 GiB %.3f ms = %.0f GB/s (read + write); medians of %d\n",
+                gemm_ms, g_gemm_tflops, copy_ms, g_copy_gbs, iters);
+    std::fflush(stdout);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cuda::ctx_destroy(ctx);
+    return 0;
+}
+
+// FLOP and least DRAM bytes per frame of an op kind of the fused path (the per-op table's kinds,
+// Net's marks), for the roofline table; false for a kind not listed here. FLOP: 2 x the MACs of
+// gflop_per_frame's terms. Bytes: each kernel's inputs read and outputs written once (weights
+// left out: they stay in L2): frame_in the native frame in, the bf16 network input out; the
+// fusion conv the 2r+1 bf16 frames in, the fp32 residual stream out; a Swin block its fp32 tokens
+// in and out in place (8 C per token; the last block also writes the bf16 features); a patch
+// merge its fp32 map in and the merged fp32 map out; a patch expand the low map and the skip map
+// in, the skip map out in place; the head head_conv3d_tc_bytes; frame_out the fp32 change and the
+// native frame in, the native frame out.
+bool fused_op_cost(const ModelConfig &c, int64_t native_bytes, int64_t n0, const std::string &kind, double *flop,
+                   double *bytes) {
+    const double c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio,
+                 N = (double)c.window * c.window;
+    const double n[3] = {(double)n0, n0 / 4.0, n0 / 16.0}, ch[3] = {c0, c1, c2};
+    const int blocks[3] = {c.depth_enc0 + c.depth_dec0, c.depth_enc1 + c.depth_dec1, c.depth_mid};
+    const int nf = 2 * c.fusion_radius + 1;
+    *flop = 0;
+    *bytes = 0;
+    if (kind == "frame_in") {
+        *bytes = native_bytes + n[0] * 12 * 2;
+        return true;
+    }
+    if (kind == "frame_out") {
+        *bytes = n[0] * 12 * 4 + 2.0 * native_bytes;
+        return true;
+    }
+    if (kind == "fusion conv 3x3") {
+        *flop = 2 * n[0] * c.fusion_in_channels() * c0 * 9;
+        *bytes = n[0] * 12 * 2 * nf + n[0] * c0 * 4;
+        return true;
+    }
+    if (kind == "head tensor-core conv3d") {
+        *flop = cuda::head_conv3d_flop(n0, c.head_out_channels());
+        *bytes = cuda::head_conv3d_tc_bytes(n0, c.head_out_channels());
+        return true;
+    }
+    for (int l = 0; l < 3; ++l) {
+        const double C = ch[l];
+        const std::string cs = " C " + std::to_string((int)C);
+        if (kind == "Swin block fused" + cs) {
+            *flop = 2 * blocks[l] * n[l] * (4 * C * C + 2 * r * C * C + 2 * N * C);
+            *bytes = blocks[l] * n[l] * 8 * C + (l == 0 ? n[0] * c0 * 2 : 0);
+            return true;
+        }
+        if (l < 2 && kind == "patch merge fused" + cs) {
+            *flop = 2 * n[l + 1] * 4 * C * ch[l + 1];
+            *bytes = n[l] * C * 4 + n[l + 1] * ch[l + 1] * 4;
+            return true;
+        }
+        if (l > 0 && kind == "patch expand fused" + cs) {
+            *flop = 2 * (n[l] * C * 2 * C + n[l - 1] * 2 * ch[l - 1] * ch[l - 1]);
+            *bytes = n[l] * C * 4 + 2 * n[l - 1] * ch[l - 1] * 4;
+            return true;
+        }
+    }
+    return false;
+}
 
 // The same frame's work as a CUDA graph, beside the stream launches (`direct`), in two ways:
 // `capture` captures each frame's launches (their pointers change from frame to frame, as an
@@ -343,9 +481,11 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         std::sort(ms.begin(), ms.end());
         med[path] = ms[ms.size() / 2];
         std::printf("cuda-bench %5dx%-5d %-8s %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
-                    "TFLOP/s  device memory %.0f MiB (weights %.1f MiB, U-Net workspace %.0f MiB); %s\n",
+                    "TFLOP/s (%.1f%% of the GEMM ceiling)  device memory %.0f MiB (weights %.1f MiB, U-Net workspace "
+                    "%.0f MiB); %s\n",
                     W, H, path ? "kernels-correct-first" : "kernels", med[path], ms[0], 1000.0 / med[path], gf,
-                    gf / med[path], ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
+                    gf / med[path], g_gemm_tflops > 0 ? 100.0 * gf / med[path] / g_gemm_tflops : 0.0,
+                    ctx.peak / 1048576.0, net.weight_bytes() / 1048576.0,
                     net.workspace_bytes() / 1048576.0, (net.swin_path() + "; " + net.head_path()).c_str());
         std::fflush(stdout);
         g_rows.push_back({std::to_string(W) + "x" + std::to_string(H) + (path ? " kernels correct-first" : " kernels fused"),
@@ -385,6 +525,25 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
             std::printf("  %-36s %10.3f %14.3f\n", k.c_str(), f, c);
         }
         std::printf("  %-36s %10.3f %14.3f   (timed loop medians %.3f / %.3f)\n", "total", tot[0], tot[1], med[0], med[1]);
+        // the fused path's roofline: each op kind's FLOP and least DRAM bytes (fused_op_cost)
+        // against this run's ceilings
+        std::printf("cuda-bench %5dx%-5d roofline of the fused path (ceilings of this run: GEMM %.0f TFLOP/s, copy %.0f "
+                    "GB/s):\n  %-32s %8s %8s %8s %8s %7s %8s %7s %7s\n",
+                    W, H, g_gemm_tflops, g_copy_gbs, "op", "ms", "GFLOP", "MB", "TFLOP/s", "% GEMM", "GB/s", "% copy",
+                    "FLOP/B");
+        double fl_sum = 0;
+        for (const auto &k : per_op[0]) {
+            double fl = 0, by = 0;
+            if (!fused_op_cost(cfg, L.bytes, (int64_t)h2 * w2, k.first, &fl, &by) || k.second <= 0) continue;
+            fl_sum += fl;
+            const double tf = fl / 1e9 / k.second, gbs = by / 1e6 / k.second;
+            std::printf("  %-32s %8.3f %8.2f %8.1f %8.1f %6.1f%% %8.0f %6.1f%% %7.1f\n", k.first.c_str(), k.second, fl / 1e9,
+                        by / 1e6, tf, g_gemm_tflops > 0 ? 100.0 * tf / g_gemm_tflops : 0.0, gbs,
+                        g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0.0, by > 0 ? fl / by : 0.0);
+        }
+        // the kinds' FLOP add up to the frame's (gflop_per_frame): a check of the table's counts
+        std::printf("  GFLOP of the op kinds %.2f, of the frame %.2f%s\n", fl_sum / 1e9, gf,
+                    std::fabs(fl_sum / 1e9 - gf) > 1e-6 * gf ? " (MISMATCH)" : "");
         // the head's roofline: its op groups on each path against its FLOP and least DRAM bytes
         const int64_t tok = (int64_t)h2 * w2;
         const int hc = cfg.head_out_channels();
@@ -1020,11 +1179,13 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (patch) {
         for (auto &d : dims) rc |= bench_patch(M, d.first, d.second, iters);
+        rc |= bench_ceilings(iters);
         for (auto &d : dims) rc |= bench_kernels(M, d.first, d.second, iters);
         std::printf("\ncuda-bench summary\n%-44s %10s\n", "measure", "ms");
         for (const Row &r : g_rows) std::printf("%-44s %10.3f\n", r.what.c_str(), r.ms);
         return rc;
     }
+    rc |= bench_ceilings(iters);
     for (auto &d : dims) {
         const int w = d.first, h = d.second;
         auto cap = caps.find(std::to_string(w) + "x" + std::to_string(h));
