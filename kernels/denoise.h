@@ -33,7 +33,10 @@
  *
  * Units: sigma is the noise standard deviation in 8-bit code values of R'G'B' (0..255 scale)
  * whatever the bit depth: the root mean square over R', G', B' of the noise's standard deviation
- * (weights/noise_models.py); the network sees a constant map channel sigma/255.
+ * (weights/noise_models.py); the network sees a constant map channel sigma/255. A model with a
+ * sigma gate G (model v2's config "sigma_gate") scales the change of output t by
+ * min(1, sigma_t / G), sigma_t the sigma of F_t: sigma 0 returns the input exactly, and the
+ * change fades in linearly up to sigma G (as the amounts below do).
  *
  * sigma=auto (sigma DENOISE_SIGMA_AUTO): the engine estimates sigma from the frames, per segment
  * (the estimate restarts at the first push after a flush, i.e. at every scene cut or stream

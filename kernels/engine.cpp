@@ -164,7 +164,14 @@ struct DenoiseEngine {
                 feat_sigma[s] = sg;
             }
             const int64_t fk[3] = {t - 1, t, t + 1};
-            int rc = be->queue_output(t, fk, frames.at(t).amount);
+            // a sigma gate (model v2) scales output t's change by min(1, sigma of F_t / gate)
+            Amount a = frames.at(t).amount;
+            if (model.cfg.sigma_gate > 0) {
+                const float g = (float)std::min(1.0, feat_sigma.at(t) / model.cfg.sigma_gate);
+                a.luma *= g;
+                a.chroma *= g;
+            }
+            int rc = be->queue_output(t, fk, a);
             if (rc) return be_fail(rc);
             out_sigmas[t] = feat_sigma.at(t);
             queued++;

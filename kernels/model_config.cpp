@@ -51,13 +51,22 @@ bool parse_model_config(const std::string &text, ModelConfig *c, std::string *er
 
     static const std::set<std::string> known = {
         "channels", "heads", "depths", "window", "shift", "head_dim", "mlp_ratio", "fusion_radius",
-        "head_radius", "s2d", "pad_multiple", "ln_eps", "temporal_radius", "format", "version"};
+        "head_radius", "s2d", "pad_multiple", "ln_eps", "temporal_radius", "format", "version", "sigma_gate"};
     for (auto it = d.begin(); it != d.end(); ++it)
         if (!known.count(it.key()))
-            return bad(err, it.key(), it.value(), "unknown field (this engine implements model v1)");
+            return bad(err, it.key(), it.value(),
+                       "unknown field (this engine implements model v1 and model v2's sigma gate; not the per-frame "
+                       "encoder)");
 
     if (d.contains("format") && d["format"] != "denoise-swin") return bad(err, "format", d["format"], "expected \"denoise-swin\"");
-    if (d.contains("version") && d["version"] != 1) return bad(err, "version", d["version"], "expected 1");
+    if (d.contains("version") && d["version"] != 1 && d["version"] != 2)
+        return bad(err, "version", d["version"], "expected 1 or 2");
+    if (d.contains("sigma_gate")) {
+        const json &g = d["sigma_gate"];
+        if (!g.is_number() || !(g.get<double>() >= 0) || g.get<double>() > 255)
+            return bad(err, "sigma_gate", g, "expected a number in [0, 255] (8-bit code values)");
+        c->sigma_gate = g.get<double>();
+    }
 
     if (!get_triple(d, "channels", c->channels, err) || !get_triple(d, "heads", c->heads, err)) return false;
     if (!d.contains("depths")) { *err = "config field 'depths' is missing"; return false; }

@@ -23,6 +23,10 @@ struct ModelConfig {
     int s2d = 2;
     int pad_multiple = 64;
     double ln_eps = 1e-5;
+    // Model v2's sigma gate (8-bit code values; 0: none, model v1): the change of output t is
+    // scaled by min(1, sigma_t / sigma_gate), sigma_t the sigma of F_t, so that sigma 0 returns the
+    // input exactly (weights/model.py Config.sigma_gate; engine.cpp folds it into the amounts).
+    double sigma_gate = 0.0;
 
     int temporal_radius() const { return fusion_radius + head_radius; }
     int fusion_in_channels() const { return (2 * fusion_radius + 1) * 3 * s2d * s2d + 1; }
@@ -30,7 +34,9 @@ struct ModelConfig {
 };
 
 // Parse the config JSON and check that this engine can run it. Every field of model.py's Config
-// must be present with the right type, no unknown field is accepted (it could change the math),
+// must be present with the right type (model v2's optional fields: sigma_gate, a number in
+// [0, 255]; version 1 or 2), no unknown field is accepted (it could change the math: model v2's
+// per-frame encoder, "fusion" / "frame_channels", is refused by name),
 // and the values must fit what the CPU engine implements: s2d 2, head_radius 1,
 // channels[i+1] = 2 channels[i], channels[i] = heads[i] * head_dim, 0 < shift < window, and
 // pad_multiple a multiple of s2d * 4 * window (the mid stage must tile into whole windows).

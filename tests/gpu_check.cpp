@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -1672,9 +1673,10 @@ void two_engines_check(const std::string &weights, const Clip &c, ApiRun ref) {
 }
 
 // 7. The CUDA backend driven directly, as engine.cpp does for a stream of n frames (push k,
-// F_{k-r} once its frames are in, output k-r-1 once its three feature maps are, evict what no
-// later output reads), once with CUDA graphs and once without; outputs bit for bit equal, and the
-// graph counters of the plan.
+// F_{k-r} once its frames are in, output k-r-1 once its three feature maps are, pulled one
+// pipeline depth later, evict what no later output reads; sigma and amounts changing from frame
+// to frame), once with CUDA graphs and once without; outputs bit for bit equal, and the graph
+// counters of the plan.
 void graph_check(const std::string &weights) {
     const Fmt &F = fmt_named("yuv420p");
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
@@ -1716,24 +1718,40 @@ void graph_check(const std::string &weights) {
         Run &u = run[g];
         u.out = in;
         int rc = b ? 0 : code;
+        // outputs queued ahead of their pulls by the backend's pipeline depth, as engine.cpp does
+        // (a graph is then updated while its previous launch may still run); sigma per F_s and the
+        // amounts per output vary, so a kernel argument left stale by an update would show
+        const size_t depth = b ? (size_t)b->pipeline_depth() : 0;
+        std::deque<int> pending;
+        auto pull_one = [&]() {
+            const int t = pending.front();
+            pending.pop_front();
+            int q = b->write_output(t, u.out[t].image(col));
+            if (!q) b->evict(t + 1 - R, t);
+            return q;
+        };
         for (int k = 0; k < N && !rc; ++k) {
             rc = b->push_frame(k, in[k].image(col), fc);
             const int s = k - r;
             if (!rc && s - r >= 0) {
                 std::vector<int64_t> fr;
                 for (int i = s - r; i <= s + r; ++i) fr.push_back(i);
-                rc = b->compute_features(s, fr.data(), (int)fr.size(), 20.f);
+                rc = b->compute_features(s, fr.data(), (int)fr.size(), 14.f + 2.f * (float)s);
                 ++u.features;
             }
             const int t = s - 1;
             if (!rc && t - 1 >= r) {
                 const int64_t feats[3] = {t - 1, t, t + 1};
-                rc = b->queue_output(t, feats, Amount());
-                if (!rc) rc = b->write_output(t, u.out[t].image(col));
-                if (!rc) b->evict(t + 1 - R, t);
+                Amount am;
+                am.luma = 1.f - 0.04f * (float)t;
+                am.chroma = 1.f - 0.06f * (float)t;
+                rc = b->queue_output(t, feats, am);
+                if (!rc) pending.push_back(t);
                 ++u.outputs;
+                if (!rc && pending.size() > depth) rc = pull_one();
             }
         }
+        while (!rc && !pending.empty()) rc = pull_one();
         if (rc) u.err = b ? b->error() : err;
         if (b && !cuda_backend_plan(*b, &u.info) && u.err.empty()) u.err = "no plan";
     }

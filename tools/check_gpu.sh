@@ -18,7 +18,8 @@
 # Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
 # CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
 # CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (150, both runs); parts 2, 3 and 4 run side
-# by side. Expected on one H200: about 65 + 60 s (tools/device_gpu.sh sets 230, 85, 85, 150).
+# by side. Measured on one H200 (2026-12-03, before part 4): gpu_check 64 s, parts 2 and 3 26 s
+# (tools/device_gpu.sh sets 230, 85, 85, 150).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
 # PASS/FAIL line of check_cuda_frames.sh and of fused_check as one, each racecheck verdict as
 # one). Exit 0 only when nothing failed; 77 when there
@@ -172,10 +173,14 @@ else
         [ $mode = merge ] && what="fused_check --merge --quick"
         rrc=$(cat "$log.rc" 2>/dev/null || echo 124)
         grep -E '^(PASS|FAIL)' "$log" 2>/dev/null
-        p=$((p + $(grep -c '^PASS' "$log" 2>/dev/null))) f=$((f + $(grep -c '^FAIL' "$log" 2>/dev/null)))
-        # racecheck's own verdict: "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+        np=$(grep -c '^PASS' "$log" 2>/dev/null) nf=$(grep -c '^FAIL' "$log" 2>/dev/null)
+        p=$((p + ${np:-0})) f=$((f + ${nf:-0}))
+        # racecheck's own verdict, "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)":
+        # clean when E is 0 (warnings are printed above, as fused_check.sh counts them); exit 99
+        # is racecheck's (--error-exitcode), 124 the budget, 1 a failed fused_check check (counted
+        # on its own line above)
         verdict=$(grep -E '^========= RACECHECK SUMMARY' "$log" 2>/dev/null | tail -n 1)
-        if [ "$rrc" -eq 0 ] && [[ $verdict =~ \(0\ errors, ]]; then
+        if [ "$rrc" -ne 99 ] && [ "$rrc" -ne 124 ] && [[ $verdict =~ \(0\ errors, ]]; then
             pass "racecheck: $what: ${verdict#========= }"
         else
             grep -E '^=========' "$log" 2>/dev/null | head -n 20

@@ -18,7 +18,7 @@
 # that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh and of bench.sh's ffmpeg runs; written
 # after each part).
-# Budgets: check_gpu.sh 400 s (gpu_check 230: its API checks run both Swin-block paths; then
+# Budgets: check_gpu.sh 420 s (gpu_check 230: its API checks run both Swin-block paths; then
 # memcheck and the CUDA-frames checks within 85 s, side by side with racecheck of fused_check
 # within 150 s), bench.sh 150 s (cuda_bench 90: both paths, the per-op split and the CUDA-graph
 # lines): about 6 minutes expected on one H200, 9 at most.
@@ -88,7 +88,7 @@ crc=0 brc=0
 if [ $PARTS != bench ]; then
 ts=$(date +%s)
 CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=230 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 CHECK_RACE_TIMEOUT=150 \
-    timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-400}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
+    timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-420}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
 crc=$?
 echo "check_gpu.sh exit $crc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs

@@ -94,9 +94,16 @@ cmd_pack() {
 # ---- device -------------------------------------------------------------------------------------
 cmd_unpack() {
     n=${1:?unpack N}
+    [[ $n =~ ^[0-9]+$ ]] || die "unpack: pack number expected, got '$n'"
     p=.data/pack$n
     [ -d "$p" ] || die "$p not found (was it carried?)"
     mkdir -p "$DATA/photos" "$DATA/videos" "$DATA/videos2" "$RUN/resume"
+    rm -f "$DATA/.unpacked-$n" "$DATA/.unpack-failed-$n"
+    # one unpack at a time (calls start them in the background): data.py scans the folders
+    # that another unpack would still be copying into
+    exec 9>"$DATA/.unpack.lock"
+    flock 9
+    trap 'touch "$DATA/.unpack-failed-$n"' EXIT
     for sub in photos videos videos2 eval; do
         [ -d "$p/$sub" ] && cp -r "$p/$sub/." "$DATA/$sub/"
     done
@@ -106,18 +113,22 @@ cmd_unpack() {
     echo "data: $(ls "$DATA/photos" | wc -l) photos, $(ls "$DATA/videos" | wc -l) + $(ls "$DATA/videos2" | wc -l) videos; resume: $(ls "$RUN/resume" | tr '\n' ' ')"
     [ -f "$RUN/resume/bench.json" ] && [ ! -f "$RUN/bench.json" ] && cp "$RUN/resume/bench.json" "$RUN/bench.json"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+    trap - EXIT
     touch "$DATA/.unpacked-$n"
     return 0
 }
 
-# Wait until packs 1..N are unpacked (unpack N leaves $DATA/.unpacked-N; the unpacks of earlier
-# calls may still run in the background), at most DT_UNPACK_WAIT (300) seconds.
+# Wait until packs 1..N are unpacked (unpack N leaves $DATA/.unpacked-N, or .unpack-failed-N when
+# it fails; the unpacks of earlier calls may still run in the background), at most
+# DT_UNPACK_WAIT (300) seconds.
 cmd_wait_unpack() {
     n=${1:?wait-unpack N}
+    [[ $n =~ ^[0-9]+$ ]] || die "wait-unpack: number of packs expected, got '$n'"
     end=$(( $(date +%s) + ${DT_UNPACK_WAIT:-300} ))
     for k in $(seq 1 "$n"); do
         while [ ! -f "$DATA/.unpacked-$k" ]; do
-            [ "$(date +%s)" -lt "$end" ] || die "pack $k is not unpacked after ${DT_UNPACK_WAIT:-300} s (its unpack failed or still runs)"
+            [ -f "$DATA/.unpack-failed-$k" ] && die "the unpack of pack $k failed (see its log)"
+            [ "$(date +%s)" -lt "$end" ] || die "pack $k is not unpacked after ${DT_UNPACK_WAIT:-300} s (still running, or never started)"
             sleep 1
         done
     done

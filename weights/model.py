@@ -47,6 +47,9 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     (13 -> E -> E channels, zero padding, E = frame_channels) is computed once per input frame and
     reused by every window that contains it (an engine keeps E_j in its ring buffer); the fusion
     conv 3x3 reads concat(E_{s-r}, ..., E_{s+r}, sigma/255): (2r+1)*E + 1 -> C0 channels.
+  sigma_gate G > 0: the output is centre + min(1, sigma / G) (out - centre) (sigma_gate()): sigma
+    0 returns the input exactly, whatever the weights. The engines run it (kernels/engine.cpp, as
+    a factor on the amounts); they do not run the per-frame encoder.
 
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
@@ -76,7 +79,7 @@ import torch.nn.functional as F
 FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
 VERSIONS = (1, 2)    # what load_weights() accepts
-V2_DEFAULTS = {"fusion": "window", "frame_channels": 0}
+V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0}
 
 
 def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -112,12 +115,15 @@ class Config:
     ln_eps: float = 1e-5
     fusion: str = "window"               # "window" (v1) or "frame" (per-frame encoder, v2)
     frame_channels: int = 0              # E, the per-frame encoder's width (fusion "frame")
+    sigma_gate: float = 0.0              # G (8-bit code values): the change scaled by min(1, sigma / G); 0: none
 
     def __post_init__(self):
         if self.fusion not in ("window", "frame"):
             raise ValueError(f"fusion must be 'window' or 'frame', got {self.fusion!r}")
         if (self.fusion == "frame") != (self.frame_channels > 0):
             raise ValueError("frame_channels > 0 exactly when fusion is 'frame'")
+        if not 0.0 <= self.sigma_gate <= 255.0:
+            raise ValueError(f"sigma_gate must be in [0, 255] (8-bit code values), got {self.sigma_gate}")
         for c, h in zip(self.channels, self.heads):
             if c != h * self.head_dim:
                 raise ValueError(f"channels {tuple(self.channels)} != heads {tuple(self.heads)} * head_dim {self.head_dim}")
@@ -152,6 +158,18 @@ class Config:
         d["channels"] = tuple(d["channels"])
         d["heads"] = tuple(d["heads"])
         return Config(**d)
+
+
+def sigma_gate(out: torch.Tensor, centre: torch.Tensor, sigma: torch.Tensor, gate: float) -> torch.Tensor:
+    """Model v2's sigma gate: centre + min(1, sigma / gate) (out - centre), per sample; out and
+    centre (B, 3, H, W) in [-1, 1], sigma (B,) 8-bit code values; out itself when gate is 0 (v1).
+    Sigma 0 then returns the input exactly whatever the network does, and the change fades in
+    linearly up to sigma = gate. The engines apply the same factor to output t's amounts, with the
+    sigma of F_t (kernels/engine.cpp), so the change is scaled before its rounding to code values."""
+    if gate <= 0:
+        return out
+    g = (sigma.to(out.dtype) / gate).clamp(0.0, 1.0).view(-1, 1, 1, 1)
+    return centre + g * (out - centre)
 
 
 def reflect_index(i: int, n: int) -> int:
@@ -562,7 +580,7 @@ class Denoiser(nn.Module):
             wins = torch.cat([clip[:, c - r:c + r + 1] for c in centres], dim=0)
             f = self.features(wins, sigma.repeat(3))
         feats = list(f.chunk(3, dim=0))
-        out = self.head_out(feats, clip[:, R])
+        out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
         return out[..., :H, :W]
 
 
@@ -596,7 +614,7 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
             feats[s] = f[j:j + 1]
     out = torch.empty_like(frames)
     for t in range(N):
-        y = model.head_out([feats[t - 1], feats[t], feats[t + 1]], x[t:t + 1])
+        y = sigma_gate(model.head_out([feats[t - 1], feats[t], feats[t + 1]], x[t:t + 1]), x[t:t + 1], sig, cfg.sigma_gate)
         out[t] = y[0, :, :H, :W]
     return out
 

@@ -30,6 +30,10 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - --qkv-reparam: the qkv weights train sigma-reparametrised (weights/sigma_reparam.py; the
     function is unchanged at the switch, AdamW starts afresh with a warm-up, the run keeps it;
     export folds it back to plain weights).
+  - --sigma-gate G: model v2's sigma gate (weights/model.py sigma_gate) in the run's config: the
+    output's change scaled by min(1, sigma / G), so sigma 0 returns the input exactly; no
+    parameters, so it can be switched on at any resume (it changes the function only below
+    sigma G); the checkpoint's config keeps it.
   - Batches: built one step ahead on a side CUDA stream, overlapping the step
     (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
@@ -44,6 +48,7 @@ run diverged (logged).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -242,6 +247,10 @@ def main():
     ap.add_argument("--qkv-reparam", action="store_true",
                     help="train the attention's qkv weights sigma-reparametrised (weights/sigma_reparam.py); "
                     "a run keeps it once on")
+    ap.add_argument("--sigma-gate", type=float, default=None,
+                    help="model v2's sigma gate G (8-bit code values; weights/model.py sigma_gate): the output's change "
+                    "scaled by min(1, sigma / G), so that sigma 0 returns the input; set in the run's config (no "
+                    "parameters), a resumed run keeps it unless given again; 0 turns it off")
     ap.add_argument("--diverge-db", type=float, default=2.0,
                     help="end the run when a validation's mean PSNR falls this far below the best of this invocation")
     ap.add_argument("--log-steps", type=int, default=200)
@@ -286,6 +295,9 @@ def run(args, log, dev):
         cfg, recipe_name = candidates.get(args.candidate)
         recipe_name = args.recipe or recipe_name
     recipe = candidates.RECIPES[recipe_name]
+    gate_before = cfg.sigma_gate
+    if args.sigma_gate is not None:
+        cfg = dataclasses.replace(cfg, sigma_gate=args.sigma_gate)
     T = 2 * cfg.temporal_radius + 1
 
     t0 = time.time()
@@ -352,6 +364,7 @@ def run(args, log, dev):
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
+        sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before,
         device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})

@@ -520,6 +520,9 @@ private:
     // Allocate plan i's buffers, or the next plan's when i's do not fit.
     int configure(size_t i) {
         std::string last;
+        // a new plan: each graph's next call runs on the stream first again (new shapes may need
+        // set-up outside a capture)
+        feat_warm_ = out_warm_ = false;
         for (; i < plans_.size(); ++i) {
             release_plan();
             plan_i_ = i;

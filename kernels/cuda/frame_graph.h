@@ -28,9 +28,11 @@ public:
     // set, as the ops return), make it the executable graph, launch it on ctx.stream. Returns 0;
     // enqueue's own error as it is (the capture ended and dropped, nothing launched); or
     // DENOISE_EDEVICE with the runtime's message in ctx.err when CUDA could not capture,
-    // instantiate or launch it, and then capture_failed() is true: nothing was launched, the
-    // stream is out of capture mode and its sticky-free error state cleared, so the caller can
-    // queue the same work directly.
+    // instantiate or launch it. Then capture_failed() says whether the error was the capture's
+    // own (a refused or invalidated capture, an update or instantiation CUDA does not support):
+    // nothing was launched, the stream is out of capture mode and the last-error slot cleared,
+    // so the caller can queue the same work on the stream. An exception from enqueue() ends the
+    // capture before it propagates.
     int run(Ctx &ctx, const std::function<int()> &enqueue);
     bool capture_failed() const { return capture_failed_; }
     int instantiations() const { return instantiations_; }  // graphs built (the rest: updates)
