@@ -161,6 +161,24 @@ std::vector<PathRow> g_paths;
 // median of `iters` after 3 warm-ups; 0 when not measured.
 double g_gemm_tflops = 0, g_copy_gbs = 0;
 
+// The ms of each of n calls f(i), i = 0..n-1, on ctx.stream between CUDA events a and b, each
+// waited for (one call on an idle GPU), sorted ascending into *ms. 0, or 1 on an error (printed).
+template <class F>
+int time_each(cuda::Ctx &ctx, cudaEvent_t a, cudaEvent_t b, int n, F &&f, std::vector<float> *ms) {
+    ms->clear();
+    for (int i = 0; i < n; ++i) {
+        CU(cudaEventRecord(a, ctx.stream));
+        if (f(i)) return 1;
+        CU(cudaEventRecord(b, ctx.stream));
+        CU(cudaEventSynchronize(b));
+        float t = 0;
+        CU(cudaEventElapsedTime(&t, a, b));
+        ms->push_back(t);
+    }
+    std::sort(ms->begin(), ms->end());
+    return 0;
+}
+
 int bench_ceilings(int iters) {
     cuda::Ctx ctx;
     CK(cuda::ctx_create(ctx, 0, true));
@@ -194,16 +212,9 @@ int bench_ceilings(int iters) {
     CU(cudaEventCreate(&e1));
     auto median_ms = [&](const std::function<int()> &f, double *med) -> int {
         std::vector<float> t;
-        for (int i = 0; i < 3 + iters; ++i) {
-            CU(cudaEventRecord(e0, ctx.stream));
+        for (int i = 0; i < 3; ++i)  // warm-up
             if (f()) return 1;
-            CU(cudaEventRecord(e1, ctx.stream));
-            CU(cudaEventSynchronize(e1));
-            float ms = 0;
-            CU(cudaEventElapsedTime(&ms, e0, e1));
-            if (i >= 3) t.push_back(ms);
-        }
-        std::sort(t.begin(), t.end());
+        if (time_each(ctx, e0, e1, iters, [&](int) { return f(); }, &t)) return 1;
         *med = t[t.size() / 2];
         return 0;
     };
@@ -305,6 +316,7 @@ int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
     const int kIdle = 30, kBack = 40;
     cudaGraphExec_t exec = nullptr;
     int reinstantiated = 0;
+    size_t nodes = 0;  // of the last captured frame
     auto capture = [&](int i) -> int {
         cudaGraph_t g = nullptr;
         CU(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
@@ -315,6 +327,7 @@ int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
             return 1;
         }
         CU(e);
+        CU(cudaGraphGetNodes(g, nullptr, &nodes));
         if (exec) {
             cudaGraphExecUpdateResultInfo info;
             if (cudaGraphExecUpdate(exec, g, &info) != cudaSuccess) {
@@ -351,16 +364,7 @@ int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
         CU(cudaStreamSynchronize(ctx.stream));
         if (mode) {
             std::vector<float> ms;
-            for (int i = 0; i < kIdle; ++i) {
-                CU(cudaEventRecord(a, ctx.stream));
-                if (run(i)) return 1;
-                CU(cudaEventRecord(b, ctx.stream));
-                CU(cudaEventSynchronize(b));
-                float t = 0;
-                CU(cudaEventElapsedTime(&t, a, b));
-                ms.push_back(t);
-            }
-            std::sort(ms.begin(), ms.end());
+            if (time_each(ctx, a, b, kIdle, run, &ms)) return 1;
             idle[mode] = ms[ms.size() / 2];
         }
         CU(cudaEventRecord(a, ctx.stream));
@@ -371,16 +375,6 @@ int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
         float t = 0;
         CU(cudaEventElapsedTime(&t, a, b));
         back[mode] = t / kBack;
-    }
-    size_t nodes = 0;
-    {
-        cudaGraph_t g = nullptr;
-        CU(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-        const int r = one(0);
-        CU(cudaStreamEndCapture(ctx.stream, &g));
-        if (r) return 1;
-        CU(cudaGraphGetNodes(g, nullptr, &nodes));
-        cudaGraphDestroy(g);
     }
     cudaGraphExecDestroy(exec);
     cudaEventDestroy(a);
@@ -471,16 +465,7 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
             if (one(i)) return 1;  // warm-up (cuBLASLt heuristics, caches)
         CU(cudaStreamSynchronize(ctx.stream));
         std::vector<float> ms;
-        for (int i = 0; i < iters; ++i) {
-            CU(cudaEventRecord(a, ctx.stream));
-            if (one(i)) return 1;
-            CU(cudaEventRecord(b, ctx.stream));
-            CU(cudaEventSynchronize(b));
-            float t = 0;
-            CU(cudaEventElapsedTime(&t, a, b));
-            ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
+        if (time_each(ctx, a, b, iters, one, &ms)) return 1;
         med[path] = ms[ms.size() / 2];
         std::printf("cuda-bench %5dx%-5d %-8s %8.3f ms/frame (min %.3f)  %8.2f frames/s  %7.2f GFLOP/frame  %6.2f "
                     "TFLOP/s (%.1f%% of the GEMM ceiling)  device memory %.0f MiB (weights %.1f MiB, U-Net workspace "

@@ -62,7 +62,7 @@ __device__ __forceinline__ float chroma_offset(int log2_sub, int pos) {
 }
 __device__ __forceinline__ Tap chroma_tap(int i, int n, int log2_sub, int pos) {
     const float off = chroma_offset(log2_sub, pos);
-    const float c = __fmul_rn(__fsub_rn((float)i, off), __int_as_float((127 - log2_sub) << 23));
+    const float c = __fmul_rn(__fsub_rn((float)i, off), __int_as_float((127 - log2_sub) << 23));  // x 2^-log2_sub
     const int c0 = (int)floorf(c);
     Tap t;
     t.w = __fsub_rn(c, (float)c0);
