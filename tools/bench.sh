@@ -22,6 +22,9 @@
 #                     path; left out without NVDEC;
 #        sw_yuv420p, sw_p010le  software frames (-stream_loop of the raw frames), denoise with
 #                     host memory (pinned staging, upload/compute/download overlapped);
+#        sw_yuv420p_stream  (1920x1080 only) sw_yuv420p with DENOISE_CUDA_GRAPH=0: the engine's
+#                     launches go to the stream one by one instead of as the frame's CUDA graph,
+#                     side by side with sw_yuv420p;
 #      and 7680x4320 sw yuv420p under a 2 GiB cap when the filter has a GPU memory option.
 #      frames/s: ffmpeg reports its output frame count every 0.1 s (-progress); each report is
 #      stamped with the wall clock as it arrives and frames/s is the least-squares slope of the
@@ -84,8 +87,9 @@ stamp() {
 }
 
 # run_ff LABEL NFRAMES WARM ARGS...: one ffmpeg run of NFRAMES frames to the null muxer (at most
-# BENCH_RUN_TIMEOUT s); prints "frames/s max_used_MiB engine_peak_MiB", or FAIL. frames/s is the
-# least-squares slope of the reported frame count over wall time for WARM <= count < NFRAMES.
+# BENCH_RUN_TIMEOUT s, with the environment assignments of the array RUN_ENV); prints "frames/s
+# max_used_MiB engine_peak_MiB", or FAIL. frames/s is the least-squares slope of the reported
+# frame count over wall time for WARM <= count < NFRAMES.
 run_ff() {
     local label=$1 n=$2 warm=$3
     shift 3
@@ -95,7 +99,7 @@ run_ff() {
         ( while :; do smi_used >> "$mem"; sleep 0.1; done ) &
         smi_pid=$!
     fi
-    timeout --foreground -k 5 "$RUN_TIMEOUT" "$FF" -nostdin -hide_banner -v verbose -stats_period 0.1 -progress pipe:1 "$@" \
+    timeout --foreground -k 5 "$RUN_TIMEOUT" env "${RUN_ENV[@]}" "$FF" -nostdin -hide_banner -v verbose -stats_period 0.1 -progress pipe:1 "$@" \
         -frames:v "$n" -f null - 2> "$log" | stamp > "$prog"
     local st=${PIPESTATUS[0]}
     [ -n "${smi_pid:-}" ] && { kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null; smi_pid=; }
@@ -149,8 +153,9 @@ if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
                 -c:v libx264 -preset ultrafast -qp 20 -g 16 -bf 0 "$tmp/src.$size.mkv" ||
                 echo "bench: could not encode the $size h264 file (nvdec left out)" >&2
         fi
-        for cfg in cuda cuda_upload nvdec sw_yuv420p sw_p010le; do
-            case $size:$cfg in 7680x4320:sw_yuv420p) ;; 7680x4320:*) continue ;; esac
+        for cfg in cuda cuda_upload nvdec sw_yuv420p sw_yuv420p_stream sw_p010le; do
+            case $size:$cfg in 7680x4320:sw_yuv420p) ;; 7680x4320:*) continue ;; 3840x2160:sw_yuv420p_stream) continue ;; esac
+            RUN_ENV=()
             raw=(-f rawvideo -pix_fmt yuv420p -s $size -i "$tmp/src.$size.yuv420p")
             loop=(-stream_loop -1 "${raw[@]}")
             case $cfg in
@@ -159,6 +164,8 @@ if [ "${BENCH_E2E:-1}" = 1 ] && [ -x "$FF" ]; then
                 nvdec)       [ -f "$tmp/src.$size.mkv" ] || continue
                              args=(-hwaccel cuda -hwaccel_output_format cuda -i "$tmp/src.$size.mkv" -vf "denoise=model=$WEIGHTS") ;;
                 sw_yuv420p)  args=("${loop[@]}" -vf "denoise=model=$WEIGHTS") ;;
+                sw_yuv420p_stream) RUN_ENV=(DENOISE_CUDA_GRAPH=0)
+                             args=("${loop[@]}" -vf "denoise=model=$WEIGHTS") ;;
                 sw_p010le)   args=(-stream_loop -1 -f rawvideo -pix_fmt p010le -s $size -i "$tmp/src.$size.p010le" -vf "denoise=model=$WEIGHTS") ;;
             esac
             if [ $size = 7680x4320 ]; then
@@ -221,6 +228,8 @@ for size in 1920x1080 3840x2160 7680x4320; do
         "$(cell "${E2E[$size.cuda_upload]:-}")" "$(cell "${E2E[$size.nvdec]:-}")" "$(cell "${E2E[$size.sw_yuv420p]:-}")" \
         "$(cell "${E2E[$size.sw_p010le]:-}")" "${MEM[$size.sw_yuv420p]:--}" "${PEAK[$size.sw_yuv420p]:--}"
 done
+[ -n "${E2E[1920x1080.sw_yuv420p_stream]:-}" ] &&
+    echo "1920x1080 sw-yuv420p with stream launches (DENOISE_CUDA_GRAPH=0): ${E2E[1920x1080.sw_yuv420p_stream]} frames/s, with graphs ${E2E[1920x1080.sw_yuv420p]:--}"
 check_bar() {  # NAME VALUE OP LIMIT
     if [ -z "$2" ]; then echo "BAR  --   $1: not measured"; bars=1; return; fi
     if awk -v v="$2" -v l="$4" "BEGIN { exit !(v $3 l) }"; then echo "BAR  PASS $1: $2 $3 $4"; else echo "BAR  FAIL $1: $2 (needs $3 $4)"; bars=1; fi

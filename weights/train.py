@@ -40,7 +40,8 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     are the same, in the same order.
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
-    AWGN unclipped, and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is read
+    AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
+    (before, on the device: those figures differ), and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is read
     back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
 run diverged (logged).
@@ -87,23 +88,27 @@ def psnr(a, b):
 
 
 def make_val_set(photos, frames, starts, device, n=24, P=256):
-    """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1]."""
-    b = Batcher(photos, frames, starts, device, seed=12345, T=VAL_T)
-    return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))])
+    """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1] on
+    device. Drawn on the CPU (CPU generator, seed 12345) whatever the device, so that every
+    machine validates on the same clips."""
+    cpu = lambda t: None if t is None else t.cpu()
+    b = Batcher(cpu(photos), cpu(frames), cpu(starts), "cpu", seed=12345, T=VAL_T)
+    return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))]).to(device)
 
 
 @torch.no_grad()
 def validate(model, val, sigmas=(10, 30, 50)):
-    """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777."""
+    """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
+    the CPU, like the clips, so that any machine reproduces the figures)."""
     model.eval()
     T = 2 * model.cfg.temporal_radius + 1
     c = val.shape[1] // 2
     clips = val[:, c - T // 2:c + T // 2 + 1]
-    g = torch.Generator(device=val.device)
+    g = torch.Generator()
     g.manual_seed(777)
     res = {}
     for s in sigmas:
-        noise = torch.randn(val.shape, device=val.device, generator=g)[:, c - T // 2:c + T // 2 + 1]
+        noise = torch.randn(val.shape, generator=g).to(val.device)[:, c - T // 2:c + T // 2 + 1]
         noisy = clips + s / 255.0 * noise
         outs = []
         for i in range(0, len(clips), 8):
@@ -308,7 +313,7 @@ def run(args, log, dev):
     vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
     log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
-        clip_starts=len(starts) if starts is not None else 0, val_clips=len(val),
+        clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
         seconds=round(time.time() - t0, 1))
 
     model = Denoiser(cfg).to(dev)
