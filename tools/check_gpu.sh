@@ -12,17 +12,19 @@
 #      instances on one GPU, the alpha refusal, the backend line;
 #   4. compute-sanitizer --tool racecheck on build/tests/fused_check --quick (every instantiated
 #      fused Swin tile and the tensor-core head against the CPU reference, rel L2 < 1e-2 per
-#      block, the mma-count self-check, the refusals) and on fused_check --merge --quick (the fused
-#      patch merges and expands): shared-memory hazards of the tensor-core kernels; side by side
-#      with 2 and 3.
+#      block, the mma-count self-check, the refusals), on fused_check --merge --quick (the fused
+#      patch merges and expands) and on gpu_check --quick (every kernel as the engine launches it:
+#      frame_in / frame_out, the fusion conv, the U-Net, the head, tiles, CUDA graphs):
+#      shared-memory hazards; side by side with 2 and 3.
 # Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
 # CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
-# CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (150, both runs); parts 2, 3 and 4 run side
-# by side. Measured on one H200 (2026-12-03, before part 4): gpu_check 64 s, parts 2 and 3 26 s
-# (tools/device_gpu.sh sets 230, 85, 85, 150).
+# CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (240, the three runs); parts 2, 3 and 4 run
+# side by side. Measured on one H200 (2026-12-03): gpu_check 52 s, parts 2 and 3 41 s with the two
+# fused_check racecheck runs (tools/device_gpu.sh sets 230, 85, 85, 240).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
 # PASS/FAIL line of check_cuda_frames.sh and of fused_check as one, each racecheck verdict as
-# one). Exit 0 only when nothing failed; 77 when there
+# one; gpu_check's checks under racecheck count once, as its verdict). Exit 0 only when nothing
+# failed; 77 when there
 # is no usable GPU.
 # Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default
 # $OUT when set, else a temporary folder), CHECK_LOGS (check_cuda_frames.sh's per-run logs, in
@@ -116,11 +118,15 @@ if [ -n "$FFMPEG" ]; then
 fi
 race_pid=
 if [ -n "$SAN" ] && [ -x "$FUSED" ]; then
-    ( s0=$(date +%s) end=$(( $(date +%s) + ${CHECK_RACE_TIMEOUT:-150} ))
-      for mode in quick merge; do
+    ( s0=$(date +%s) end=$(( $(date +%s) + ${CHECK_RACE_TIMEOUT:-240} ))
+      for mode in quick merge engine; do
           left=$(( end - $(date +%s) )); [ $left -gt 0 ] || left=1
-          if [ $mode = quick ]; then set -- --quick; else set -- --merge --quick; fi
-          timeout "$left" "$SAN" --tool racecheck --error-exitcode 99 "$FUSED" "$@" > "$tmp/race.$mode" 2>&1
+          case $mode in
+              quick)  set -- "$FUSED" --quick ;;
+              merge)  set -- "$FUSED" --merge --quick ;;
+              engine) set -- "$CHECK" --quick ;;
+          esac
+          timeout "$left" "$SAN" --tool racecheck --error-exitcode 99 "$@" > "$tmp/race.$mode" 2>&1
           echo $? > "$tmp/race.$mode.rc"
       done
       echo $(( $(date +%s) - s0 )) > "$tmp/race.s" ) &
@@ -162,29 +168,42 @@ else
     echo "time check_gpu: check_cuda_frames.sh took $(cat "$tmp/cf.s" 2>/dev/null || echo '?') s"
 fi
 
-echo "=== compute-sanitizer --tool racecheck fused_check --quick, fused_check --merge --quick"
+echo "=== compute-sanitizer --tool racecheck fused_check --quick, fused_check --merge --quick, gpu_check --quick"
 if [ -z "$SAN" ]; then
     fail "racecheck: compute-sanitizer not found"
 elif [ ! -x "$FUSED" ]; then
     fail "racecheck: $FUSED missing (built with the CUDA engine)"
 else
-    for mode in quick merge; do
-        log=$tmp/race.$mode what="fused_check --quick"
-        [ $mode = merge ] && what="fused_check --merge --quick"
+    for mode in quick merge engine; do
+        log=$tmp/race.$mode
+        case $mode in
+            quick)  what="fused_check --quick" ;;
+            merge)  what="fused_check --merge --quick" ;;
+            engine) what="gpu_check --quick" ;;
+        esac
         rrc=$(cat "$log.rc" 2>/dev/null || echo 124)
-        grep -E '^(PASS|FAIL)' "$log" 2>/dev/null
-        np=$(grep -c '^PASS' "$log" 2>/dev/null) nf=$(grep -c '^FAIL' "$log" 2>/dev/null)
-        p=$((p + ${np:-0})) f=$((f + ${nf:-0}))
+        nf=$(grep -c '^FAIL' "$log" 2>/dev/null)
+        if [ $mode = engine ]; then
+            # gpu_check's own checks ran under memcheck already: here only their failures count,
+            # inside the verdict
+            grep -E '^FAIL' "$log" 2>/dev/null
+        else
+            grep -E '^(PASS|FAIL)' "$log" 2>/dev/null
+            np=$(grep -c '^PASS' "$log" 2>/dev/null)
+            p=$((p + ${np:-0})) f=$((f + ${nf:-0}))
+        fi
         # racecheck's own verdict, "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)":
         # clean when E is 0 (warnings are printed above, as fused_check.sh counts them); exit 99
-        # is racecheck's (--error-exitcode), 124 the budget, 1 a failed fused_check check (counted
-        # on its own line above)
+        # is racecheck's (--error-exitcode), 124 the budget, 1 a failed check (fused_check's are
+        # counted on their own lines above; gpu_check's fail the verdict)
         verdict=$(grep -E '^========= RACECHECK SUMMARY' "$log" 2>/dev/null | tail -n 1)
-        if [ "$rrc" -ne 99 ] && [ "$rrc" -ne 124 ] && [[ $verdict =~ \(0\ errors, ]]; then
+        ok=1
+        [ $mode = engine ] && [ "${nf:-0}" -ne 0 ] && ok=0
+        if [ $ok = 1 ] && [ "$rrc" -ne 99 ] && [ "$rrc" -ne 124 ] && [[ $verdict =~ \(0\ errors, ]]; then
             pass "racecheck: $what: ${verdict#========= }"
         else
             grep -E '^=========' "$log" 2>/dev/null | head -n 20
-            fail "racecheck: $what (exit $rrc; 99: hazards found, 124: budget of ${CHECK_RACE_TIMEOUT:-150} s; ${verdict:-no racecheck summary})"
+            fail "racecheck: $what (exit $rrc; 99: hazards found, 124: budget of ${CHECK_RACE_TIMEOUT:-240} s; ${nf:-0} checks failed; ${verdict:-no racecheck summary})"
         fi
     done
     echo "time check_gpu: racecheck took $(cat "$tmp/race.s" 2>/dev/null || echo '?') s"
