@@ -97,7 +97,7 @@ fi
 took gpu_check "$ts"
 
 # memcheck, the CUDA-frames checks and racecheck side by side (separate processes on small frames)
-echo "=== compute-sanitizer memcheck of gpu_check --quick, tools/check_cuda_frames.sh and racecheck of fused_check (side by side)"
+echo "=== compute-sanitizer memcheck of gpu_check --quick, tools/check_cuda_frames.sh and racecheck of fused_check and gpu_check (side by side)"
 ts=$(date +%s)
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
