@@ -90,16 +90,19 @@ def psnr(a, b):
 def make_val_set(photos, frames, starts, device, n=24, P=256):
     """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1] on
     device. Drawn on the CPU (CPU generator, seed 12345) whatever the device, so that every
-    machine validates on the same clips."""
+    machine validates on the same clips. In each group of 8 the first 4 come from the videos and
+    the last 4 from the photos (data.Batcher.clean; all 8 from one source when the other is
+    missing)."""
     cpu = lambda t: None if t is None else t.cpu()
     b = Batcher(cpu(photos), cpu(frames), cpu(starts), "cpu", seed=12345, T=VAL_T)
     return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))]).to(device)
 
 
 @torch.no_grad()
-def validate(model, val, sigmas=(10, 30, 50)):
+def validate(model, val, sigmas=(10, 30, 50), groups=None):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
-    the CPU, like the clips, so that any machine reproduces the figures)."""
+    the CPU, like the clips, so that any machine reproduces the figures). groups: optional
+    {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips."""
     model.eval()
     T = 2 * model.cfg.temporal_radius + 1
     c = val.shape[1] // 2
@@ -116,7 +119,10 @@ def validate(model, val, sigmas=(10, 30, 50)):
                 y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(s), device=val.device))
             outs.append((y.float() + 1) / 2)
         out = torch.cat(outs)
-        res[f"val_psnr_s{s}"] = round(psnr(out, clips[:, T // 2]).mean().item(), 3)
+        p = psnr(out, clips[:, T // 2])
+        res[f"val_psnr_s{s}"] = round(p.mean().item(), 3)
+        for name, idx in (groups or {}).items():
+            res[f"val_psnr_s{s}_{name}"] = round(p[idx].mean().item(), 3)
     res["val_psnr_mean"] = round(sum(res[f"val_psnr_s{s}"] for s in sigmas) / len(sigmas), 3)
     model.train()
     return res

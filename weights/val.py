@@ -12,7 +12,9 @@ centre frame, peak 1, at sigma 10 / 30 / 50 (8-bit code values) and their mean. 
 the CPU, so these figures equal train.log's val events (those with val_rng "cpu") on any machine,
 up to the precision: on CUDA, validate runs the network under bf16 autocast, as train.py; on the
 CPU in fp32 (the CPU engine's precision), or with --bf16 under CPU bf16 autocast.
-Prints one line per file; never trains, never reads eval-davis4.
+Prints one line per file, and the same PSNR over the video clips and over the photo clips (the
+first and last 4 of each group of 8: make_val_set's layout); never trains, never reads
+eval-davis4.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def main():
     vphotos = load_photo_tiles(args.photos, "val", "cpu")
     vframes, vstarts = load_videos(args.videos, "val", "cpu", VAL_T)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    k = torch.arange(len(val))
+    groups = {"video": k[k % 8 < 4], "photo": k[k % 8 >= 4]} if vframes is not None and len(vphotos) else None
     for path in args.weights:
         model = load_weights(path, dev)
         model.set_engine(sdpa=True, channels_last=False)
@@ -54,10 +58,13 @@ def main():
         bf16 = args.bf16 or dev.type == "cuda"
         ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and dev.type == "cpu" else contextlib.nullcontext()
         with ctx:
-            r = validate(model, val)
+            r = validate(model, val, groups=groups)
         print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
               f"mean {r['val_psnr_mean']:.3f} dB", flush=True)
+        for name in groups or {}:
+            print(f"  {len(groups[name])} {name} clips: " +
+                  " / ".join(f"{r[f'val_psnr_s{s}_{name}']:.3f}" for s in (10, 30, 50)) + " dB", flush=True)
 
 
 if __name__ == "__main__":
