@@ -19,13 +19,12 @@
 # Budgets (seconds, each part is stopped at its own and the rest still runs): gpu_check
 # CHECK_GPU_TIMEOUT (200), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
 # CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (240, the three runs); parts 2, 3 and 4 run
-# side by side. Measured on one H200 (2026-12-03): gpu_check 52 s, parts 2 and 3 41 s with the two
-# fused_check racecheck runs (tools/device_gpu.sh sets 230, 85, 85, 240).
+# side by side. Measured on one H200 (2026-12-03, beside a trainer): gpu_check 52 s, parts 2, 3
+# and 4 165 s (racecheck the longest) (tools/device_gpu.sh sets 230, 85, 85, 240).
 # Prints every check's line and a final "N passed, N failed" (memcheck counts as one, each
 # PASS/FAIL line of check_cuda_frames.sh and of fused_check as one, each racecheck verdict as
 # one; gpu_check's checks under racecheck count once, as its verdict). Exit 0 only when nothing
-# failed; 77 when there
-# is no usable GPU.
+# failed; 77 when there is no usable GPU.
 # Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default
 # $OUT when set, else a temporary folder), CHECK_LOGS (check_cuda_frames.sh's per-run logs, in
 # CHECK_LOGS/cuda_frames; default: CHECK_OUT).

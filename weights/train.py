@@ -41,8 +41,9 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
     AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
-    (before, on the device: those figures differ), and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is read
-    back from the GPU between logs.
+    (before, on the device: those figures differ; weights/val.py reproduces them for any weight
+    file), and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is
+    read back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
 run diverged (logged).
 """
