@@ -2,7 +2,7 @@
 """Validate weight files on the held-out split exactly as weights/train.py's val events do.
 
   python3 weights/val.py WEIGHTS [WEIGHTS ...] [--photos DIR] [--videos DIR ...] [--device cpu|cuda]
-         [--bf16] [--val-clips 24] [--val-patch 256]
+         [--bf16] [--jpeg Q] [--val-clips 24] [--val-patch 256]
 
 WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by weights/export.py's
 load_weights. The clips are train.py's make_val_set (24 clips of 9 frames, 256x256, from the val
@@ -12,6 +12,12 @@ centre frame, peak 1, at sigma 10 / 30 / 50 (8-bit code values) and their mean. 
 the CPU, so these figures equal train.log's val events (those with val_rng "cpu") on any machine,
 up to the precision: on CUDA, validate runs the network under bf16 autocast, as train.py; on the
 CPU in fp32 (the CPU engine's precision), or with --bf16 under CPU bf16 autocast.
+--jpeg Q: every frame of the clean clips is first rounded to 8 bits and round-tripped through
+JPEG at quality Q (Pillow, 4:2:0), frame by frame, so that the clean references carry JPEG
+texture as the frames of DAVIS (JPEG about q75; data README) do, which the H.264 crf 15 training
+copies and the downscaled photos have lost; a stand-in for eval-davis4's kind of frames that
+never reads them. On 2026-12-03 it did not reproduce eval-davis4's ranking of v1 and v2
+(docs/model.md): the round trip smooths these already smooth clips further.
 Prints one line per file, and the same PSNR over the video clips and over the photo clips (the
 first and last 4 of each group of 8: make_val_set's layout); never trains, never reads
 eval-davis4.
@@ -20,10 +26,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 
+import numpy as np
 import torch
+from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import VAL_T, load_photo_tiles, load_videos  # noqa: E402
@@ -33,6 +42,19 @@ from train import make_val_set, validate  # noqa: E402
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
 
+def jpeg_round_trip(clips: torch.Tensor, quality: int) -> torch.Tensor:
+    """(N, T, 3, H, W) in [0,1] -> the same with each frame rounded to 8 bits, encoded as JPEG at
+    `quality` (Pillow, 4:2:0 chroma) and decoded, in [0,1] on clips' device."""
+    u8 = (clips.detach().cpu().clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 1, 3, 4, 2).numpy()
+    out = np.empty_like(u8)
+    for n in range(u8.shape[0]):
+        for t in range(u8.shape[1]):
+            buf = io.BytesIO()
+            Image.fromarray(u8[n, t]).save(buf, format="JPEG", quality=quality, subsampling="4:2:0")
+            out[n, t] = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+    return torch.from_numpy(out).permute(0, 1, 4, 2, 3).float().div(255).to(clips.device)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="+")
@@ -40,6 +62,7 @@ def main():
     ap.add_argument("--videos", nargs="+", default=[os.path.join(DATA, d) for d in ("train-video", "train-video2")])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="on the CPU: bf16 autocast (CUDA always uses it)")
+    ap.add_argument("--jpeg", type=int, metavar="Q", help="clean clips round-tripped through JPEG at quality Q first")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
     args = ap.parse_args()
@@ -49,6 +72,10 @@ def main():
     vphotos = load_photo_tiles(args.photos, "val", "cpu")
     vframes, vstarts = load_videos(args.videos, "val", "cpu", VAL_T)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    if args.jpeg is not None:
+        if not 1 <= args.jpeg <= 95:
+            ap.error("--jpeg: quality 1..95")
+        val = jpeg_round_trip(val, args.jpeg)
     k = torch.arange(len(val))
     groups = {"video": k[k % 8 < 4], "photo": k[k % 8 >= 4]} if vframes is not None and len(vphotos) else None
     for path in args.weights:
@@ -59,7 +86,8 @@ def main():
         ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and dev.type == "cpu" else contextlib.nullcontext()
         with ctx:
             r = validate(model, val, groups=groups)
-        print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type} PSNR sigma 10 / 30 / 50 "
+        print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}"
+              f"{f' clean clips through JPEG q{args.jpeg}' if args.jpeg is not None else ''} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
               f"mean {r['val_psnr_mean']:.3f} dB", flush=True)
         for name in groups or {}:
