@@ -18,8 +18,9 @@ rounded ops in bf16 too). Rounding points, kernels/cuda/network.cu's value path:
     input   the network input (frame_in's bf16 s2d frames and sigma map) and the fusion conv's
             weights (conv3x3_tc.cu);
     merge   each patch merge's LayerNorm output and weight (patch_tc.cu / merge_s2d_layernorm);
-    expand  each patch expand's input, weight and output and the skip linear's weight (patch_tc.cu
-            / the cast + linear + d2s_concat sequence); the skip map enters the skip linear as
+    expand  each patch expand's input (lo), weight and output (up) and the skip linear's weight
+            (patch_tc.cu / the cast + linear + d2s_concat sequence; the last variants keep one of
+            lo, the two weights, up in fp32 in the whole path); the skip map enters the skip linear as
             two bf16 parts, exact to about 2^-17 (fp32 here), or with `skip` rounded once to bf16
             (the engine before it split it);
     head    the features F (the feature ring is bf16), the centre frame (the head's residual) and
@@ -30,10 +31,11 @@ rounded ops in bf16 too). Rounding points, kernels/cuda/network.cu's value path:
 Variants: the correct-first block as it was (proj, fc1), with both outputs fp32 (network.cu now),
 the fused block (P); then the fused path with the points outside the blocks added one at a time
 and all together (the whole fused path), the whole path with the skip map rounded once, with the
-bf16 residual stream, and the whole path with each outside point kept fp32.
+bf16 residual stream, the whole path with each outside point kept fp32, and with each of the
+expand's operands (lo, weights, up) kept fp32.
 Prints the PSNR against the clean clip and its difference from the fp32 network's
 (tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
-8 frames of 320x192 (fourteen runs).
+8 frames of 320x192 (seventeen runs).
 """
 import argparse
 import os
@@ -113,9 +115,12 @@ def make_unet_forward(mode: dict):
         def expand_skip(e, skip_lin, lo, skip):
             if not mode["expand"]:
                 return skip_lin(torch.cat([e(lo), skip], dim=-1))
-            up = M.d2s_nhwc(bf(bf(lo) @ bf(e.expand.weight).t() + e.expand.bias))
+            r = {k: mode.get(f"expand_{k}", True) for k in ("lo", "weights", "up")}
+            wr = bf if r["weights"] else (lambda t: t)
+            up = (lo if not r["lo"] else bf(lo)) @ wr(e.expand.weight).t() + e.expand.bias
+            up = M.d2s_nhwc(bf(up) if r["up"] else up)
             s = bf(skip) if mode["skip"] else skip
-            return st(torch.cat([up, s], dim=-1) @ bf(skip_lin.weight).t() + skip_lin.bias)
+            return st(torch.cat([up, s], dim=-1) @ wr(skip_lin.weight).t() + skip_lin.bias)
 
         x1 = self.enc1(merge(self.merge0, x0))
         x2 = self.mid(merge(self.merge1, x1))
@@ -199,6 +204,8 @@ def main():
                  ("whole fused path, skip map rounded once", dict(whole, skip=True)),
                  ("whole fused path, bf16 residual stream", dict(whole, stream=True))]
     variants += [(f"whole fused path, {k} fp32", dict(whole, **{k: False})) for k in outside]
+    variants += [(f"whole fused path, expand's {k} fp32", dict(whole, **{f"expand_{k}": False}))
+                 for k in ("lo", "weights", "up")]
     for name, mode in variants:
         o = run(mode)
         p = psnr(o, clean)
