@@ -3,7 +3,9 @@
 //
 // Checks, in order, each failure naming the file and the field or tensor to blame: the file itself
 // (safetensors.cpp: header, dtypes, spans, truncation), __metadata__ "format" == "denoise-swin" and
-// "version" "1" or "2" (model v2 files run here when their config uses only its sigma gate), "sigma_range" (optional: [lo, hi], the noise levels of the training), the "config" JSON (model_config.cpp: every field, what this engine implements),
+// "version" "1" or "2" (model v2 files run here when their config uses only its sigma gate),
+// "sigma_range" (optional: [lo, hi], the noise levels of the training), the "config" JSON
+// (model_config.cpp: every field, what this engine implements),
 // then every tensor the config implies (expected_tensors: name and shape, none missing, none extra)
 // and every value of every tensor finite (a NaN or Inf weight would turn every output into NaN).
 // The finiteness scan reads the ~0.5 M weights of model v1 once (about 1 ms).

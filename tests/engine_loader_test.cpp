@@ -144,6 +144,17 @@ protected:
         return {rc, msg};
     }
 
+    // The golden file with its config JSON merge-patched (RFC 7396, json::merge_patch) by `patch`
+    // and, when `version` is given, its __metadata__ version set: written as `name`; its path.
+    std::string with_config(const std::string &name, const json &patch, const char *version = nullptr) {
+        RawFile r = golden();
+        json c = json::parse(r.meta["config"]);
+        c.merge_patch(patch);
+        r.meta["config"] = c.dump();
+        if (version) r.meta["version"] = version;
+        return write(name, bytes_of(r));
+    }
+
     // Expect a refusal naming every string of `needles`.
     static void refused(const std::string &path, std::initializer_list<std::string> needles) {
         auto r = open(path);
@@ -365,49 +376,27 @@ TEST_F(Loader, OtherArchitecture) {
     r.meta.erase("config");
     refused(write("nocfg.safetensors", bytes_of(r)), {"nocfg.safetensors", "'config'"});
 
-    r = golden();
-    json c = json::parse(r.meta["config"]);
-    c["channels"] = {48, 96, 192};
-    r.meta["config"] = c.dump();
-    refused(write("c48.safetensors", bytes_of(r)), {"c48.safetensors", "config field 'channels'", "[48,96,192]"});
+    refused(with_config("c48.safetensors", {{"channels", {48, 96, 192}}}),
+            {"c48.safetensors", "config field 'channels'", "[48,96,192]"});
 
     // A self-consistent bigger model: the config passes, the tensors do not match it.
-    c["channels"] = {64, 128, 256};
-    c["heads"] = {2, 4, 8};
-    r.meta["config"] = c.dump();
-    refused(write("c64.safetensors", bytes_of(r)), {"c64.safetensors", "tensor 'unet.fusion.weight' has shape [32,61,3,3], expected [64,61,3,3]"});
+    refused(with_config("c64.safetensors", {{"channels", {64, 128, 256}}, {"heads", {2, 4, 8}}}),
+            {"c64.safetensors", "tensor 'unet.fusion.weight' has shape [32,61,3,3], expected [64,61,3,3]"});
 
-    c = json::parse(golden().meta["config"]);
-    c["window"] = 7;
-    r.meta["config"] = c.dump();
-    refused(write("win.safetensors", bytes_of(r)), {"win.safetensors", "'pad_multiple'"});
-
-    c = json::parse(golden().meta["config"]);
-    c["attention"] = "global";
-    r.meta["config"] = c.dump();
-    refused(write("unk.safetensors", bytes_of(r)), {"unk.safetensors", "'attention'", "unknown field"});
+    refused(with_config("win.safetensors", {{"window", 7}}), {"win.safetensors", "'pad_multiple'"});
+    refused(with_config("unk.safetensors", {{"attention", "global"}}), {"unk.safetensors", "'attention'", "unknown field"});
 
     // a config with model v2's per-frame encoder, which the engines do not run: refused, naming
     // the field
-    c = json::parse(golden().meta["config"]);
-    c["fusion"] = "frame";
-    c["frame_channels"] = 32;
-    c["version"] = 2;
-    r.meta["config"] = c.dump();
-    r.meta["version"] = "2";
-    refused(write("frame.safetensors", bytes_of(r)), {"frame.safetensors", "'f", "per-frame encoder"});
+    refused(with_config("frame.safetensors", {{"fusion", "frame"}, {"frame_channels", 32}, {"version", 2}}, "2"),
+            {"frame.safetensors", "'f", "per-frame encoder"});
 
-    c = json::parse(golden().meta["config"]);
-    for (const char *bad : {"-1", "300", "\"2\""}) {
-        c["sigma_gate"] = json::parse(bad);
-        r.meta["config"] = c.dump();
-        refused(write("gate.safetensors", bytes_of(r)), {"gate.safetensors", "'sigma_gate'"});
-    }
-    c = json::parse(golden().meta["config"]);
-    c["version"] = 3;
-    r.meta["config"] = c.dump();
-    refused(write("cver.safetensors", bytes_of(r)), {"cver.safetensors", "config field 'version'"});
+    for (const char *bad : {"-1", "300", "\"2\""})
+        refused(with_config("gate.safetensors", {{"sigma_gate", json::parse(bad)}}, "2"),
+                {"gate.safetensors", "'sigma_gate'"});
+    refused(with_config("cver.safetensors", {{"version", 3}}), {"cver.safetensors", "config field 'version'"});
 
+    r = golden();
     r.meta["config"] = "{not json";
     refused(write("cjson.safetensors", bytes_of(r)), {"cjson.safetensors", "config is not valid JSON"});
 }
@@ -418,13 +407,7 @@ TEST_F(Loader, OtherArchitecture) {
 // d scaled by 0.5 before it is added, so within a float rounding of the sample); sigma 8 and
 // above the ungated output bit for bit.
 TEST_F(Loader, SigmaGate) {
-    RawFile r = golden();
-    json c = json::parse(r.meta["config"]);
-    c["sigma_gate"] = 8.0;
-    c["version"] = 2;
-    r.meta["config"] = c.dump();
-    r.meta["version"] = "2";
-    const std::string gated = write("gated.safetensors", bytes_of(r));
+    const std::string gated = with_config("gated.safetensors", {{"sigma_gate", 8.0}, {"version", 2}}, "2");
     const std::string plain = data_dir() + "/golden_weights.safetensors";
 
     const int W = 40, H = 24;
