@@ -7,7 +7,7 @@ for 128 clips of 7x128x128 on the H200). On the step's stream they run between t
 second stream they fill the SMs and memory bandwidth the step leaves idle.
 
   feed = BatchFeed(make_batch, device)          make_batch() -> tuple of tensors
-  noisy, smap, target = feed.next()             (then enqueue the step on the current stream)
+  noisy, smap, target, pix_w = feed.next()      (then enqueue the step on the current stream)
 
 Synchronisation (nothing waits on the host):
   - next() hands out batch i, built on the side stream: the caller's stream waits for the event
@@ -33,17 +33,25 @@ FEEDS = ("overlap", "sync")
 
 
 def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_share: float = 0.5,
-                   synth_share: float = 0.0) -> tuple:
+                   synth_share: float = 0.0, pixel_loss: str = "all") -> tuple:
     """One training batch on the batcher's device: clean clips from data.Batcher.clean, then noise
     (noise_models.NoiseRecipe, or model v1's data.make_noisy when noise is None) drawn from gen.
     -> noisy (B, T, 3, P, P) in [0,1] plus noise, sigma map (B,) in 8-bit code values, clean
-    centre frame (B, 3, P, P) in [0,1] (a view of the clean clips)."""
+    centre frame (B, 3, P, P) in [0,1] (a view of the clean clips), pix_w (B,) float: the weight
+    of each clip's per-pixel loss (train_step.loss_fn). pixel_loss "all": 1 for every clip;
+    "honest": 0 for clips whose map is above their real noise (NoiseRecipe's mismatched clips and
+    clean clips given a map), which then teach through the low-pass term only (keep the means,
+    smooth as much as the map asks) instead of teaching the network to doubt the map."""
+    if pixel_loss not in ("all", "honest"):
+        raise ValueError(f"pixel_loss must be all or honest, got {pixel_loss!r}")
     clean = batcher.clean(B, P, video_share, synth_share)
     if noise is None:
         noisy, smap = make_noisy(clean, gen)
+        real = smap
     else:
-        noisy, smap, _ = noise(clean, gen)
-    return noisy, smap, clean[:, batcher.T // 2]
+        noisy, smap, real = noise(clean, gen)
+    pix_w = (smap <= real).float() if pixel_loss == "honest" else torch.ones_like(smap)
+    return noisy, smap, clean[:, batcher.T // 2], pix_w
 
 
 class BatchFeed:

@@ -150,7 +150,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     noise = NoiseRecipe() if recipe["noise"] == "v2" else None
 
     def make():
-        return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"])
+        return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"], recipe["pixel_loss"])
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
 

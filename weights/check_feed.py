@@ -119,7 +119,7 @@ def check_feed(dev, g) -> tuple[list[str], list[str]]:
         def make():
             if hold:
                 busy()   # on the side stream: a read without the event wait would overtake the build
-            return training_batch(batcher, gen, recipe, B, P, 0.5, 0.08)
+            return training_batch(batcher, gen, recipe, B, P, 0.5, 0.08, "honest")
         return BatchFeed(make, dev, overlap)
 
     sync = make_feed(False)
@@ -140,10 +140,11 @@ def check_feed(dev, g) -> tuple[list[str], list[str]]:
         return got
 
     got = run(True, cuda)
-    names = ("noisy", "sigma map", "target")
-    bad = [f"batch {i} {names[j % 3]} ({'read at once' if j < 3 else 'read late'}): "
-           f"max |diff| {max_diff(r[j % 3], o[j]):.3g}"
-           for i, (r, o) in enumerate(zip(ref, got)) for j in range(6) if not torch.equal(r[j % 3], o[j])]
+    names = ("noisy", "sigma map", "target", "pixel weight")
+    k = len(names)
+    bad = [f"batch {i} {names[j % k]} ({'read at once' if j < k else 'read late'}): "
+           f"max |diff| {max_diff(r[j % k], o[j]):.3g}"
+           for i, (r, o) in enumerate(zip(ref, got)) for j in range(2 * k) if not torch.equal(r[j % k], o[j])]
     what = f"{n} batches of {B} clips 7x{P}x{P}"
     if cuda:
         what += f", side and caller's streams each held {busy_ms:.0f} ms per batch"

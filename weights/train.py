@@ -42,7 +42,11 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
     AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
     (before, on the device: those figures differ; weights/val.py reproduces them for any weight
-    file), and the faithfulness probe, weights/faithful.py), ckpt, diverged, done. Nothing is
+    file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
+    data event that gives val_davis_clips), with val_davis_s30_map1.3 (sigma 30 given a map 1.3x
+    the noise: how much the network's smoothing follows its map); and the faithfulness probe,
+    weights/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume names another
+    recipe than the checkpoint's; the state keeps the list as recipe_changes), done. Nothing is
     read back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
 run diverged (logged).
@@ -63,7 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
 import sigma_reparam  # noqa: E402
 from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
-from data import VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
+from data import VAL_DAVIS, VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
@@ -100,10 +104,12 @@ def make_val_set(photos, frames, starts, device, n=24, P=256):
 
 
 @torch.no_grad()
-def validate(model, val, sigmas=(10, 30, 50), groups=None):
+def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
     the CPU, like the clips, so that any machine reproduces the figures). groups: optional
-    {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips."""
+    {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips. map_scale:
+    the network is given a sigma map of map_scale * sigma (1: the real noise; a network that
+    uses its map loses PSNR above 1, where it smooths more; one that ignores it does not)."""
     model.eval()
     T = 2 * model.cfg.temporal_radius + 1
     c = val.shape[1] // 2
@@ -117,7 +123,8 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None):
         outs = []
         for i in range(0, len(clips), 8):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=val.is_cuda):
-                y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(s), device=val.device))
+                y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(s) * map_scale,
+                                                             device=val.device))
             outs.append((y.float() + 1) / 2)
         out = torch.cat(outs)
         p = psnr(out, clips[:, T // 2])
@@ -127,6 +134,17 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None):
     res["val_psnr_mean"] = round(sum(res[f"val_psnr_s{s}"] for s in sigmas) / len(sigmas), 3)
     model.train()
     return res
+
+
+def validate_davis(model, val_davis) -> dict:
+    """validate() on the DAVIS clips of the split (data.VAL_DAVIS), keys val_davis_*: sigma 10 / 30
+    / 50 and their mean, and sigma 30 with a map 1.3x the noise (val_davis_s30_map1.3). {} when
+    val_davis is None."""
+    if val_davis is None:
+        return {}
+    r = {k.replace("val_psnr", "val_davis"): v for k, v in validate(model, val_davis).items()}
+    r["val_davis_s30_map1.3"] = validate(model, val_davis, sigmas=(30,), map_scale=1.3)["val_psnr_s30"]
+    return r
 
 
 @torch.no_grad()
@@ -319,9 +337,11 @@ def run(args, log, dev):
     vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
     vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    dframes, dstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim, names=VAL_DAVIS)
+    val_davis = None if dframes is None else make_val_set(None, dframes, dstarts, dev, n=16, P=args.val_patch)
     log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
         clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
-        seconds=round(time.time() - t0, 1))
+        val_davis_clips=0 if val_davis is None else len(val_davis), seconds=round(time.time() - t0, 1))
 
     model = Denoiser(cfg).to(dev)
     reparam_src = bool(src is not None and src["state"].get("qkv_reparam"))
@@ -336,6 +356,12 @@ def run(args, log, dev):
         sigma_reparam.enable(model)
     if resumed:
         state = dict({"recipe": recipe_name, "candidate": args.candidate, "init": None}, **src["state"])
+        if state["recipe"] != recipe_name:   # --recipe at a resume: the run goes on with another recipe
+            change = {"from": state["recipe"], "to": recipe_name, "step": state["step"],
+                      "train_minutes": round(state["train_seconds"] / 60, 3)}
+            state["recipe"] = recipe_name
+            state["recipe_changes"] = state.get("recipe_changes", []) + [change]
+            log(event="recipe_changed", **change)
     else:
         state = {"step": 0, "clips": 0, "train_seconds": 0.0, "runs": 0, "recipe": recipe_name,
                  "candidate": args.candidate, "init": None}
@@ -397,7 +423,7 @@ def run(args, log, dev):
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
-                                            recipe["synth_share"]),
+                                            recipe["synth_share"], recipe["pixel_loss"]),
                      dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
 
     last_val = {"step": None}
@@ -414,6 +440,7 @@ def run(args, log, dev):
         last_val["step"] = state["step"]
         model.set_engine(sdpa=True, channels_last=eng.channels_last)   # eager: no recompiles for the validation shapes
         r = validate(model, val)
+        r.update(validate_davis(model, val_davis))
         if probe_too and not args.no_probe:
             p = probe(model, dev)
             r["probe"] = {k: v for k, v in p.items() if k != "cases"}
@@ -454,9 +481,9 @@ def run(args, log, dev):
     while budget_left() and stop["sig"] is None:
         ts = time.monotonic()
         lr = lr_at(step_run)
-        noisy, smap, target = feed.next()
+        batch = feed.next()
         try:
-            loss = eng.step(noisy, smap, target, lr)
+            loss = eng.step(*batch, lr)
         except torch.cuda.OutOfMemoryError as e:
             if step_run or accum >= args.batch:
                 raise

@@ -18,7 +18,9 @@ Mixed precision: bf16 autocast on CUDA (weights, AdamW and the loss in fp32); au
 cache is off (a captured graph must not depend on it). The step never reads a value back to the
 host: it returns the loss as a device tensor.
 
-Loss: L1(out, clean) + lowpass_weight * L1(avgpool8(out - clean), 0), both in [-1,1] units.
+Loss: mean over clips of pix_w * L1(out, clean) + lowpass_weight * L1(avgpool8(out - clean), 0),
+both in [-1,1] units; pix_w (B,) is the per-clip weight of the per-pixel term (batch_feed.
+training_batch: 1, or 0 for clips whose sigma map is above their real noise under recipe v2b).
 The low-pass term penalises a mean error over each 8x8 block, which the per-pixel L1 barely sees.
 """
 from __future__ import annotations
@@ -51,10 +53,10 @@ def configure_cuda() -> None:
         torch.backends.cudnn.benchmark = True
 
 
-def loss_fn(out: torch.Tensor, target: torch.Tensor, lowpass_weight: float) -> torch.Tensor:
-    """out, target (B, 3, P, P) in [-1,1] -> scalar."""
+def loss_fn(out: torch.Tensor, target: torch.Tensor, lowpass_weight: float, pix_w: torch.Tensor) -> torch.Tensor:
+    """out, target (B, 3, P, P) in [-1,1], pix_w (B,) per-clip weights of the per-pixel L1 -> scalar."""
     err = out.float() - target
-    loss = err.abs().mean()
+    loss = (err.abs().mean(dim=(1, 2, 3)) * pix_w).mean()
     if lowpass_weight:
         loss = loss + lowpass_weight * F.avg_pool2d(err, 8).abs().mean()
     return loss
@@ -104,8 +106,8 @@ def make_optimizer(model: Denoiser, lr: float, capturable: bool) -> torch.optim.
 
 
 class StepEngine:
-    """step(noisy (B,T,3,P,P) in [0,1], sigma map (B,), clean centre (B,3,P,P) in [0,1], lr)
-    -> loss (device scalar). `accum` splits the batch into that many micro-batches."""
+    """step(noisy (B,T,3,P,P) in [0,1], sigma map (B,), clean centre (B,3,P,P) in [0,1], per-clip
+    weight of the per-pixel loss (B,), lr) -> loss (device scalar). `accum` splits the batch into that many micro-batches."""
 
     def __init__(self, model: Denoiser, engine: str, lowpass_weight: float, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
@@ -176,14 +178,14 @@ class StepEngine:
         self.set_kernels()
 
     # -- the step ---------------------------------------------------------------------------------
-    def _body(self, noisy, smap, target):
+    def _body(self, noisy, smap, target, pix_w):
         n = noisy.shape[0] // self.accum
         total = None
         for i in range(self.accum):
             sl = slice(i * n, (i + 1) * n)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda, cache_enabled=False):
                 out = self.model(noisy[sl] * 2 - 1, smap[sl])
-            loss = loss_fn(out, target[sl] * 2 - 1, self.lowpass_weight) / self.accum
+            loss = loss_fn(out, target[sl] * 2 - 1, self.lowpass_weight, pix_w[sl]) / self.accum
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=self.cuda)
@@ -197,13 +199,13 @@ class StepEngine:
             else:
                 g["lr"] = lr
 
-    def _eager(self, noisy, smap, target):
+    def _eager(self, *batch):
         self.opt.zero_grad(set_to_none=True)
-        return self._body(noisy, smap, target)
+        return self._body(*batch)
 
-    def _capture(self, noisy, smap, target):
+    def _capture(self, *batch):
         """Warm up on a side stream (compiles, cuBLAS/cuDNN set-up), then capture one step."""
-        self.static = [noisy.clone(), smap.clone(), target.clone()]
+        self.static = [t.clone() for t in batch]
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -217,27 +219,28 @@ class StepEngine:
             self.static_loss = self._body(*self.static)
         self.graph = g
 
-    def step(self, noisy, smap, target, lr: float) -> torch.Tensor:
+    def step(self, noisy, smap, target, pix_w, lr: float) -> torch.Tensor:
         self._set_lr(lr)
+        batch = (noisy, smap, target, pix_w)
         while True:
             try:
                 if self.engine in ("graph", "compile-graph"):
                     if self.graph is None:
                         t0 = time.time()
-                        self._capture(noisy, smap, target)
+                        self._capture(*batch)
                         self.compile_seconds += time.time() - t0
-                    for buf, x in zip(self.static, (noisy, smap, target)):
+                    for buf, x in zip(self.static, batch):
                         buf.copy_(x)
                     self.graph.replay()
                     return self.static_loss.clone()
                 if self.engine == "compile" and not self.compile_seconds:
                     t0 = time.time()
-                    loss = self._eager(noisy, smap, target)
+                    loss = self._eager(*batch)
                     if self.cuda:
                         torch.cuda.synchronize()
                     self.compile_seconds = time.time() - t0
                     return loss
-                return self._eager(noisy, smap, target)
+                return self._eager(*batch)
             except torch.cuda.OutOfMemoryError:
                 raise
             except Exception as e:  # noqa: BLE001 (a kernel path that cannot run must not end the run)
@@ -248,7 +251,7 @@ class StepEngine:
                     torch.cuda.synchronize()
                 self._switch(f"{type(e).__name__}: {e}")
 
-    def attention_backends(self, noisy, smap, target) -> dict:
+    def attention_backends(self, noisy, smap, target, pix_w) -> dict:
         """Which SDPA backend this engine's kernels run, forward and backward: one forward and
         backward of the step's loss (torch.autograd.grad: no gradient is stored, no optimiser
         step) under the profiler (check_attention.sdpa_backends). A captured graph replays the
@@ -260,7 +263,7 @@ class StepEngine:
         def fwd_bwd():
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda, cache_enabled=False):
                 out = self.model(noisy[:n] * 2 - 1, smap[:n])
-            torch.autograd.grad(loss_fn(out, target[:n] * 2 - 1, self.lowpass_weight), params)
+            torch.autograd.grad(loss_fn(out, target[:n] * 2 - 1, self.lowpass_weight, pix_w[:n]), params)
         return sdpa_backends(fwd_bwd)
 
     def describe(self) -> dict:

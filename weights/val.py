@@ -2,7 +2,7 @@
 """Validate weight files on the held-out split exactly as weights/train.py's val events do.
 
   python3 weights/val.py WEIGHTS [WEIGHTS ...] [--photos DIR] [--videos DIR ...] [--device cpu|cuda]
-         [--bf16] [--jpeg Q] [--val-clips 24] [--val-patch 256]
+         [--bf16] [--jpeg Q] [--map-scale F] [--val-clips 24] [--val-patch 256]
 
 WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by weights/export.py's
 load_weights. The clips are train.py's make_val_set (24 clips of 9 frames, 256x256, from the val
@@ -18,9 +18,12 @@ texture as the frames of DAVIS (JPEG about q75; data README) do, which the H.264
 copies and the downscaled photos have lost; a stand-in for eval-davis4's kind of frames that
 never reads them. On 2026-12-03 it did not reproduce eval-davis4's ranking of v1 and v2
 (docs/model.md): the round trip smooths these already smooth clips further.
-Prints one line per file, and the same PSNR over the video clips and over the photo clips (the
-first and last 4 of each group of 8: make_val_set's layout); never trains, never reads
-eval-davis4.
+--map-scale F: the network is given a sigma map of F x the noise (train.validate's map_scale).
+Prints one line per file, the same PSNR over the video clips and over the photo clips (the
+first and last 4 of each group of 8: make_val_set's layout), and train.log's val_davis figures:
+16 clips of the DAVIS sequences of the split alone (data.VAL_DAVIS, make_val_set's seed), the
+validation that ranks models as eval-davis4 does (docs/model.md), with sigma 30 given a map 1.3x
+the noise. Never trains, never reads eval-davis4.
 """
 from __future__ import annotations
 
@@ -35,9 +38,9 @@ import torch
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data import VAL_T, load_photo_tiles, load_videos  # noqa: E402
+from data import VAL_DAVIS, VAL_T, load_photo_tiles, load_videos  # noqa: E402
 from export import load_weights  # noqa: E402
-from train import make_val_set, validate  # noqa: E402
+from train import make_val_set, validate, validate_davis  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -63,6 +66,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="on the CPU: bf16 autocast (CUDA always uses it)")
     ap.add_argument("--jpeg", type=int, metavar="Q", help="clean clips round-tripped through JPEG at quality Q first")
+    ap.add_argument("--map-scale", type=float, default=1.0, help="sigma map = F x the noise (default 1)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
     args = ap.parse_args()
@@ -72,10 +76,13 @@ def main():
     vphotos = load_photo_tiles(args.photos, "val", "cpu")
     vframes, vstarts = load_videos(args.videos, "val", "cpu", VAL_T)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    dframes, dstarts = load_videos(args.videos, "val", "cpu", VAL_T, names=VAL_DAVIS)
+    val_davis = None if dframes is None else make_val_set(None, dframes, dstarts, dev, n=16, P=args.val_patch)
     if args.jpeg is not None:
         if not 1 <= args.jpeg <= 95:
             ap.error("--jpeg: quality 1..95")
         val = jpeg_round_trip(val, args.jpeg)
+        val_davis = None if val_davis is None else jpeg_round_trip(val_davis, args.jpeg)
     k = torch.arange(len(val))
     groups = {"video": k[k % 8 < 4], "photo": k[k % 8 >= 4]} if vframes is not None and len(vphotos) else None
     for path in args.weights:
@@ -85,14 +92,21 @@ def main():
         bf16 = args.bf16 or dev.type == "cuda"
         ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and dev.type == "cpu" else contextlib.nullcontext()
         with ctx:
-            r = validate(model, val, groups=groups)
+            r = validate(model, val, groups=groups, map_scale=args.map_scale)
+            d = validate_davis(model, val_davis)
         print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}"
               f"{f' clean clips through JPEG q{args.jpeg}' if args.jpeg is not None else ''} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
-              f"mean {r['val_psnr_mean']:.3f} dB", flush=True)
+              f"mean {r['val_psnr_mean']:.3f} dB{f' (map {args.map_scale:g}x the noise)' if args.map_scale != 1 else ''}",
+              flush=True)
         for name in groups or {}:
             print(f"  {len(groups[name])} {name} clips: " +
                   " / ".join(f"{r[f'val_psnr_s{s}_{name}']:.3f}" for s in (10, 30, 50)) + " dB", flush=True)
+        if d:
+            print(f"  val_davis ({len(val_davis)} clips of {', '.join(VAL_DAVIS)}): " +
+                  " / ".join(f"{d[f'val_davis_s{s}']:.3f}" for s in (10, 30, 50)) +
+                  f", mean {d['val_davis_mean']:.3f} dB; sigma 30 with a map 1.3x the noise "
+                  f"{d['val_davis_s30_map1.3']:.3f}", flush=True)
 
 
 if __name__ == "__main__":
