@@ -23,10 +23,10 @@ Recipes (weights/train_step.py applies them):
   v2b v2 with the per-pixel L1 kept for clips whose sigma map equals their real noise only
       (batch_feed.training_batch pixel_loss "honest"): the mismatched clips (map up to 2x the
       noise) and the clean clips given a map teach through the low-pass term alone. Under v2 the
-      per-pixel target of a map above the noise is the clean frame, so the network learned to
-      estimate the noise itself and to ignore the map (docs/model.md: v2 at 31.64 min gives the
-      same PSNR for maps 0.8x to 1.5x the noise, where v1 peaks at 1x), which costs detail on
-      textured footage and leaves the user's sigma without effect above the real noise.
+      per-pixel target of a map above the noise is the clean frame, which rewards estimating
+      the noise and ignoring the map (docs/model.md: v2 at 31.64 min gives nearly the same PSNR
+      for maps 0.8x to 1.5x the noise, where v1 peaks at 1x); tried from 31.64 to 53.64 training
+      minutes, where the map response stayed flat.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
