@@ -107,7 +107,8 @@ def make_optimizer(model: Denoiser, lr: float, capturable: bool) -> torch.optim.
 
 class StepEngine:
     """step(noisy (B,T,3,P,P) in [0,1], sigma map (B,), clean centre (B,3,P,P) in [0,1], per-clip
-    weight of the per-pixel loss (B,), lr) -> loss (device scalar). `accum` splits the batch into that many micro-batches."""
+    weight of the per-pixel loss (B,), lr) -> loss (device scalar). `accum` splits the batch into
+    that many micro-batches."""
 
     def __init__(self, model: Denoiser, engine: str, lowpass_weight: float, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
