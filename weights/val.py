@@ -94,11 +94,11 @@ def main():
         with ctx:
             r = validate(model, val, groups=groups, map_scale=args.map_scale)
             d = validate_davis(model, val_davis)
-        print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}"
-              f"{f' clean clips through JPEG q{args.jpeg}' if args.jpeg is not None else ''} PSNR sigma 10 / 30 / 50 "
+        jpeg = f" clean clips through JPEG q{args.jpeg}" if args.jpeg is not None else ""
+        scaled = f" (map {args.map_scale:g}x the noise)" if args.map_scale != 1 else ""
+        print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}{jpeg} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
-              f"mean {r['val_psnr_mean']:.3f} dB{f' (map {args.map_scale:g}x the noise)' if args.map_scale != 1 else ''}",
-              flush=True)
+              f"mean {r['val_psnr_mean']:.3f} dB{scaled}", flush=True)
         for name in groups or {}:
             print(f"  {len(groups[name])} {name} clips: " +
                   " / ".join(f"{r[f'val_psnr_s{s}_{name}']:.3f}" for s in (10, 30, 50)) + " dB", flush=True)
