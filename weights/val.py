@@ -18,7 +18,8 @@ texture as the frames of DAVIS (JPEG about q75; data README) do, which the H.264
 copies and the downscaled photos have lost; a stand-in for eval-davis4's kind of frames that
 never reads them. On 2026-12-03 it did not reproduce eval-davis4's ranking of v1 and v2
 (docs/model.md): the round trip smooths these already smooth clips further.
---map-scale F: the network is given a sigma map of F x the noise (train.validate's map_scale).
+--map-scale F: on the whole split the network is given a sigma map of F x the noise
+(train.validate's map_scale); the val_davis line keeps train.log's maps.
 Prints one line per file, the same PSNR over the video clips and over the photo clips (the
 first and last 4 of each group of 8: make_val_set's layout), and train.log's val_davis figures:
 16 clips of the DAVIS sequences of the split alone (data.VAL_DAVIS, make_val_set's seed), the
