@@ -50,6 +50,12 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
   sigma_gate G > 0: the output is centre + min(1, sigma / G) (out - centre) (sigma_gate()): sigma
     0 returns the input exactly, whatever the weights. The engines run it (kernels/engine.cpp, as
     a factor on the amounts); they do not run the per-frame encoder.
+  align R > 0 (fusion "window" only): before the fusion conv, every frame of F_s's window is moved
+    onto x_s by one whole-pixel shift per align_tile x align_tile tile, |dy|, |dx| <= R,
+    estimated on the noisy frames by block matching of their luma (weights/align.py
+    align_window); F_s stays one pass per time index. The head reads F_{t-1} and F_{t+1} moved
+    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). The
+    engines do not run it yet (their config parser refuses the field).
 
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
@@ -76,10 +82,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from align import align_features, align_window
+
 FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
 VERSIONS = (1, 2)    # what load_weights() accepts
-V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0}
+V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64}
 
 
 def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -116,6 +124,8 @@ class Config:
     fusion: str = "window"               # "window" (v1) or "frame" (per-frame encoder, v2)
     frame_channels: int = 0              # E, the per-frame encoder's width (fusion "frame")
     sigma_gate: float = 0.0              # G (8-bit code values): the change scaled by min(1, sigma / G); 0: none
+    align: int = 0                       # R: fusion windows aligned to their centre, shifts up to R px; 0: none
+    align_tile: int = 64                 # the alignment's tile (px), a multiple of 4 dividing pad_multiple
 
     def __post_init__(self):
         if self.fusion not in ("window", "frame"):
@@ -124,6 +134,13 @@ class Config:
             raise ValueError("frame_channels > 0 exactly when fusion is 'frame'")
         if not 0.0 <= self.sigma_gate <= 255.0:
             raise ValueError(f"sigma_gate must be in [0, 255] (8-bit code values), got {self.sigma_gate}")
+        if not 0 <= self.align <= 64:
+            raise ValueError(f"align must be in [0, 64] px, got {self.align}")
+        if self.align_tile <= 0 or self.align_tile % 4 or self.pad_multiple % self.align_tile:
+            raise ValueError(f"align_tile must be a multiple of 4 dividing pad_multiple {self.pad_multiple}, "
+                             f"got {self.align_tile}")
+        if self.align and self.fusion != "window":
+            raise ValueError("align needs fusion 'window' (it moves the raw frames of a fusion window)")
         for c, h in zip(self.channels, self.heads):
             if c != h * self.head_dim:
                 raise ValueError(f"channels {tuple(self.channels)} != heads {tuple(self.heads)} * head_dim {self.head_dim}")
@@ -520,11 +537,13 @@ class Denoiser(nn.Module):
         return (sigma.to(like.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, h, w)
 
     def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2).
+        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2); with
+        align, the frames are first moved onto the centre one (weights/align.py).
 
         fusion "frame": the same frames -> (B, 5E+1, H/2, W/2) through frame_features()."""
         if self.cfg.fusion == "frame":
             return self.fusion_input_frames(self.frame_features(frames, sigma), sigma)
+        frames = align_window(frames, self.cfg.align, self.cfg.align_tile)
         B, T, C, H, W = frames.shape
         s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2).reshape(B, T * 12, H // 2, W // 2)
         smap = (sigma.to(frames.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, H // 2, W // 2)
@@ -579,7 +598,7 @@ class Denoiser(nn.Module):
             # All three fusion windows in one batch: (3B, 5, 3, H, W).
             wins = torch.cat([clip[:, c - r:c + r + 1] for c in centres], dim=0)
             f = self.features(wins, sigma.repeat(3))
-        feats = list(f.chunk(3, dim=0))
+        feats = align_features(list(f.chunk(3, dim=0)), clip[:, R - 1:R + 2], self.cfg.align, self.cfg.align_tile)
         out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
         return out[..., :H, :W]
 
@@ -614,7 +633,9 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
             feats[s] = f[j:j + 1]
     out = torch.empty_like(frames)
     for t in range(N):
-        y = sigma_gate(model.head_out([feats[t - 1], feats[t], feats[t + 1]], x[t:t + 1]), x[t:t + 1], sig, cfg.sigma_gate)
+        f3 = align_features([feats[t - 1], feats[t], feats[t + 1]],
+                            x[[reflect_index(t - 1, N), t, reflect_index(t + 1, N)]][None], cfg.align, cfg.align_tile)
+        y = sigma_gate(model.head_out(f3, x[t:t + 1]), x[t:t + 1], sig, cfg.sigma_gate)
         out[t] = y[0, :, :H, :W]
     return out
 

@@ -34,6 +34,10 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     output's change scaled by min(1, sigma / G), so sigma 0 returns the input exactly; no
     parameters, so it can be switched on at any resume (it changes the function only below
     sigma G); the checkpoint's config keeps it.
+  - --align R [--align-tile P]: the fusion windows aligned to their centre frames (weights/align.py,
+    Config.align), set in the run's config like the sigma gate; no parameters, but the function
+    changes for every moving input, so switching it on starts a branch of a run (with --init, or a
+    resume in another folder) that continues to train the same weights on aligned windows.
   - Batches: built one step ahead on a side CUDA stream, overlapping the step
     (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
@@ -281,6 +285,10 @@ def main():
                     help="model v2's sigma gate G (8-bit code values; weights/model.py sigma_gate): the output's change "
                     "scaled by min(1, sigma / G), so that sigma 0 returns the input; set in the run's config (no "
                     "parameters), a resumed run keeps it unless given again; 0 turns it off")
+    ap.add_argument("--align", type=int, default=None,
+                    help="fusion windows aligned to their centre frame, whole-pixel shifts up to R px per tile "
+                    "(weights/align.py); set in the run's config, kept by a resumed run unless given again; 0: off")
+    ap.add_argument("--align-tile", type=int, default=None, help="the alignment's tile in px (default 64)")
     ap.add_argument("--diverge-db", type=float, default=2.0,
                     help="end the run when a validation's mean PSNR falls this far below the best of this invocation")
     ap.add_argument("--log-steps", type=int, default=200)
@@ -328,6 +336,11 @@ def run(args, log, dev):
     gate_before = cfg.sigma_gate
     if args.sigma_gate is not None:
         cfg = dataclasses.replace(cfg, sigma_gate=args.sigma_gate)
+    align_before = cfg.align
+    if args.align is not None:
+        cfg = dataclasses.replace(cfg, align=args.align)
+    if args.align_tile is not None:
+        cfg = dataclasses.replace(cfg, align_tile=args.align_tile)
     T = 2 * cfg.temporal_radius + 1
 
     t0 = time.time()
@@ -402,7 +415,7 @@ def run(args, log, dev):
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
-        sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before,
+        sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
         device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
