@@ -82,7 +82,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from align import align_features, align_window
+if __package__:   # imported as weights.model (tests/data/make_tiny_weights.py)
+    from .align import align_features, align_window
+else:
+    from align import align_features, align_window
 
 FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
@@ -136,7 +139,9 @@ class Config:
             raise ValueError(f"sigma_gate must be in [0, 255] (8-bit code values), got {self.sigma_gate}")
         if not 0 <= self.align <= 64:
             raise ValueError(f"align must be in [0, 64] px, got {self.align}")
-        if self.align_tile <= 0 or self.align_tile % 4 or self.pad_multiple % self.align_tile:
+        if not self.align:
+            self.align_tile = V2_DEFAULTS["align_tile"]   # no alignment: the tile means nothing, v1's JSON
+        elif self.align_tile <= 0 or self.align_tile % 4 or self.pad_multiple % self.align_tile:
             raise ValueError(f"align_tile must be a multiple of 4 dividing pad_multiple {self.pad_multiple}, "
                              f"got {self.align_tile}")
         if self.align and self.fusion != "window":
@@ -633,8 +638,10 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
             feats[s] = f[j:j + 1]
     out = torch.empty_like(frames)
     for t in range(N):
-        f3 = align_features([feats[t - 1], feats[t], feats[t + 1]],
-                            x[[reflect_index(t - 1, N), t, reflect_index(t + 1, N)]][None], cfg.align, cfg.align_tile)
+        f3 = [feats[t - 1], feats[t], feats[t + 1]]
+        if cfg.align:
+            f3 = align_features(f3, x[[reflect_index(t - 1, N), t, reflect_index(t + 1, N)]][None],
+                                cfg.align, cfg.align_tile)
         y = sigma_gate(model.head_out(f3, x[t:t + 1]), x[t:t + 1], sig, cfg.sigma_gate)
         out[t] = y[0, :, :H, :W]
     return out

@@ -71,6 +71,8 @@ def raw_outputs(model, frames: torch.Tensor, sigma: torch.Tensor, ts: list[int])
     Features are computed once per time index as the engines do (model.denoise_sequence)."""
     N, C, H, W = frames.shape
     cfg = model.cfg
+    if cfg.align:
+        raise ValueError("output_clamp.py builds the head's input itself and does not move features (Config.align)")
     r, m = cfg.fusion_radius, cfg.pad_multiple
     ph, pw = (-H) % m, (-W) % m
     x = reflect_pad(frames, ph, pw) if (ph or pw) else frames

@@ -32,6 +32,8 @@ from model import reflect_index, reflect_pad  # noqa: E402
 def run_domain(model, x, t, sig, y0, y1, x0, x1):
     """Output frame t (network units) of the padded clip x (N, 3, Hp, Wp) on rows [y0, y1), cols [x0, x1)."""
     N = x.shape[0]
+    if model.cfg.align:
+        raise ValueError("tile_halo.py builds the head's input itself and does not move features (Config.align)")
     r = model.cfg.fusion_radius
     d = x[..., y0:y1, x0:x1]
     feats = []
