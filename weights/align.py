@@ -49,12 +49,18 @@ def _candidates(r: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return dy[order], dx[order]
 
 
+def _index(H: int, W: int, sy: torch.Tensor, sx: torch.Tensor) -> torch.Tensor:
+    """Per-sample shifts sy, sx (..., H, W) int64 -> the flat index y' W + x' of
+    (y', x') = clamp((y, x) + (sy, sx)) into an H x W image, same shape."""
+    y = (torch.arange(H, device=sy.device).view(H, 1) + sy).clamp(0, H - 1)
+    x = (torch.arange(W, device=sx.device).view(1, W) + sx).clamp(0, W - 1)
+    return y * W + x
+
+
 def _gather(img: torch.Tensor, sy: torch.Tensor, sx: torch.Tensor) -> torch.Tensor:
     """img (N, C, H, W); sy, sx (N, H, W) int64 per-sample shifts -> img(clamp(y + sy, x + sx))."""
     N, C, H, W = img.shape
-    y = (torch.arange(H, device=img.device).view(1, H, 1) + sy).clamp(0, H - 1)
-    x = (torch.arange(W, device=img.device).view(1, 1, W) + sx).clamp(0, W - 1)
-    idx = (y * W + x).view(N, 1, H * W).expand(N, C, H * W)
+    idx = _index(H, W, sy, sx).view(N, 1, H * W).expand(N, C, H * W)
     return img.reshape(N, C, H * W).gather(2, idx).view(N, C, H, W)
 
 
@@ -74,9 +80,8 @@ def _search(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int, t: i
     dy, dx = _candidates(r, lc.device)
     K = dy.numel()
     by, bx = _per_sample(base, t)
-    y = (torch.arange(H, device=lc.device).view(1, 1, H, 1) + by[:, None] + dy.view(1, K, 1, 1)).clamp(0, H - 1)
-    x = (torch.arange(W, device=lc.device).view(1, 1, 1, W) + bx[:, None] + dx.view(1, K, 1, 1)).clamp(0, W - 1)
-    moved = lo.reshape(N, H * W).gather(1, (y * W + x).view(N, K * H * W)).view(N, K, H, W)
+    idx = _index(H, W, by[:, None] + dy.view(1, K, 1, 1), bx[:, None] + dx.view(1, K, 1, 1))   # (N, K, H, W)
+    moved = lo.reshape(N, H * W).gather(1, idx.view(N, K * H * W)).view(N, K, H, W)
     k = F.avg_pool2d((lc - moved).abs(), t).argmin(dim=1)                       # (N, H/t, W/t)
     return base + torch.stack([dy[k], dx[k]], dim=-1)
 

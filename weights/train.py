@@ -107,6 +107,13 @@ def make_val_set(photos, frames, starts, device, n=24, P=256):
     return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))]).to(device)
 
 
+def make_val_davis(videos, device, cache=None, limit=0, P=256):
+    """The val_davis clips: make_val_set over the split's DAVIS sequences alone (data.VAL_DAVIS),
+    16 clips, (16, VAL_T, 3, P, P) on device; None when the videos hold none of them."""
+    frames, starts = load_videos(videos, "val", device, VAL_T, cache, limit, names=VAL_DAVIS)
+    return None if frames is None else make_val_set(None, frames, starts, device, n=16, P=P)
+
+
 @torch.no_grad()
 def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
@@ -352,8 +359,7 @@ def run(args, log, dev):
     vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
     vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
-    dframes, dstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim, names=VAL_DAVIS)
-    val_davis = None if dframes is None else make_val_set(None, dframes, dstarts, dev, n=16, P=args.val_patch)
+    val_davis = make_val_davis(args.videos, dev, args.cache, lim, P=args.val_patch)
     log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
         clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
         val_davis_clips=0 if val_davis is None else len(val_davis), seconds=round(time.time() - t0, 1))

@@ -41,7 +41,7 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import VAL_DAVIS, VAL_T, load_photo_tiles, load_videos  # noqa: E402
 from export import load_weights  # noqa: E402
-from train import make_val_set, validate, validate_davis  # noqa: E402
+from train import make_val_davis, make_val_set, validate, validate_davis  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -77,8 +77,7 @@ def main():
     vphotos = load_photo_tiles(args.photos, "val", "cpu")
     vframes, vstarts = load_videos(args.videos, "val", "cpu", VAL_T)
     val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
-    dframes, dstarts = load_videos(args.videos, "val", "cpu", VAL_T, names=VAL_DAVIS)
-    val_davis = None if dframes is None else make_val_set(None, dframes, dstarts, dev, n=16, P=args.val_patch)
+    val_davis = make_val_davis(args.videos, dev, P=args.val_patch)
     if args.jpeg is not None:
         if not 1 <= args.jpeg <= 95:
             ap.error("--jpeg: quality 1..95")
