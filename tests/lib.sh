@@ -89,6 +89,20 @@ run() {
     return $_rc
 }
 
+# py_check MODULES SCRIPT [ARGS...]: a weights/ check script (prints one line per check ending in
+# "ok", exits non-zero on a failure) run with python3; skipped when python3 cannot import every
+# module of MODULES (comma-separated, e.g. "torch, numpy"). Needs make_tmp first.
+py_check() {
+    _mods=$1; shift
+    python3 -c "import $_mods" 2>/dev/null || { skip "python3 with $_mods not available"; return 0; }
+    if python3 "$ROOT/weights/$@" >"$TMP/out" 2>&1; then
+        pass "$(grep -c ' ok$' "$TMP/out") checks: $(tr '\n' ' ' <"$TMP/out" | sed 's/  */ /g' | cut -c1-300)"
+    else
+        cat "$TMP/out"
+        fail "weights/$*: $(tail -n 1 "$TMP/out")"
+    fi
+}
+
 # need_build: the built ffmpeg with the denoise filter, ffprobe and noise must exist.
 need_build() {
     [ -x "$FFMPEG" ] || die "$FFMPEG not found: build first (./configure && make)"

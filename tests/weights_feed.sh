@@ -11,12 +11,6 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-python3 -c "import torch, numpy" 2>/dev/null || { skip "python3 with torch and numpy not available"; finish; }
 make_tmp
-if python3 "$ROOT/weights/check_feed.py" --device cpu >"$TMP/out" 2>&1; then
-    pass "$(grep -c ' ok$' "$TMP/out") checks: $(tr '\n' ' ' <"$TMP/out" | sed 's/  */ /g' | cut -c1-300)"
-else
-    cat "$TMP/out"
-    fail "weights/check_feed.py --device cpu: $(tail -n 1 "$TMP/out")"
-fi
+py_check "torch, numpy" check_feed.py --device cpu
 finish
