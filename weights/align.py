@@ -20,15 +20,17 @@ The head's features: F_{t-1} and F_{t+1} (half resolution) are moved onto x_t by
 x_{t-1} and x_{t+1} against x_t, halved (s >> 1, floor) on tiles of tile / 2 (align_features),
 so that the head's 3x3x3 stencil reads the three feature maps in the coordinates of x_t.
 
-Cost per frame pair at H x W: (2 ceil(R/4) + 1)^2 + 18 candidates, each one gather and one
-absolute difference over the level's samples plus a box mean per tile: for R = 24 and 1080p,
-169 candidates over 130 k samples, 9 over 518 k and 9 over 2.07 M: about 59 M sample reads,
-about 1 % of the network's 313 GFLOP per 1080p frame in operations, memory-bound. Here every
-level's candidates are one gather of (N, K, H, W) samples with int64 indices, so a training step
-adds a few kernels per level, not one per candidate, but moves many bytes: a step of 128 clips
-aligns 1,792 pairs of 128x128 crops (3 windows x 4 neighbours, and the head's 2), at R = 24 169 x
-1,024 and 9 x 16,384 samples per pair, 2.1 to 2.5 GB of indices at each of those levels. On the
-H200 that step ran at 1,256 clips/s against 2,290 without the alignment (docs/model.md).
+Cost per frame pair at H x W: (2 ceil(R/4) + 1)^2 + 18 candidates, each one gather and one absolute
+difference over the level's samples plus a box mean per tile: for R = 24 and 1080p, 169 candidates
+over 130 k samples, 9 over 518 k and 9 over 2.07 M: about 45 M candidate samples, each a read, a
+subtraction and an absolute value. An output frame needs 4 pairs (the head's 2 are window t's):
+about 180 M samples, well under 1 % of the network's 313 GFLOP per 1080p frame in operations,
+memory-bound. Here every level's candidates are one gather of (N, K, H, W) samples with int64
+indices, so a training step adds a few kernels per level, not one per candidate, but moves many
+bytes: a step of 128 clips aligns 1,792 pairs of 128x128 crops (3 windows x 4 neighbours, and the
+head's 2), at R = 24 169 x 1,024 and 9 x 16,384 samples per pair, 2.1 to 2.5 GB of indices at each
+of those levels. On the H200 that step ran at 1,256 clips/s against 2,290 without the alignment
+(docs/model.md).
 
 Shapes: frames (N, 3, H, W) float in [-1, 1], H and W multiples of tile, tile a multiple of 4;
 shifts (N, H / tile, W / tile, 2) int64 (dy, dx) in full-resolution pixels.
