@@ -51,12 +51,13 @@ bool parse_model_config(const std::string &text, ModelConfig *c, std::string *er
 
     static const std::set<std::string> known = {
         "channels", "heads", "depths", "window", "shift", "head_dim", "mlp_ratio", "fusion_radius",
-        "head_radius", "s2d", "pad_multiple", "ln_eps", "temporal_radius", "format", "version", "sigma_gate"};
+        "head_radius", "s2d", "pad_multiple", "ln_eps", "temporal_radius", "format", "version", "sigma_gate",
+        "align", "align_tile"};
     for (auto it = d.begin(); it != d.end(); ++it)
         if (!known.count(it.key()))
             return bad(err, it.key(), it.value(),
-                       "unknown field (this engine implements model v1 and model v2's sigma gate; not the per-frame "
-                       "encoder)");
+                       "unknown field (this engine implements model v1 and model v2's sigma gate and alignment; not "
+                       "the per-frame encoder)");
 
     if (d.contains("format") && d["format"] != "denoise-swin") return bad(err, "format", d["format"], "expected \"denoise-swin\"");
     if (d.contains("version") && d["version"] != 1 && d["version"] != 2)
@@ -88,6 +89,18 @@ bool parse_model_config(const std::string &text, ModelConfig *c, std::string *er
     if (!d["ln_eps"].is_number() || !(d["ln_eps"].get<double>() > 0) || d["ln_eps"].get<double>() > 1)
         return bad(err, "ln_eps", d["ln_eps"], "expected a number in (0, 1]");
     c->ln_eps = d["ln_eps"].get<double>();
+
+    if (d.contains("align") && !get_int(d, "align", 0, 64, &c->align, err)) return false;
+    if (d.contains("align_tile")) {
+        int t = 0;
+        if (!get_int(d, "align_tile", 4, 4096, &t, err)) return false;
+        if (c->align) {   // without alignment the tile means nothing (model.py resets it)
+            if (t % 4 || c->pad_multiple % t)
+                return bad(err, "align_tile", d["align_tile"],
+                           "expected a multiple of 4 dividing pad_multiple = " + std::to_string(c->pad_multiple));
+            c->align_tile = t;
+        }
+    }
 
     if (c->s2d != 2) return bad(err, "s2d", d["s2d"], "this engine implements space-to-depth 2x2 only");
     if (c->head_radius != 1) return bad(err, "head_radius", d["head_radius"], "this engine implements the 3x3x3 head only (radius 1)");

@@ -27,6 +27,13 @@ struct ModelConfig {
     // scaled by min(1, sigma_t / sigma_gate), sigma_t the sigma of F_t, so that sigma 0 returns the
     // input exactly (weights/model.py Config.sigma_gate; engine.cpp folds it into the amounts).
     double sigma_gate = 0.0;
+    // Model v2's alignment (weights/align.py; weights/model.py Config.align): align > 0 moves every
+    // frame of F_s's fusion window onto x_s by one whole-pixel shift (dy, dx), |dy|, |dx| <= align
+    // px, per align_tile x align_tile tile of the padded frame, found by block matching of the noisy
+    // frames' luma; the head reads F_{t-1} and F_{t+1} through window t's shifts of x_{t-1} and
+    // x_{t+1}, halved (floor), on tiles of align_tile / 2. 0: none (model v1).
+    int align = 0;
+    int align_tile = 64;      // px, a multiple of 4 dividing pad_multiple
 
     int temporal_radius() const { return fusion_radius + head_radius; }
     int fusion_in_channels() const { return (2 * fusion_radius + 1) * 3 * s2d * s2d + 1; }
@@ -35,7 +42,8 @@ struct ModelConfig {
 
 // Parse the config JSON and check that this engine can run it. Every field of model.py's Config
 // must be present with the right type (model v2's optional fields: sigma_gate, a number in
-// [0, 255]; version 1 or 2), no unknown field is accepted (it could change the math: model v2's
+// [0, 255]; align, an integer in [0, 64], and align_tile, a multiple of 4 dividing pad_multiple,
+// 64 when absent; version 1 or 2), no unknown field is accepted (it could change the math: model v2's
 // per-frame encoder, "fusion" / "frame_channels", is refused by name),
 // and the values must fit what the CPU engine implements: s2d 2, head_radius 1,
 // channels[i+1] = 2 channels[i], channels[i] = heads[i] * head_dim, 0 < shift < window, and

@@ -395,6 +395,11 @@ TEST_F(Loader, OtherArchitecture) {
         refused(with_config("gate.safetensors", {{"sigma_gate", json::parse(bad)}}, "2"),
                 {"gate.safetensors", "'sigma_gate'"});
     refused(with_config("cver.safetensors", {{"version", 3}}), {"cver.safetensors", "config field 'version'"});
+    for (const char *bad : {"-1", "65", "2.5"})
+        refused(with_config("align.safetensors", {{"align", json::parse(bad)}}, "2"), {"align.safetensors", "'align'"});
+    for (const char *bad : {"6", "48", "0"})
+        refused(with_config("atile.safetensors", {{"align", 24}, {"align_tile", json::parse(bad)}}, "2"),
+                {"atile.safetensors", "'align_tile'"});
 
     r = golden();
     r.meta["config"] = "{not json";

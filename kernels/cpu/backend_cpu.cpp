@@ -276,6 +276,12 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> cpu_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
+    if (m.cfg.align) {
+        *err = "CPU backend: the model aligns its fusion windows (config 'align' = " + std::to_string(m.cfg.align) +
+               "), which this engine does not implement";
+        *code = DENOISE_EMODEL;
+        return nullptr;
+    }
     // Process-wide: the engine's pool (cpu/parallel.h) and OpenBLAS's have no per-engine thread
     // counts; 0 leaves both at the number of cores.
     if (spec.threads > 0) {

@@ -893,6 +893,12 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> cuda_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
+    if (m.cfg.align) {
+        *err = "CUDA backend: the model aligns its fusion windows (config 'align' = " + std::to_string(m.cfg.align) +
+               "), which this engine does not implement; the CPU engine runs it";
+        *code = DENOISE_EMODEL;
+        return nullptr;
+    }
     try {
         std::unique_ptr<CudaBackend> b(new CudaBackend(m, spec));
         const std::string why = b->make_plans();
