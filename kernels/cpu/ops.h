@@ -83,6 +83,29 @@ size_t head_work_floats(int h, int w, int Cout);
 void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt, const float *bias, int Cout,
                  const float *residual, float *out, float *work);
 
+// block_match.cpp: per-tile whole-pixel motion of `other` against `centre` (model option
+// `align`'s estimation; the formula is weights/align.py's tile_shifts, hierarchical block matching
+// after Bierling, SPIE VCIP 1988). Inputs: the CPU engine's network input of each frame, NHWC
+// space-to-depth (h2, w2, 12) floats in [-1, 1] (x = 2 R'G'B' - 1 of the padded H x W = 2 h2 x
+// 2 w2 frame), channel c*4 + dy*2 + dx for colour c (R', G', B') of pixel (2 y + dy, 2 x + dx).
+// Luma L = (R' + G' + B') / 3 per full-resolution pixel. Per tile x tile block of the centre
+// frame (H / tile rows of W / tile tiles), the shift s = (dy, dx), |dy|, |dx| <= radius, in
+// full-resolution pixels, minimising the mean over the block of |Lc(p) - Lo(clamp(p + s))| (reads
+// clamped to the frame's edge), searched coarse to fine: +-ceil(radius / 4) on 4x4 box means,
+// +-1 on 2x2 means around twice that, +-1 at full resolution around twice that, then clamped to
+// [-radius, radius]. Candidates nearest-first ((|dy| + |dx|), then dy, then dx); a later one
+// must be strictly better (a flat tile keeps 0).
+// shifts: (H / tile, W / tile, 2) int32, (dy, dx) per tile, row-major: centre(p) ~ other(p + s).
+// work: block_match_work_floats(h2, w2) floats (luma and box means of both frames).
+// Returns 0, or DENOISE_EINVAL (nothing written) for a null pointer, h2 or w2 <= 0, radius < 0,
+// tile <= 0 or not a multiple of 4, or H or W not a multiple of tile.
+// Guarantee: every cost is computed in fp32 exactly as align.py computes it with PyTorch's CPU
+// kernels (same summation order), so the shifts equal align.py's on the CPU on every tile, ties
+// included (tests/block_match_ref.sh checks it); against align.py on a GPU, near-ties may differ.
+size_t block_match_work_floats(int h2, int w2);
+int block_match(const float *centre, const float *other, int h2, int w2, int radius, int tile, int32_t *shifts,
+                float *work);
+
 }  // namespace cpu
 }  // namespace denoise
 
