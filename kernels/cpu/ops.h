@@ -1,7 +1,8 @@
-// CPU reference operators of model v1 (weights/model.py). All tensors are fp32, NHWC (token-major:
-// element (y, x, c) of an h x w x C map lives at (y * w + x) * C + c) unless stated otherwise.
-// Each operator is in its own file with a note on its math and memory traffic. None allocates
-// except where stated; callers pass workspaces. Loops are OpenMP-parallel; GEMMs are OpenBLAS.
+// CPU reference operators of model v1 and of model v2's alignment (weights/model.py,
+// weights/align.py). All tensors are fp32, NHWC (token-major: element (y, x, c) of an h x w x C
+// map lives at (y * w + x) * C + c) unless stated otherwise. Each operator is in its own file with
+// a note on its math and memory traffic. None allocates except where stated; callers pass
+// workspaces. Loops run on the engine's pool (parallel.h); GEMMs are OpenBLAS.
 #ifndef DENOISE_CPU_OPS_H
 #define DENOISE_CPU_OPS_H
 
@@ -105,6 +106,23 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
 size_t block_match_work_floats(int h2, int w2);
 int block_match(const float *centre, const float *other, int h2, int w2, int radius, int tile, int32_t *shifts,
                 float *work);
+
+// shift_tiles.cpp: per-tile whole-pixel warp (model option `align`'s moving half, weights/align.py
+// shift_tiles): out(p) = in(clamp(p + s)), s = (dy, dx) the shift of the tile that holds p, the
+// source clamped to the map ([0, h-1] x [0, w-1]). in and out must not alias.
+// shift_tiles: an NHWC map (h, w, C) at its own resolution, tiles of tile x tile samples;
+// shifts (h / tile, w / tile, 2) int32 (dy, dx) per tile, row-major, in samples of the map (the
+// head's feature maps: block_match's shifts halved with floor, tile = align_tile / 2).
+// Returns 0, or DENOISE_EINVAL (nothing written) for a null pointer, h, w, C or tile <= 0, or h or
+// w not a multiple of tile.
+int shift_tiles(const float *in, int h, int w, int C, const int32_t *shifts, int tile, float *out);
+// shift_tiles_s2d: the same on the full-resolution H x W = 2 h2 x 2 w2 frame behind an NHWC
+// space-to-depth map (h2, w2, 12) (channel c*4 + dy*2 + dx for colour c of pixel (2 y + dy,
+// 2 x + dx), the engine's network input), tiles of tile x tile pixels, shifts (H / tile, W / tile,
+// 2) int32 in full-resolution pixels (block_match's output); out in the same s2d layout.
+// Returns 0, or DENOISE_EINVAL (nothing written) for a null pointer, h2 or w2 <= 0, tile <= 0 or
+// odd, or H or W not a multiple of tile.
+int shift_tiles_s2d(const float *in, int h2, int w2, const int32_t *shifts, int tile, float *out);
 
 }  // namespace cpu
 }  // namespace denoise
