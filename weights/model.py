@@ -54,8 +54,8 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     onto x_s by one whole-pixel shift per align_tile x align_tile tile, |dy|, |dx| <= R,
     estimated on the noisy frames by block matching of their luma (weights/align.py
     align_window); F_s stays one pass per time index. The head reads F_{t-1} and F_{t+1} moved
-    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). The
-    engines do not run it yet (their config parser refuses the field).
+    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). The CPU
+    engine runs it (kernels/cpu/block_match.cpp, shift_tiles.cpp); the CUDA engine refuses it.
 
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.

@@ -5,13 +5,20 @@
 // reflect_index on both axes, so any size down to 1x1 works) and space-to-depth'd to
 // (hp/2, wp/2, 12), channel c*4 + dy*2 + dx. Kept: x (network units) and the native copy.
 // Per feature map (compute_features): the fusion input of frames s-r..s+r plus the sigma/255
-// channel, one U-Net pass (unet.cpp) -> F_s (hp/2, wp/2, c0).
+// channel, one U-Net pass (unet.cpp) -> F_s (hp/2, wp/2, c0). Model option align (weights/align.py
+// align_window): first every frame of the window but the centre is matched against x_s
+// (block_match: per align_tile tile of the padded frame, a whole-pixel shift) and moved onto it
+// (shift_tiles_s2d); the shift maps of taps r-1 and r+1 are kept with F_s for the head.
 // Per output (queue_output): the head on F_{t-1}, F_t, F_{t+1} with the s2d residual of frame t,
 // the change d = (out - x_t) / 2 in R'G'B' units (cropped to width x height), added to frame t's
-// native samples (add_change) into an output buffer kept until write_output copies it out.
+// native samples (add_change) into an output buffer kept until write_output copies it out. With
+// align, F_{t-1} and F_{t+1} are first moved onto x_t by window t's shifts of those frames, halved
+// (floor), on tiles of align_tile / 2 (align.py align_features).
 // Memory per kept frame: hp/2 * wp/2 * 12 floats + 2 bytes per colour sample (5.5 MB + 0.6 MB at
 // 854x480 yuv420p); per feature map hp/2 * wp/2 * c0 floats (14.7 MB); buffers of evicted frames,
-// features and outputs are reused.
+// features and outputs are reused. With align, scratch for 2r moved frames (4 x 5.5 MB), the two
+// moved feature maps (2 x 14.7 MB) and block_match's luma planes (4.8 MB), and 2 shift maps per
+// feature map (hp/align_tile x wp/align_tile x 2 int32 each).
 #include <cblas.h>
 
 #include <map>
@@ -22,6 +29,7 @@
 #include "../sigma_auto.h"
 #include "frame_convert.h"
 #include "noise_estimate.h"
+#include "ops.h"
 #include "parallel.h"
 #include "unet.h"
 
@@ -52,6 +60,14 @@ public:
         ws_.resize(cfg, h2_, w2_);
         fusion_in_.assign((size_t)h2_ * w2_ * cfg.fusion_in_channels(), 0.f);
         head_out_.assign((size_t)h2_ * w2_ * cfg.head_out_channels(), 0.f);
+        if (cfg.align) {
+            map_ints_ = (size_t)(spec.hp / cfg.align_tile) * (spec.wp / cfg.align_tile) * 2;
+            moved_frames_.resize((size_t)2 * cfg.fusion_radius * h2_ * w2_ * 12);
+            moved_feats_.resize((size_t)2 * h2_ * w2_ * cfg.channels[0]);
+            match_work_.resize(cpu::block_match_work_floats(h2_, w2_));
+            tap_shifts_.resize(map_ints_);
+            half_shifts_.resize(map_ints_);
+        }
         const size_t plane = (size_t)spec.width * spec.height;
         rgb_.assign(3 * plane, 0.f);
     }
@@ -100,11 +116,31 @@ public:
                     return fail(DENOISE_EINVAL, "compute_features: frame " + std::to_string(frames[k]) + " is not kept");
                 win.push_back(it->second.x.data());
             }
+            Feature f = take(free_feats_);
+            if (cfg.align) {
+                const int r = cfg.fusion_radius;
+                f.shifts.resize(2 * map_ints_);
+                float *moved = moved_frames_.data();
+                for (int k = 0; k < n; ++k) {
+                    if (k == r) continue;
+                    // the head's taps r-1 and r+1 keep their map with F_s, the others use scratch
+                    int32_t *sk = k == r - 1   ? f.shifts.data()
+                                  : k == r + 1 ? f.shifts.data() + map_ints_
+                                               : tap_shifts_.data();
+                    int rc = cpu::block_match(win[r], win[k], h2_, w2_, cfg.align, cfg.align_tile, sk,
+                                              match_work_.data());
+                    if (!rc) rc = cpu::shift_tiles_s2d(win[k], h2_, w2_, sk, cfg.align_tile, moved);
+                    if (rc)
+                        return fail(rc, "compute_features: aligning frame " + std::to_string(frames[k]) + " onto " +
+                                            std::to_string(frames[r]) + " failed");
+                    win[k] = moved;
+                    moved += (size_t)h2_ * w2_ * 12;
+                }
+            }
             cpu::build_fusion_input(win.data(), n, h2_, w2_, sigma, fusion_in_.data());
-            std::vector<float> F = take(free_feats_);
-            F.resize((size_t)h2_ * w2_ * cfg.channels[0]);
-            cpu::unet_forward(pm_, fusion_in_.data(), h2_, w2_, F.data(), ws_);
-            feats_[s] = std::move(F);
+            f.F.resize((size_t)h2_ * w2_ * cfg.channels[0]);
+            cpu::unet_forward(pm_, fusion_in_.data(), h2_, w2_, f.F.data(), ws_);
+            feats_[s] = std::move(f);
         } catch (const std::bad_alloc &) {
             return fail(DENOISE_ENOMEM, "compute_features: out of memory");
         }
@@ -115,13 +151,33 @@ public:
         auto fr = frames_.find(t);
         if (fr == frames_.end()) return fail(DENOISE_EINVAL, "queue_output: frame " + std::to_string(t) + " is not kept");
         const float *F[3];
+        const Feature *window_t = nullptr;
         for (int k = 0; k < 3; ++k) {
             auto it = feats_.find(feats[k]);
             if (it == feats_.end())
                 return fail(DENOISE_EINVAL, "queue_output: feature map " + std::to_string(feats[k]) + " is not computed");
-            F[k] = it->second.data();
+            F[k] = it->second.F.data();
+            if (k == 1) window_t = &it->second;
         }
         try {
+            const ModelConfig &cfg = pm_.model->cfg;
+            if (cfg.align) {
+                // F_{t-1}, F_{t+1} through window t's maps of its taps r-1, r+1: engine.cpp mirrors
+                // them as denoise_sequence mirrors the head's x_{t-1}, x_{t+1}, so they are the same
+                // frame pairs
+                const int C = cfg.channels[0];
+                for (int j = 0; j < 2; ++j) {
+                    const int32_t *s = window_t->shifts.data() + j * map_ints_;
+                    for (size_t i = 0; i < map_ints_; ++i) half_shifts_[i] = floor_half(s[i]);
+                    float *moved = moved_feats_.data() + (size_t)j * h2_ * w2_ * C;
+                    const int rc =
+                        cpu::shift_tiles(F[2 * j], h2_, w2_, C, half_shifts_.data(), cfg.align_tile / 2, moved);
+                    if (rc)
+                        return fail(rc, "queue_output: moving feature map " + std::to_string(feats[2 * j]) + " onto " +
+                                            std::to_string(t) + " failed");
+                    F[2 * j] = moved;
+                }
+            }
             const float *centre = fr->second.x.data();
             cpu::head_forward(pm_, F, centre, h2_, w2_, head_out_.data(), ws_);
             // the change in R'G'B' units, cropped to the frame
@@ -234,6 +290,15 @@ private:
         cpu::NativeSamples native;
         FrameColor color;
     };
+    struct Feature {
+        std::vector<float> F;  // (hp/2, wp/2, c0)
+        // align: the window's shift maps of taps r-1 then r+1 against its centre, each
+        // (hp/align_tile, wp/align_tile, 2) int32 (dy, dx) in full-resolution pixels; empty without
+        std::vector<int32_t> shifts;
+    };
+
+    // floor(s / 2), as align.py's torch.div(s, 2, rounding_mode="floor")
+    static int32_t floor_half(int32_t s) { return (s - (s < 0)) / 2; }
 
     // Buffers of evicted entries, reused by the next ones (at most two of each kind are kept).
     template <class T> static T take(std::vector<T> &pool) {
@@ -260,12 +325,17 @@ private:
     int h2_ = 0, w2_ = 0;
     std::vector<int> ry_, rx_;
     std::map<int64_t, Frame> frames_;
-    std::map<int64_t, std::vector<float>> feats_;
+    std::map<int64_t, Feature> feats_;
     std::map<int64_t, cpu::NativeSamples> outputs_;
     std::vector<Frame> free_frames_;
-    std::vector<std::vector<float>> free_feats_;
+    std::vector<Feature> free_feats_;
     std::vector<cpu::NativeSamples> free_outputs_;
     std::vector<float> fusion_in_, head_out_;
+    // align only (empty without): the window's moved frames (2r x (hp/2, wp/2, 12)), the head's
+    // moved F_{t-1} and F_{t+1}, block_match's workspace, one tap's shift map, a halved map
+    size_t map_ints_ = 0;  // ints per shift map
+    std::vector<float> moved_frames_, moved_feats_, match_work_;
+    std::vector<int32_t> tap_shifts_, half_shifts_;
     std::vector<float> rgb_;  // 3 planes width x height: a frame's R'G'B' on push, the change on output
     int64_t rgb_of_ = -1;     // the frame whose R'G'B' rgb_ holds (-1: none, or the change)
     std::vector<float> noise_planes_[3];
@@ -276,12 +346,6 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> cpu_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
-    if (m.cfg.align) {
-        *err = "CPU backend: the model aligns its fusion windows (config 'align' = " + std::to_string(m.cfg.align) +
-               "), which this engine does not implement";
-        *code = DENOISE_EMODEL;
-        return nullptr;
-    }
     // Process-wide: the engine's pool (cpu/parallel.h) and OpenBLAS's have no per-engine thread
     // counts; 0 leaves both at the number of cores.
     if (spec.threads > 0) {
