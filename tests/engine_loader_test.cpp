@@ -406,6 +406,16 @@ TEST_F(Loader, OtherArchitecture) {
     refused(write("cjson.safetensors", bytes_of(r)), {"cjson.safetensors", "config is not valid JSON"});
 }
 
+// Model v2's alignment (config "align" R, "align_tile", version 2): the CPU backend opens it
+// (engine_golden_test's GoldenAlign checks what it computes).
+TEST_F(Loader, AlignedModelOpensOnTheCpu) {
+    for (int tile : {16, 64}) {
+        const std::string name = "aligned" + std::to_string(tile) + ".safetensors";
+        auto r = open(with_config(name, {{"align", 24}, {"align_tile", tile}, {"version", 2}}, "2"));
+        EXPECT_EQ(r.first, 0) << r.second;
+    }
+}
+
 // Model v2's sigma gate (config "sigma_gate" G, version 2): the change of output t is scaled by
 // min(1, sigma / G). The golden weights with G = 8: sigma 0 returns every input sample exactly;
 // sigma 4 gives half the change of the same weights without a gate (float format: the change
