@@ -40,6 +40,18 @@
 //    window grid and shifted window of the three U-Net levels aligns with the whole frame's), on
 //    the tile grown by a halo of kHalo px: frame_in of the (up to 2R+1) frames, the three U-Nets,
 //    the head, and frame_out of the tile's interior. T is the largest that fits the cap.
+// Model option align (weights/align.py; the CPU backend's compute_features / queue_output):
+//  - whole frames: push also writes the frame's fp32 luma (frame_in) and its box means
+//    (luma_pyramid) into the slot; a U-Net pass first matches every non-centre frame of its window
+//    against the centre (block_match) and moves it onto it (shift_tiles_s2d) into scratch frames
+//    that the fusion conv reads; the maps of taps r-1 and r+1 stay with F_s in its feature ring
+//    buffer (after F); an output moves F_{t-1} and F_{t+1} by window t's maps halved with floor on
+//    tiles of align_tile / 2 (shift_tiles) into two scratch maps that the head reads.
+//  - tiles: compute_features computes the window's maps on the whole frame (frame_in's luma only,
+//    into two whole-frame pyramids) and keeps them with its recipe; each tile moves its domain's
+//    frames and feature maps through the maps' part over the domain (reads clamped to the
+//    domain). The halo grows by the alignment's reach, to 64 px + R rounded up to the tile unit
+//    (tile origins are multiples of 64 px and of align_tile): docs/cuda.md "Alignment".
 // Launches (whole-frame plans): a frame's U-Net pass, and an output's head and frame_out, each
 // run as one CUDA graph (frame_graph.h: captured, the previous frame's executable graph updated,
 // launched), from the second call of each kind on (the first runs directly, so that the ops'
@@ -129,6 +141,7 @@ using cuda::FrameLayout;
 // Outputs queued ahead of the oldest not yet written (see the note at the top).
 constexpr int kDepth = 1;
 constexpr int kHalo = 64;                        // px per side; measured: docs/cuda.md "Tiles"
+constexpr int kTileUnit = 64;                    // px: tile origins and sides (window grids align)
 constexpr int64_t kBandBytes = (int64_t)32 << 20;  // head G band
 constexpr int64_t kNoiseBytes = (int64_t)kBlueNoiseSize * kBlueNoiseSize * 4;
 // sigma=auto's device memory at most (cuda/noise_estimate.h): per plane a float2 per grid patch
@@ -160,6 +173,19 @@ public:
         h2_ = spec.hp / 2;
         w2_ = spec.wp / 2;
         R_ = cfg_.temporal_radius();
+        if (cfg_.align) {
+            const int T = cfg_.align_tile;
+            int a = kTileUnit, b = T;
+            while (b) {
+                const int t = a % b;
+                a = b;
+                b = t;
+            }
+            unit_ = kTileUnit / a * T;  // lcm(64, align_tile)
+            halo_ = (kHalo + cfg_.align + unit_ - 1) / unit_ * unit_;
+            map_tw_ = spec.wp / T;
+            map_ints_ = (size_t)(spec.hp / T) * map_tw_ * 2;
+        }
         const char *g = std::getenv("DENOISE_CUDA_GRAPH");
         if (g && !std::strcmp(g, "0")) graph_off_ = "DENOISE_CUDA_GRAPH=0";
     }
@@ -212,6 +238,8 @@ public:
                 const int64_t tok = (int64_t)h2_ * w2_;
                 p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                           (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
+                if (cfg_.align)  // per slot a luma pyramid; 2 maps per feature; scratch frames, maps
+                    p.bytes += nslots * pyr_bytes() + 3 * 2 * map_bytes() + align_scratch_bytes(tok) + map_bytes();
                 need_min = std::min(need_min, p.bytes);
                 if (p.bytes <= cap) plans_.push_back(p);
             }
@@ -219,37 +247,40 @@ public:
         // Tiles: square interiors, a multiple of 64 px. First the largest side that fits the cap,
         // shrunk to the smallest side with as few tiles (less work beyond the frame edges), then
         // halving sides as the fallbacks, down to 64 px.
-        const int top = (std::max(spec_.hp, spec_.wp) + 63) / 64 * 64;
+        const int top = (std::max(spec_.hp, spec_.wp) + unit_ - 1) / unit_ * unit_;
         auto tiled = [&](int T) {
             Plan p;
             p.tiled = true;
             p.tile = T;
-            p.dh = std::min(spec_.hp, T + 2 * kHalo);
-            p.dw = std::min(spec_.wp, T + 2 * kHalo);
+            p.dh = std::min(spec_.hp, T + 2 * halo_);
+            p.dw = std::min(spec_.wp, T + 2 * halo_);
             p.tiles = ((spec_.height + T - 1) / T) * ((spec_.width + T - 1) / T);
             p.net = {p.dh / 2, p.dw / 2, (int64_t)1 << 16, band(p.dw / 2)};
             const int64_t tok = (int64_t)p.net.h * p.net.w;
             p.bytes = fixed + (2 * R_ + 1) * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                       (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
+            if (cfg_.align)  // two whole-frame pyramids, the maps of kept recipes, the tile's scratch
+                p.bytes += 2 * pyr_bytes() + kRecipeMaps * recipe_map_bytes() + align_scratch_bytes(tok);
             return p;
         };
-        int T = spec_.tile ? std::min(top, std::max(64, spec_.tile / 64 * 64)) : top;
-        for (; T > 64 && tiled(T).bytes > cap; T -= 64) {
+        const int U = unit_;
+        int T = spec_.tile ? std::min(top, std::max(U, spec_.tile / U * U)) : top;
+        for (; T > U && tiled(T).bytes > cap; T -= U) {
         }
         Plan best = tiled(T);
-        need_min = std::min(need_min, tiled(64).bytes);
+        need_min = std::min(need_min, tiled(U).bytes);
         if (best.bytes <= cap) {
-            while (best.tile > 64 && tiled(best.tile - 64).tiles == best.tiles) best = tiled(best.tile - 64);
+            while (best.tile > U && tiled(best.tile - U).tiles == best.tiles) best = tiled(best.tile - U);
             plans_.push_back(best);
-            for (int t = best.tile / 2 / 64 * 64; t >= 64; t = t / 2 / 64 * 64) {
+            for (int t = best.tile / 2 / U * U; t >= U; t = t / 2 / U * U) {
                 plans_.push_back(tiled(t));
-                if (t == 64) break;
+                if (t == U) break;
             }
-            if (plans_.back().tile != 64) plans_.push_back(tiled(64));
+            if (plans_.back().tile != U) plans_.push_back(tiled(U));
         }
         if (plans_.empty())
             return "the GPU memory cap of " + gib(cap) + " is too small for " + std::to_string(spec_.width) + "x" +
-                   std::to_string(spec_.height) + ": the smallest plan (tiles of 64 px) needs " + gib(need_min) +
+                   std::to_string(spec_.height) + ": the smallest plan (tiles of " + std::to_string(unit_) + " px) needs " + gib(need_min) +
                    " (weights, " + std::to_string(nslots) + " native frames of " + std::to_string(Sn) +
                    " bytes, the U-Net workspace of one tile)";
         return "";
@@ -264,11 +295,11 @@ public:
         const Plan &p = plans_[plan_i_];
         i->tiled = p.tiled;
         i->tile = p.tile;
-        i->halo = p.tiled ? kHalo : 0;
+        i->halo = p.tiled ? halo_ : 0;
         i->tiles = p.tiles;
         i->planned_bytes = p.bytes;
         i->chunk = p.net.chunk;
-        i->text = (p.tiled ? "tiles of " + std::to_string(p.tile) + " px + " + std::to_string(kHalo) + " px halo (" +
+        i->text = (p.tiled ? "tiles of " + std::to_string(p.tile) + " px + " + std::to_string(halo_) + " px halo (" +
                                  std::to_string(p.tiles) + " per frame)"
                            : std::string("whole frames")) +
                   ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
@@ -314,7 +345,9 @@ public:
             for (int k = 0; k < n; ++k)
                 if (!frames_.count(frames[k]))
                     return fail(DENOISE_EINVAL, "compute_features: frame " + std::to_string(frames[k]) + " is not kept");
-            recipes_[s] = Recipe{std::vector<int64_t>(frames, frames + n), sigma};
+            auto old = recipes_.find(s);
+            if (old != recipes_.end()) drop_recipes(old, std::next(old));
+            recipes_[s] = Recipe{std::vector<int64_t>(frames, frames + n), sigma, nullptr};
             if (plan().tiled) return 0;
             return features_whole(s);
         } catch (const std::bad_alloc &) {
@@ -423,7 +456,7 @@ public:
             free_feats_.push_back(feats_.begin()->second);
             feats_.erase(feats_.begin());
         }
-        recipes_.erase(recipes_.begin(), recipes_.lower_bound(feat_lo));
+        drop_recipes(recipes_.begin(), recipes_.lower_bound(feat_lo));
     }
 
     void reset() override {
@@ -436,6 +469,7 @@ private:
     struct Slot {
         uint8_t *nat = nullptr;  // compact native copy (L_)
         bf16 *x = nullptr;       // network input of the padded frame (whole-frame plans)
+        float *pyr = nullptr;    // align: its luma pyramid (whole-frame plans)
         bool has_x = false;
         FrameColor color;
         cudaEvent_t ready = nullptr;     // upload done (copy stream)
@@ -454,6 +488,7 @@ private:
     struct Recipe {
         std::vector<int64_t> frames;
         float sigma;
+        int32_t *maps = nullptr;  // tiles with align: 2r shift maps (recipe_maps), else null
     };
 
     const Plan &plan() const { return plans_[plan_i_]; }
@@ -554,8 +589,19 @@ private:
         free_feats_.clear();
         for (auto &s : slots_) {
             cuda::dev_free(ctx_, s->x);
+            cuda::dev_free(ctx_, s->pyr);
             s->x = nullptr;
+            s->pyr = nullptr;
             s->has_x = false;
+        }
+        cuda::dev_free(ctx_, moved_);
+        cuda::dev_free(ctx_, moved_F_);
+        cuda::dev_free(ctx_, tap_map_);
+        moved_ = moved_F_ = nullptr;
+        tap_map_ = nullptr;
+        for (float *&p : match_pyr_) {
+            cuda::dev_free(ctx_, p);
+            p = nullptr;
         }
         for (bf16 *p : tile_x_) cuda::dev_free(ctx_, p);
         tile_x_.clear();
@@ -571,6 +617,16 @@ private:
         TRY(net_.resize(ctx_, p.net));
         const int64_t tok = (int64_t)p.net.h * p.net.w;
         TRY(cuda::dev_alloc(ctx_, (void **)&change_, (size_t)tok * 12 * 4, "the change of one output"));
+        if (cfg_.align) {
+            const int c0 = cfg_.channels[0];
+            TRY(cuda::dev_alloc(ctx_, (void **)&moved_, (size_t)2 * cfg_.fusion_radius * tok * 12 * 2,
+                                "the fusion window's moved frames"));
+            TRY(cuda::dev_alloc(ctx_, (void **)&moved_F_, (size_t)2 * tok * c0 * 2, "the head's moved feature maps"));
+            if (p.tiled)
+                for (float *&q : match_pyr_) TRY(cuda::dev_alloc(ctx_, (void **)&q, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));
+            else
+                TRY(cuda::dev_alloc(ctx_, (void **)&tap_map_, (size_t)map_bytes(), "a shift map"));
+        }
         if (p.tiled) {
             for (int k = 0; k < 2 * R_ + 1; ++k) {
                 bf16 *b = nullptr;
@@ -583,7 +639,7 @@ private:
         }
         for (int k = 0; k < 3; ++k) {
             bf16 *f = nullptr;
-            TRY(cuda::dev_alloc(ctx_, (void **)&f, (size_t)tok * cfg_.channels[0] * 2, "the feature ring"));
+            TRY(cuda::dev_alloc(ctx_, (void **)&f, (size_t)feat_bytes(), "the feature ring"));
             free_feats_.push_back(f);
         }
         // frames already kept (a fallback never returns to whole frames, so only at start)
@@ -736,19 +792,20 @@ private:
     }
 
     int convert_whole(Slot *s) {
-        if (!s->x) {
-            for (;;) {
-                int rc = cuda::dev_alloc(ctx_, (void **)&s->x, (size_t)h2_ * w2_ * 12 * 2, "a network input of the input ring");
-                if (!rc) break;
-                if (rc != DENOISE_ENOMEM) return rc;
-                const size_t before = plan_i_;
-                if ((rc = fall_back(rc))) return rc;
-                if (plan_i_ == before) return DENOISE_ENOMEM;
-                if (plan().tiled) return 0;  // fell back to tiles: no network input is kept
-            }
+        while (!s->x || (cfg_.align && !s->pyr)) {
+            int rc = s->x ? 0 : cuda::dev_alloc(ctx_, (void **)&s->x, (size_t)h2_ * w2_ * 12 * 2, "a network input of the input ring");
+            if (!rc && cfg_.align)
+                rc = cuda::dev_alloc(ctx_, (void **)&s->pyr, (size_t)pyr_bytes(), "a luma pyramid of the input ring");
+            if (!rc) break;
+            if (rc != DENOISE_ENOMEM) return rc;
+            const size_t before = plan_i_;
+            if ((rc = fall_back(rc))) return rc;
+            if (plan_i_ == before) return DENOISE_ENOMEM;
+            if (plan().tiled) return 0;  // fell back to tiles: no network input is kept
         }
         TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height, 0, 0,
-                           spec_.hp, spec_.wp, s->x));
+                           spec_.hp, spec_.wp, s->x, s->pyr));
+        if (cfg_.align) TRY(cuda::luma_pyramid(ctx_, s->pyr, spec_.hp, spec_.wp));
         s->has_x = true;
         return read_done(s);
     }
@@ -763,7 +820,7 @@ private:
             free_feats_.pop_back();
         } else {
             for (;;) {
-                int rc = cuda::dev_alloc(ctx_, (void **)&F, (size_t)h2_ * w2_ * cfg_.channels[0] * 2, "the feature ring");
+                int rc = cuda::dev_alloc(ctx_, (void **)&F, (size_t)feat_bytes(), "the feature ring");
                 if (!rc) break;
                 if (rc != DENOISE_ENOMEM) return rc;
                 const size_t before = plan_i_;
@@ -772,8 +829,11 @@ private:
                 if (plan().tiled) return 0;  // tiles recompute F_s from its recipe
             }
         }
-        int rc = launch(feat_graph_, &feat_warm_,
-                        [&] { return net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F); });
+        int rc = launch(feat_graph_, &feat_warm_, [&] {
+            std::vector<const bf16 *> in = win;
+            if (cfg_.align) TRY(align_window_whole(r.frames, in.data(), const_cast<int32_t *>(feat_maps(F))));
+            return net_.features(ctx_, in.data(), (int)in.size(), r.sigma, h2_, w2_, F);
+        });
         for (size_t k = 0; !rc && k < r.frames.size(); ++k) rc = read_done(frames_.at(r.frames[k]));
         if (rc) {
             free_feats_.push_back(F);
@@ -795,7 +855,13 @@ private:
         }
         Slot *s = frames_.at(t);
         TRY(launch(out_graph_, &out_warm_, [&] {
-            TRY(net_.head(ctx_, F, s->x, h2_, w2_, change_, true));
+            const bf16 *Fh[3] = {F[0], F[1], F[2]};
+            if (cfg_.align) {
+                const int32_t *m = feat_maps(F[1]);
+                const int32_t *maps[2] = {m, m + map_ints_};
+                TRY(align_features(F, maps, h2_, w2_, Fh));
+            }
+            TRY(net_.head(ctx_, Fh, s->x, h2_, w2_, change_, true));
             return cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
                                    cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height,
                                    0, spec_.height, 0, spec_.width, amount, noise_);
@@ -820,12 +886,17 @@ private:
         for (int64_t f : fids)
             if (!frames_.count(f)) return fail(DENOISE_EINVAL, "queue_output: frame " + std::to_string(f) + " is not kept");
         auto xof = [&](int64_t f) { return tile_x_[std::find(fids.begin(), fids.end(), f) - fids.begin()]; };
+        if (cfg_.align)
+            for (int k = 0; k < 3; ++k) TRY(recipe_maps(recipes_.at(feats[k])));
         Slot *st = frames_.at(t);
-        const int T = p.tile;
+        const int T = p.tile, rr = cfg_.fusion_radius;
         for (int ty = 0; ty < spec_.height; ty += T)
             for (int tx = 0; tx < spec_.width; tx += T) {
-                const int oy = std::max(0, ty - kHalo), ox = std::max(0, tx - kHalo);
-                const int hd = std::min(spec_.hp, ty + T + kHalo) - oy, wd = std::min(spec_.wp, tx + T + kHalo) - ox;
+                const int oy = std::max(0, ty - halo_), ox = std::max(0, tx - halo_);
+                const int hd = std::min(spec_.hp, ty + T + halo_) - oy, wd = std::min(spec_.wp, tx + T + halo_) - ox;
+                // the domain's first tile in the whole frame's shift maps
+                const size_t moff = cfg_.align ? ((size_t)(oy / cfg_.align_tile) * map_tw_ + ox / cfg_.align_tile) * 2 : 0;
+                const int64_t dtok = (int64_t)(hd / 2) * (wd / 2);
                 for (int64_t f : fids) {
                     Slot *s = frames_.at(f);
                     TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width,
@@ -835,9 +906,24 @@ private:
                     const Recipe &r = recipes_.at(feats[k]);
                     std::vector<const bf16 *> win;
                     for (int64_t f : r.frames) win.push_back(xof(f));
+                    if (cfg_.align)
+                        for (int j = 0, kk = 0; kk < (int)win.size(); ++kk) {
+                            if (kk == rr) continue;
+                            bf16 *moved = moved_ + (size_t)j * dtok * 12;
+                            TRY(cuda::shift_tiles_s2d(ctx_, win[kk], hd / 2, wd / 2, r.maps + j * map_ints_ + moff,
+                                                      map_tw_, cfg_.align_tile, moved));
+                            win[kk] = moved;
+                            ++j;
+                        }
                     TRY(net_.features(ctx_, win.data(), (int)win.size(), r.sigma, hd / 2, wd / 2, tile_F_[k]));
                 }
                 const bf16 *F[3] = {tile_F_[0], tile_F_[1], tile_F_[2]};
+                if (cfg_.align) {
+                    // window t's maps of taps r-1, r+1 (recipe map order: the taps but the centre)
+                    const int32_t *m = recipes_.at(feats[1]).maps + moff;
+                    const int32_t *maps[2] = {m + (size_t)(rr - 1) * map_ints_, m + (size_t)rr * map_ints_};
+                    TRY(align_features(F, maps, hd / 2, wd / 2, F));
+                }
                 TRY(net_.head(ctx_, F, xof(t), hd / 2, wd / 2, change_, true));
                 TRY(cuda::frame_out(ctx_, change_, oy, ox, hd, wd, cuda::compact_frame(L_, st->nat),
                                     cuda::compact_frame(L_, o->dev), spec_.format, st->color, spec_.width, spec_.height,
@@ -847,12 +933,105 @@ private:
         return 0;
     }
 
+    // Model option align. Bytes of: one shift map (whole frame); a luma pyramid of the padded frame;
+    // a recipe's 2r maps (tiles); the scratch of a domain of tok tokens (2r moved frames and the
+    // head's two moved feature maps); a feature ring buffer (F, then with align the maps of its
+    // window's taps r-1 and r+1).
+    int64_t map_bytes() const { return (int64_t)map_ints_ * 4; }
+    int64_t pyr_bytes() const { return (int64_t)cuda::luma_pyramid_floats(spec_.hp, spec_.wp) * 4; }
+    int64_t recipe_map_bytes() const { return 2 * cfg_.fusion_radius * map_bytes(); }
+    int64_t align_scratch_bytes(int64_t tok) const {
+        return 2 * cfg_.fusion_radius * tok * 12 * 2 + 2 * tok * cfg_.channels[0] * 2;
+    }
+    int64_t feat_bytes() const {
+        return (int64_t)h2_ * w2_ * cfg_.channels[0] * 2 + (cfg_.align ? 2 * map_bytes() : 0);
+    }
+    const int32_t *feat_maps(const bf16 *F) const {
+        return reinterpret_cast<const int32_t *>(F + (size_t)h2_ * w2_ * cfg_.channels[0]);
+    }
+
+    // Whole frames: every frame of the window but the centre matched against it and moved onto it
+    // (win[k] then points at the moved frame); the maps of taps r-1 and r+1 into maps (2 maps).
+    int align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps) {
+        const int rr = cfg_.fusion_radius, T = cfg_.align_tile;
+        const float *centre = frames_.at(frames[rr])->pyr;
+        bf16 *moved = moved_;
+        for (int k = 0; k < (int)frames.size(); ++k) {
+            if (k == rr) continue;
+            int32_t *map = k == rr - 1 ? maps : k == rr + 1 ? maps + map_ints_ : tap_map_;
+            TRY(cuda::block_match(ctx_, centre, frames_.at(frames[k])->pyr, spec_.hp, spec_.wp, cfg_.align, T, map));
+            TRY(cuda::shift_tiles_s2d(ctx_, win[k], h2_, w2_, map, map_tw_, T, moved));
+            win[k] = moved;
+            moved += (size_t)h2_ * w2_ * 12;
+        }
+        return 0;
+    }
+
+    // Tiles: the recipe's 2r maps (taps but the centre, in order) on the whole frame, once.
+    int recipe_maps(Recipe &r) {
+        if (r.maps) return 0;
+        if (!free_maps_.empty()) {
+            r.maps = free_maps_.back();
+            free_maps_.pop_back();
+        } else {
+            TRY(cuda::dev_alloc(ctx_, (void **)&r.maps, (size_t)recipe_map_bytes(), "a window's shift maps"));
+        }
+        const int rr = cfg_.fusion_radius;
+        auto luma = [&](int64_t f, float *pyr) {
+            Slot *s = frames_.at(f);
+            TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height,
+                               0, 0, spec_.hp, spec_.wp, nullptr, pyr));
+            TRY(cuda::luma_pyramid(ctx_, pyr, spec_.hp, spec_.wp));
+            return read_done(s);
+        };
+        TRY(luma(r.frames[rr], match_pyr_[0]));
+        for (int k = 0, j = 0; k < (int)r.frames.size(); ++k) {
+            if (k == rr) continue;
+            TRY(luma(r.frames[k], match_pyr_[1]));
+            TRY(cuda::block_match(ctx_, match_pyr_[0], match_pyr_[1], spec_.hp, spec_.wp, cfg_.align, cfg_.align_tile,
+                                  r.maps + (size_t)j++ * map_ints_));
+        }
+        return 0;
+    }
+
+    void drop_recipes(std::map<int64_t, Recipe>::iterator a, std::map<int64_t, Recipe>::iterator b) {
+        for (auto it = a; it != b; ++it)
+            if (it->second.maps) free_maps_.push_back(it->second.maps);
+        recipes_.erase(a, b);
+    }
+
+    // F_{t-1}, F_{t+1} (F[0], F[2], (h, w, c0)) moved by maps[0], maps[1] (the window's
+    // full-resolution maps at the domain's first tile) halved with floor on tiles of align_tile / 2
+    // into the scratch maps; Fh gets F with those two replaced.
+    int align_features(const bf16 *const F[3], const int32_t *const maps[2], int h, int w, const bf16 *Fh[3]) {
+        const int c0 = cfg_.channels[0];
+        const bf16 *in[2] = {F[0], F[2]};
+        for (int j = 0; j < 2; ++j) {
+            bf16 *out = moved_F_ + (size_t)j * h * w * c0;
+            TRY(cuda::shift_tiles(ctx_, in[j], h, w, c0, maps[j], map_tw_, cfg_.align_tile / 2, true, out));
+            Fh[2 * j] = out;
+        }
+        Fh[1] = F[1];
+        return 0;
+    }
+
     const Model &m_;
     const ModelConfig cfg_;
     const StreamSpec spec_;
     const bool host_;
     FrameLayout L_;
     int h2_ = 0, w2_ = 0, R_ = 0;
+    int unit_ = kTileUnit, halo_ = kHalo;  // tiles: origin / side unit and halo (px)
+    // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the window's moved
+    // frames (2r), the head's moved F_{t-1} and F_{t+1}, one tap's map (whole frames), two luma
+    // pyramids (tiles); free recipe map sets (tiles)
+    int map_tw_ = 0;
+    size_t map_ints_ = 0;
+    static constexpr int kRecipeMaps = 4;
+    bf16 *moved_ = nullptr, *moved_F_ = nullptr;
+    int32_t *tap_map_ = nullptr;
+    float *match_pyr_[2] = {nullptr, nullptr};
+    std::vector<int32_t *> free_maps_;
 
     cuda::Ctx ctx_;
     cuda::Net net_;
@@ -893,12 +1072,6 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> cuda_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
-    if (m.cfg.align) {
-        *err = "CUDA backend: the model aligns its fusion windows (config 'align' = " + std::to_string(m.cfg.align) +
-               "), which this engine does not implement; the CPU engine runs it";
-        *code = DENOISE_EMODEL;
-        return nullptr;
-    }
     try {
         std::unique_ptr<CudaBackend> b(new CudaBackend(m, spec));
         const std::string why = b->make_plans();

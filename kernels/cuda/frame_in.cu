@@ -10,7 +10,10 @@
 //                     axes through the taps, as the filter's make_taps), then
 //                     (R', G', B') = dec (Y', Cb, Cr) + dec_off (pl_color_repr_decode's matrix);
 // x = 2 v - 1; space-to-depth 2x2: token (ty, tx) channel c*4 + dy*2 + dx holds colour c of
-// pixel (oy + 2 ty + dy, ox + 2 tx + dx); one bf16 rounding on the store.
+// pixel (oy + 2 ty + dy, ox + 2 tx + dx); one bf16 rounding on the store. With a luma plane
+// (model option align): also L = ((x_R + x_G) + x_B) / 3 of the fp32 x, before the rounding, per
+// pixel (hd, wd) fp32 (kernels/cpu/block_match.cpp's luma of the CPU's fp32 input, bit for bit);
+// without one the kernel is v1's, no extra work. 8 B more written per pixel with it.
 // Every product and sum is rounded on its own (native.cuh), so before the bf16 store the values
 // are the CPU backend's floats.
 // Layout: one thread per output token (2 x 2 pixels, 12 bf16 = 24 B stored as three 8-byte
@@ -70,7 +73,9 @@ __device__ __forceinline__ void pixel_rgb(const InArgs &a, int X, int Y, float r
     for (int c = 0; c < 3; ++c) rgb[c] = __fadd_rn(dot3_rn(a.col.dec[c], v[0], v[1], v[2]), a.col.dec_off[c]);
 }
 
-__global__ void frame_in_kernel(InArgs a, bf16 *__restrict__ out) {
+// kX: write the s2d network input; kLuma: write the fp32 luma of the same pixels
+template <bool kX, bool kLuma>
+__global__ void frame_in_kernel(InArgs a, bf16 *__restrict__ out, float *__restrict__ luma) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)a.h2 * a.w2) return;
     const int ty = (int)(i / a.w2), tx = (int)(i % a.w2);
@@ -78,15 +83,24 @@ __global__ void frame_in_kernel(InArgs a, bf16 *__restrict__ out) {
 #pragma unroll
     for (int dy = 0; dy < 2; ++dy) {
         const int Y = reflect_index_dev(a.oy + 2 * ty + dy, a.H);
+        float2 l;
 #pragma unroll
         for (int dx = 0; dx < 2; ++dx) {
             const int X = reflect_index_dev(a.ox + 2 * tx + dx, a.W);
             float rgb[3];
             pixel_rgb(a, X, Y, rgb);
+            float x[3];
 #pragma unroll
-            for (int c = 0; c < 3; ++c) v[c * 4 + dy * 2 + dx] = __float2bfloat16_rn(__fsub_rn(__fmul_rn(2.f, rgb[c]), 1.f));
+            for (int c = 0; c < 3; ++c) {
+                x[c] = __fsub_rn(__fmul_rn(2.f, rgb[c]), 1.f);
+                if (kX) v[c * 4 + dy * 2 + dx] = __float2bfloat16_rn(x[c]);
+            }
+            // the CPU's block_match: (r + g) + b, then / 3, on the fp32 input
+            if (kLuma) (dx ? l.y : l.x) = __fdiv_rn(__fadd_rn(__fadd_rn(x[0], x[1]), x[2]), 3.f);
         }
+        if (kLuma) *reinterpret_cast<float2 *>(luma + (size_t)(2 * ty + dy) * (2 * a.w2) + 2 * tx) = l;
     }
+    if (!kX) return;
     uint2 *o = reinterpret_cast<uint2 *>(out + i * 12);
     const uint2 *s = reinterpret_cast<const uint2 *>(v);
     o[0] = s[0];
@@ -124,15 +138,15 @@ int check_format(Ctx &ctx, const DevFrame &f, const DenoisePixelFormat &fmt, con
 }
 
 int frame_in(Ctx &ctx, const DevFrame &src, const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H,
-             int oy, int ox, int hd, int wd, bf16 *out) {
-    DN_REQUIRE(out, "null pointer");
+             int oy, int ox, int hd, int wd, bf16 *out, float *luma) {
+    DN_REQUIRE(out || luma, "null pointer");
     int rc = check_format(ctx, src, fmt, "frame_in");
     if (rc) return rc;
     DN_REQUIRE(W >= 1 && H >= 1, "frame size " + std::to_string(W) + "x" + std::to_string(H));
     DN_REQUIRE(oy >= 0 && ox >= 0 && hd >= 2 && wd >= 2 && !(oy & 1) && !(ox & 1) && !(hd & 1) && !(wd & 1),
                "domain " + std::to_string(wd) + "x" + std::to_string(hd) + " at (" + std::to_string(ox) + ", " +
                    std::to_string(oy) + ") not even");
-    DN_REQUIRE(((uintptr_t)out & 7) == 0, "out not 8-byte aligned");
+    DN_REQUIRE(((uintptr_t)out & 7) == 0 && ((uintptr_t)luma & 7) == 0, "out or luma not 8-byte aligned");
     InArgs a;
     a.f = src;
     a.fmt = fmt;
@@ -147,7 +161,12 @@ int frame_in(Ctx &ctx, const DevFrame &src, const DenoisePixelFormat &fmt, const
     a.w2 = wd / 2;
     unsigned blocks;
     DN_REQUIRE(grid_1d((int64_t)a.h2 * a.w2, 256, &blocks), "grid too large");
-    frame_in_kernel<<<blocks, 256, 0, ctx.stream>>>(a, out);
+    if (!luma)
+        frame_in_kernel<true, false><<<blocks, 256, 0, ctx.stream>>>(a, out, luma);
+    else if (out)
+        frame_in_kernel<true, true><<<blocks, 256, 0, ctx.stream>>>(a, out, luma);
+    else
+        frame_in_kernel<false, true><<<blocks, 256, 0, ctx.stream>>>(a, out, luma);
     return launch_check(ctx, "frame_in_kernel");
 }
 

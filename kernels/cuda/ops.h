@@ -101,8 +101,11 @@ struct DevFrame {
 // the padded frame (model.py's reflect_index maps padded rows/columns >= H/W into the frame),
 // space-to-depth 2x2: out (hd/2, wd/2, 12) bf16, channel c*4 + dy*2 + dx. The pixel work is
 // denoise.h's "in" rule with col's matrix (frame_color.cpp). oy, ox, hd, wd even.
+// luma (may be null; out may be null when it is not): also (hd, wd) fp32, pixel (y, x) of the
+// domain L = ((x_R + x_G) + x_B) / 3 of the fp32 x before its bf16 rounding, the luma the CPU's
+// block_match forms (model option align). out and luma 8-byte aligned.
 int frame_in(Ctx &ctx, const DevFrame &src, const DenoisePixelFormat &fmt, const FrameColor &col, int W, int H,
-             int oy, int ox, int hd, int wd, bf16 *out);
+             int oy, int ox, int hd, int wd, bf16 *out, float *luma = nullptr);
 
 // ---- frame_out.cu: the change (hd/2, wd/2, 12) fp32 in R'G'B' units ([0,1] scale, s2d like the
 // input) of the domain at (oy, ox) -> output samples of the interior: pixels [ix0, ix1) x
@@ -237,6 +240,36 @@ inline double head_two_pass_bytes(int64_t tokens, int Cout) {
     return head_conv3d_tc_bytes(tokens, Cout) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
 }
 int head_conv3d_tc_supported(int device, std::string *why);
+
+// ---- block_match.cu: per-tile whole-pixel motion of one frame against another (model option
+// align's estimation; kernels/cpu/block_match.cpp, weights/align.py tile_shifts), same shifts as
+// the CPU's on every tile, ties included.
+// A luma pyramid of an H x W frame (H, W multiples of 4) is luma_pyramid_floats(H, W) fp32: L
+// (H, W) (frame_in's luma plane), then L1 (H/2, W/2) and L2 (H/4, W/4), the 2x2 and 4x4 box means
+// of L. luma_pyramid: L1 and L2 from L, in place.
+// block_match: shifts (H / tile, W / tile, 2) int32 (dy, dx) per tile of the centre frame, in
+// full-resolution pixels, |dy|, |dx| <= radius (0..64): centre(p) ~ other(p + s); tile a multiple
+// of 4 dividing H and W. Both: 0 or DENOISE_EINVAL (shape, pointer) / DENOISE_EDEVICE.
+size_t luma_pyramid_floats(int H, int W);
+int luma_pyramid(Ctx &ctx, float *pyr, int H, int W);
+int block_match(Ctx &ctx, const float *centre, const float *other, int H, int W, int radius, int tile,
+                int32_t *shifts);
+
+// ---- shift_tiles.cu: per-tile whole-pixel warps (align's moving half; kernels/cpu/
+// shift_tiles.cpp, weights/align.py shift_tiles): out(p) = in(clamp(p + s)), s the shift of the
+// tile holding p, reads clamped to the domain's edge; bf16 copies, the CPU's values bit for bit.
+// The shift map is (rows, stride, 2) int32 (dy, dx); `shifts` points at the domain's first tile.
+// shift_tiles_s2d: the full-resolution 2 h2 x 2 w2 frame behind the s2d input in (h2, w2, 12)
+// (pixel (Y, X) of colour c at token (Y/2, X/2), channel c*4 + (Y&1)*2 + (X&1)), tiles of tile px
+// (even, dividing 2 h2 and 2 w2), shifts in full-resolution pixels; out (h2, w2, 12), 8-byte
+// aligned, not aliasing in.
+// shift_tiles: an NHWC map (h, w, C) bf16, C a multiple of 8, 16-byte aligned, tiles of tile
+// samples dividing h and w, shifts in samples of the map, or with halve full-resolution pixels
+// halved with floor (the head's feature maps); out (h, w, C), not aliasing in.
+// Both: 0 or DENOISE_EINVAL (shape, pointer, alignment) / DENOISE_EDEVICE.
+int shift_tiles_s2d(Ctx &ctx, const bf16 *in, int h2, int w2, const int32_t *shifts, int stride, int tile, bf16 *out);
+int shift_tiles(Ctx &ctx, const bf16 *in, int h, int w, int C, const int32_t *shifts, int stride, int tile, bool halve,
+                bf16 *out);
 
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);
