@@ -163,7 +163,7 @@ TEST(BlockMatchEmu, MovingTexture) {
 }
 
 TEST(BlockMatchEmu, FlatFrameTies) {
-    const Case c = {"flat, R 8, tile 32", 64, 96, 8, 32};
+    const Case c = {"flat, R 24, tile 64", 128, 192, 24, 64};
     std::vector<float> f((size_t)3 * c.H * c.W, 0.25f);
     check_case(c, f, f);
 }
@@ -171,7 +171,7 @@ TEST(BlockMatchEmu, FlatFrameTies) {
 TEST(BlockMatchEmu, QuantisedTies) {
     // four luma levels in blocks of 4 px: many candidates share the least cost exactly
     std::mt19937 rng(5);
-    const Case c = {"quantised, R 8, tile 16", 64, 64, 8, 16};
+    const Case c = {"quantised, R 24, tile 16", 64, 64, 24, 16};
     std::uniform_int_distribution<int> lv(0, 3);
     std::vector<float> f((size_t)3 * c.H * c.W), o(f.size());
     std::vector<int> blocks((size_t)(c.H / 4) * (c.W / 4));
