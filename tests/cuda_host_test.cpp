@@ -1,7 +1,8 @@
 // The host side of the CUDA backend, which needs no GPU: where a native frame's colour bits are
 // (kernels/cuda/frame_layout.*: row spans, bit masks, the compact copy and the masked copy back)
 // and the memory plans (kernels/cuda/backend_cuda.cu: whole frames when they fit the cap, else
-// tiles on a 64 px grid within the cap, a clean DENOISE_ENOMEM with the sizes when nothing fits).
+// tiles on a 64 px grid within the cap, a clean DENOISE_ENOMEM with the sizes when nothing fits;
+// an aligned model's plans).
 // Skipped in a build without the CUDA engine.
 #include <gtest/gtest.h>
 
@@ -189,6 +190,37 @@ TEST(CudaPlans, WholeFramesWhenTheyFitTilesOtherwise) {
     b = cuda_backend_new(m, s, &err, &code);
     ASSERT_TRUE(b);
     EXPECT_EQ(b->pipeline_depth(), 1);  // memory CUDA: output t+1 queued before t is copied out
+}
+
+// Model v2's alignment (the aligned golden model: align 8, align_tile 32): the CUDA backend opens
+// it; the whole-frame plan counts the luma pyramids (one per native slot), the moved frames and
+// feature maps and the shift maps on top of the same stream's unaligned plan; tiles keep origins
+// on the 64 px grid and grow the halo by the alignment's reach (64 + 8 px -> 128 px).
+TEST(CudaPlans, AlignedModel) {
+    Model a;
+    std::string err;
+    ASSERT_TRUE(load_model(denoise_test::data_dir() + "/golden_align_weights.safetensors", &a, &err)) << err;
+    ASSERT_EQ(a.cfg.align, 8);
+    int code = 0;
+    CudaPlanInfo i, v1;
+    const StreamSpec s = spec_for(1920, 1080, kYuv420p, DENOISE_GPU_MEMORY_DEFAULT);
+    auto b = cuda_backend_new(a, s, &err, &code);
+    ASSERT_TRUE(b && cuda_backend_plan(*b, &i)) << err;
+    auto b1 = cuda_backend_new(model(), s, &err, &code);
+    ASSERT_TRUE(b1 && cuda_backend_plan(*b1, &v1)) << err;
+    EXPECT_FALSE(i.tiled) << i.text;
+    const int64_t px = 1920 * 1088, tok = px / 4, pyr = px / 16 * 21 * 4, map = (1088 / 32) * (1920 / 32) * 8;
+    const int64_t slots = 2 * 3 + 2 + 1;  // 2R + 2 + pipeline depth
+    EXPECT_EQ(i.planned_bytes - v1.planned_bytes, slots * pyr + 4 * tok * 24 + 2 * tok * 32 * 2 + 7 * map) << i.text;
+
+    const int64_t two = (int64_t)2 << 30;
+    b = cuda_backend_new(a, spec_for(7680, 4320, kYuv420p, two), &err, &code);
+    ASSERT_TRUE(b && cuda_backend_plan(*b, &i)) << err;
+    EXPECT_TRUE(i.tiled) << i.text;
+    EXPECT_EQ(i.tile % 64, 0);
+    EXPECT_EQ(i.halo, 128);
+    EXPECT_LE(i.planned_bytes, two);
+    EXPECT_NE(i.text.find("128 px halo"), std::string::npos) << i.text;
 }
 
 TEST(CudaPlans, CapTooSmallFailsWithTheSizes) {
