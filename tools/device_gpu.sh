@@ -110,8 +110,8 @@ if [ $PARTS != bench ]; then
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
 grep -E '^(FAIL|SKIP|INFO)' "$OUTDIR/check_gpu.log" | head -n 40
-grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|racecheck|CUDA graphs|two engines|stream)' \
-    "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 40
+grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|racecheck|CUDA graphs|two engines|stream|block_match|api (aligned|golden_align))' \
+    "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 52
 grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"
 tail -n 1 "$OUTDIR/check_gpu.log"
 fi
