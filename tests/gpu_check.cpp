@@ -2050,9 +2050,20 @@ void align_api_check(const std::string &weights, const Clip &c) {
         return;
     }
     std::vector<float> a = rgb_all(F, rg.out, col, c.W, c.H), b = rgb_all(F, rc.out, col, c.W, c.H);
+    const std::vector<float> x = rgb_all(F, in, col, c.W, c.H);
     for (float &v : a) v = 2.f * v - 1.f;
     for (float &v : b) v = 2.f * v - 1.f;
     check(name, a, b, 0.1);
+    // the same on the change (output - input), where a tile moved wrongly would stand out
+    std::vector<float> da(a.size()), db(b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        da[i] = a[i] - (2.f * x[i] - 1.f);
+        db[i] = b[i] - (2.f * x[i] - 1.f);
+    }
+    const auto d = denoise_test::compare(da.data(), db.data(), (int64_t)db.size());
+    std::printf("     the change (output - input) CUDA vs CPU: rel L2 %.2e, max abs %.2e (network units); PSNR of the "
+                "outputs CUDA vs CPU %.2f dB\n",
+                d.rel_l2, d.max_abs, psnr(rgb_all(F, rg.out, col, c.W, c.H), rgb_all(F, rc.out, col, c.W, c.H)));
 }
 }  // namespace
 
