@@ -41,17 +41,19 @@
 //    the tile grown by a halo of kHalo px: frame_in of the (up to 2R+1) frames, the three U-Nets,
 //    the head, and frame_out of the tile's interior. T is the largest that fits the cap.
 // Model option align (weights/align.py; the CPU backend's compute_features / queue_output):
-//  - whole frames: push also writes the frame's fp32 luma (frame_in) and its box means
-//    (luma_pyramid) into the slot; a U-Net pass first matches every non-centre frame of its window
-//    against the centre (block_match) and moves it onto it (shift_tiles_s2d) into scratch frames
-//    that the fusion conv reads; the maps of taps r-1 and r+1 stay with F_s in its feature ring
-//    buffer (after F); an output moves F_{t-1} and F_{t+1} by window t's maps halved with floor on
-//    tiles of align_tile / 2 (shift_tiles) into two scratch maps that the head reads.
-//  - tiles: compute_features computes the window's maps on the whole frame (frame_in's luma only,
-//    into two whole-frame pyramids) and keeps them with its recipe; each tile moves its domain's
-//    frames and feature maps through the maps' part over the domain (reads clamped to the
-//    domain). The halo grows by the alignment's reach, to 64 px + R rounded up to the tile unit
-//    (tile origins are multiples of 64 px and of align_tile): docs/cuda.md "Alignment".
+//  - whole frames: a U-Net pass (its graph) first writes the centre's luma and box means (frame_in
+//    with a luma plane only, luma_pyramid) into one whole-frame pyramid, then per other frame of
+//    the window the same into a second one, matches it against the centre (block_match) and moves
+//    it onto it (shift_tiles_s2d) into scratch frames that the fusion conv reads; the maps of taps
+//    r-1 and r+1 stay with F_s in its feature ring buffer (after F); an output moves F_{t-1} and
+//    F_{t+1} by window t's maps halved with floor on tiles of align_tile / 2 (shift_tiles) into two
+//    scratch maps that the head reads. (Luma per pair from the native frame, not kept per slot:
+//    2 pyramids instead of 2R + 3, 290 MiB less at 3840x2160, for 2r + 1 small conversions.)
+//  - tiles: before an output's tiles, each of its windows gets its maps on the whole frame the same
+//    way, kept with its recipe; each tile moves its domain's frames and feature maps through the
+//    maps' part over the domain (reads clamped to the domain). The halo grows by the alignment's
+//    reach, to 64 px + R rounded up to the tile unit (tile origins are multiples of 64 px and of
+//    align_tile): docs/cuda.md "Model v2's alignment".
 // Launches (whole-frame plans): a frame's U-Net pass, and an output's head and frame_out, each
 // run as one CUDA graph (frame_graph.h: captured, the previous frame's executable graph updated,
 // launched), from the second call of each kind on (the first runs directly, so that the ops'
@@ -238,8 +240,8 @@ public:
                 const int64_t tok = (int64_t)h2_ * w2_;
                 p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                           (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
-                if (cfg_.align)  // per slot a luma pyramid; 2 maps per feature; scratch frames, maps
-                    p.bytes += nslots * pyr_bytes() + 3 * 2 * map_bytes() + align_scratch_bytes(tok) + map_bytes();
+                if (cfg_.align)  // 2 maps per feature ring buffer; two pyramids, scratch frames, a map
+                    p.bytes += 3 * 2 * map_bytes() + 2 * pyr_bytes() + align_scratch_bytes(tok) + map_bytes();
                 need_min = std::min(need_min, p.bytes);
                 if (p.bytes <= cap) plans_.push_back(p);
             }
@@ -469,7 +471,6 @@ private:
     struct Slot {
         uint8_t *nat = nullptr;  // compact native copy (L_)
         bf16 *x = nullptr;       // network input of the padded frame (whole-frame plans)
-        float *pyr = nullptr;    // align: its luma pyramid (whole-frame plans)
         bool has_x = false;
         FrameColor color;
         cudaEvent_t ready = nullptr;     // upload done (copy stream)
@@ -589,9 +590,7 @@ private:
         free_feats_.clear();
         for (auto &s : slots_) {
             cuda::dev_free(ctx_, s->x);
-            cuda::dev_free(ctx_, s->pyr);
             s->x = nullptr;
-            s->pyr = nullptr;
             s->has_x = false;
         }
         cuda::dev_free(ctx_, moved_);
@@ -622,10 +621,8 @@ private:
             TRY(cuda::dev_alloc(ctx_, (void **)&moved_, (size_t)2 * cfg_.fusion_radius * tok * 12 * 2,
                                 "the fusion window's moved frames"));
             TRY(cuda::dev_alloc(ctx_, (void **)&moved_F_, (size_t)2 * tok * c0 * 2, "the head's moved feature maps"));
-            if (p.tiled)
-                for (float *&q : match_pyr_) TRY(cuda::dev_alloc(ctx_, (void **)&q, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));
-            else
-                TRY(cuda::dev_alloc(ctx_, (void **)&tap_map_, (size_t)map_bytes(), "a shift map"));
+            for (float *&q : match_pyr_) TRY(cuda::dev_alloc(ctx_, (void **)&q, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));
+            if (!p.tiled) TRY(cuda::dev_alloc(ctx_, (void **)&tap_map_, (size_t)map_bytes(), "a shift map"));
         }
         if (p.tiled) {
             for (int k = 0; k < 2 * R_ + 1; ++k) {
@@ -792,20 +789,19 @@ private:
     }
 
     int convert_whole(Slot *s) {
-        while (!s->x || (cfg_.align && !s->pyr)) {
-            int rc = s->x ? 0 : cuda::dev_alloc(ctx_, (void **)&s->x, (size_t)h2_ * w2_ * 12 * 2, "a network input of the input ring");
-            if (!rc && cfg_.align)
-                rc = cuda::dev_alloc(ctx_, (void **)&s->pyr, (size_t)pyr_bytes(), "a luma pyramid of the input ring");
-            if (!rc) break;
-            if (rc != DENOISE_ENOMEM) return rc;
-            const size_t before = plan_i_;
-            if ((rc = fall_back(rc))) return rc;
-            if (plan_i_ == before) return DENOISE_ENOMEM;
-            if (plan().tiled) return 0;  // fell back to tiles: no network input is kept
+        if (!s->x) {
+            for (;;) {
+                int rc = cuda::dev_alloc(ctx_, (void **)&s->x, (size_t)h2_ * w2_ * 12 * 2, "a network input of the input ring");
+                if (!rc) break;
+                if (rc != DENOISE_ENOMEM) return rc;
+                const size_t before = plan_i_;
+                if ((rc = fall_back(rc))) return rc;
+                if (plan_i_ == before) return DENOISE_ENOMEM;
+                if (plan().tiled) return 0;  // fell back to tiles: no network input is kept
+            }
         }
         TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height, 0, 0,
-                           spec_.hp, spec_.wp, s->x, s->pyr));
-        if (cfg_.align) TRY(cuda::luma_pyramid(ctx_, s->pyr, spec_.hp, spec_.wp));
+                           spec_.hp, spec_.wp, s->x));
         s->has_x = true;
         return read_done(s);
     }
@@ -950,16 +946,26 @@ private:
         return reinterpret_cast<const int32_t *>(F + (size_t)h2_ * w2_ * cfg_.channels[0]);
     }
 
+    // The luma pyramid of frame f's padded frame (frame_in with a luma plane only, luma_pyramid).
+    int luma_of(int64_t f, float *pyr) {
+        Slot *s = frames_.at(f);
+        TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height, 0,
+                           0, spec_.hp, spec_.wp, nullptr, pyr));
+        return cuda::luma_pyramid(ctx_, pyr, spec_.hp, spec_.wp);
+    }
+
     // Whole frames: every frame of the window but the centre matched against it and moved onto it
     // (win[k] then points at the moved frame); the maps of taps r-1 and r+1 into maps (2 maps).
+    // The caller marks the window's slots read (read_done).
     int align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps) {
         const int rr = cfg_.fusion_radius, T = cfg_.align_tile;
-        const float *centre = frames_.at(frames[rr])->pyr;
+        TRY(luma_of(frames[rr], match_pyr_[0]));
         bf16 *moved = moved_;
         for (int k = 0; k < (int)frames.size(); ++k) {
             if (k == rr) continue;
             int32_t *map = k == rr - 1 ? maps : k == rr + 1 ? maps + map_ints_ : tap_map_;
-            TRY(cuda::block_match(ctx_, centre, frames_.at(frames[k])->pyr, spec_.hp, spec_.wp, cfg_.align, T, map));
+            TRY(luma_of(frames[k], match_pyr_[1]));
+            TRY(cuda::block_match(ctx_, match_pyr_[0], match_pyr_[1], spec_.hp, spec_.wp, cfg_.align, T, map));
             TRY(cuda::shift_tiles_s2d(ctx_, win[k], h2_, w2_, map, map_tw_, T, moved));
             win[k] = moved;
             moved += (size_t)h2_ * w2_ * 12;
@@ -977,20 +983,14 @@ private:
             TRY(cuda::dev_alloc(ctx_, (void **)&r.maps, (size_t)recipe_map_bytes(), "a window's shift maps"));
         }
         const int rr = cfg_.fusion_radius;
-        auto luma = [&](int64_t f, float *pyr) {
-            Slot *s = frames_.at(f);
-            TRY(cuda::frame_in(ctx_, cuda::compact_frame(L_, s->nat), spec_.format, s->color, spec_.width, spec_.height,
-                               0, 0, spec_.hp, spec_.wp, nullptr, pyr));
-            TRY(cuda::luma_pyramid(ctx_, pyr, spec_.hp, spec_.wp));
-            return read_done(s);
-        };
-        TRY(luma(r.frames[rr], match_pyr_[0]));
+        TRY(luma_of(r.frames[rr], match_pyr_[0]));
         for (int k = 0, j = 0; k < (int)r.frames.size(); ++k) {
             if (k == rr) continue;
-            TRY(luma(r.frames[k], match_pyr_[1]));
+            TRY(luma_of(r.frames[k], match_pyr_[1]));
             TRY(cuda::block_match(ctx_, match_pyr_[0], match_pyr_[1], spec_.hp, spec_.wp, cfg_.align, cfg_.align_tile,
                                   r.maps + (size_t)j++ * map_ints_));
         }
+        for (int64_t f : r.frames) TRY(read_done(frames_.at(f)));
         return 0;
     }
 
@@ -1023,8 +1023,8 @@ private:
     int h2_ = 0, w2_ = 0, R_ = 0;
     int unit_ = kTileUnit, halo_ = kHalo;  // tiles: origin / side unit and halo (px)
     // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the window's moved
-    // frames (2r), the head's moved F_{t-1} and F_{t+1}, one tap's map (whole frames), two luma
-    // pyramids (tiles); free recipe map sets (tiles)
+    // frames (2r), the head's moved F_{t-1} and F_{t+1}, one tap's map (whole frames), two
+    // whole-frame luma pyramids (centre, other); free recipe map sets (tiles)
     int map_tw_ = 0;
     size_t map_ints_ = 0;
     static constexpr int kRecipeMaps = 4;
