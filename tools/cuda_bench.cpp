@@ -398,9 +398,10 @@ int bench_graph(cuda::Ctx &ctx, Frame &one, int W, int H, double direct_ms) {
 
 // Model v2's alignment ops alone on a W x H frame (padded to 64), R and tile of the model when it
 // aligns, else the trained v2 setting (24, 64): luma_pyramid, block_match of a pair (moving
-// smooth content), shift_tiles_s2d of a frame, shift_tiles of a 32-channel map (halved shifts);
-// median of iters, and per output frame (4 pyramids' worth is one per pushed frame: 1; 4 block
-// matchings, 4 frame warps, 2 feature warps at fusion radius 2).
+// smooth content), shift_tiles_s2d of a frame, shift_tiles of a c0-channel map (halved shifts);
+// median of iters, and their sum per output frame as the whole-frame plan runs them (2r + 1
+// pyramids, 2r block matchings and frame warps, 2 feature warps; the 2r + 1 luma conversions,
+// frame_in with a luma plane only, are not in it).
 int bench_align(const Model &M, int W, int H, int iters) {
     const int R = M.cfg.align ? M.cfg.align : 24, T = M.cfg.align ? M.cfg.align_tile : 64;
     const int m = std::max(M.cfg.pad_multiple, T), hp = (H + m - 1) / m * m, wp = (W + m - 1) / m * m;
@@ -442,7 +443,7 @@ int bench_align(const Model &M, int W, int H, int iters) {
         double per_frame;
     };
     const Op ops[] = {
-        {"luma_pyramid", [&] { return cuda::luma_pyramid(ctx, pyr[0], hp, wp); }, 1},
+        {"luma_pyramid", [&] { return cuda::luma_pyramid(ctx, pyr[0], hp, wp); }, (double)taps + 1},
         {"block_match", [&] { return cuda::block_match(ctx, pyr[0], pyr[1], hp, wp, R, T, sh); }, (double)taps},
         {"shift_tiles_s2d", [&] { return cuda::shift_tiles_s2d(ctx, x, h2, w2, sh, wp / T, T, xm); }, (double)taps},
         {"shift_tiles (C, halved)", [&] { return cuda::shift_tiles(ctx, F, h2, w2, C, sh, wp / T, T / 2, true, Fm); }, 2},
