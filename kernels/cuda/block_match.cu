@@ -22,6 +22,8 @@
 // 360 MB of cache reads, latency-bound on the sequential sums (4,096 dependent adds per lane at
 // the finest level).
 // Layout: a luma pyramid is L (H, W), then L1 (H/2, W/2), then L2 (H/4, W/4), fp32, contiguous.
+// sm_90 (nvcc 13.0 -Xptxas -v): block_match_kernel 48 registers, luma_pyramid_kernel 27, no
+// spills, no stack.
 // The body (block_match_dev::match_tile) is written against warp_mma.h so that
 // tests/block_match_emu_test.cpp runs this source on the CPU warp emulator.
 #include "warp_mma.h"

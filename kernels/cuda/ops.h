@@ -1,6 +1,7 @@
 // CUDA operators of model v1 (weights/model.py), correct-first version: cuBLASLt for every
-// matrix product, one simple kernel per remaining op; and the frame conversions between native
-// frames and the network (frame_in, frame_out). Fused per-layer kernels are checked against these.
+// matrix product, one simple kernel per remaining op; the frame conversions between native
+// frames and the network (frame_in, frame_out); model v2's alignment (block_match, shift_tiles).
+// Fused per-layer kernels are checked against these.
 //
 // Conventions (same as kernels/cpu/ops.h unless stated):
 //  - maps are NHWC, token-major: element (y, x, c) of an h x w x C map at (y * w + x) * C + c;

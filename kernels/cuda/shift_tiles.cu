@@ -19,7 +19,7 @@
 // reach (docs/cuda.md, "Alignment").
 // Traffic: one read and one write of each map (24 B per s2d token, 2 C B per feature token): at
 // 1920 x 1088, 12.5 MB per frame and 33 MB per 32-channel map, each a few microseconds of DRAM
-// time on an H200.
+// time on an H200. sm_90 (nvcc 13.0 -Xptxas -v): 28 and 26 registers, no spills, no stack.
 #include "common.cuh"
 
 namespace denoise {
