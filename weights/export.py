@@ -41,7 +41,7 @@ NOISE = ("AWGN, sigma ~ U(0,55) in 8-bit code values per 7-frame clip, RGB, uncl
 
 def provenance(state: dict) -> tuple[str, str]:
     """(data, noise_model) metadata strings for a checkpoint's state (recipe v1 or v2)."""
-    if state.get("recipe") in ("v2", "v2b"):
+    if state.get("recipe") in ("v2", "v2b", "v2c"):
         changes = "".join(f"; recipe {c['from']} until {c['train_minutes']:g} training minutes, {c['to']} after"
                           for c in state.get("recipe_changes", []))
         return DATA_V2, (NoiseRecipe().describe() + "; synthetic clips and a low-pass loss term; recipe "
@@ -55,7 +55,7 @@ def sigma_range(state: dict) -> list:
     """[lo, hi] of the training's noise levels (8-bit code values) for a checkpoint's state: every
     recipe draws sigma ~ U(0, sigma_max) per clip (noise_models.py; v1's own checkpoint:
     data.make_noisy's default, 55)."""
-    if state.get("recipe") in ("v2", "v2b"):
+    if state.get("recipe") in ("v2", "v2b", "v2c"):
         return [0, NoiseRecipe().sigma_max]
     if state.get("recipe") == "v1":
         return [0, AWGNRecipe().sigma_max]
