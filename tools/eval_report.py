@@ -60,6 +60,17 @@ def crops_png(work, seq, frames, sigma, best_ff, out):
     return True
 
 
+def shipped_eval(path: str) -> dict | None:
+    """The eval-davis4 table (weights/eval.py's JSON) that weights/export.py stored in a weight
+    file's metadata, or None."""
+    if not os.path.exists(path):
+        return None
+    from safetensors import safe_open
+    with safe_open(path, "np") as f:
+        meta = f.metadata() or {}
+    return json.loads(meta["eval"]) if "eval" in meta else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=25)
@@ -67,6 +78,8 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "eval"))
     ap.add_argument("--settings", default=os.path.join(QDIR, "settings.json"))
     ap.add_argument("--command", default=os.environ.get("EVAL_COMMAND", ""))
+    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"),
+                    help="the weights the filter ran (its default): their eval metadata is the reference")
     args = ap.parse_args()
     with open(args.settings) as f:
         S = json.load(f)
@@ -107,12 +120,11 @@ def main():
                          "margin_db": avg[s]["denoise"]["psnr"] - ff[best],
                          "complete": len(ff) == len(FFMPEG_DENOISERS)}
 
-    # reproduction of weights/ckpt/eval.json (full 25-frame sequences only)
+    # reproduction of the weights' own eval table (weights/export.py's "eval" metadata: weights/eval.py's
+    # JSON, PyTorch fp32), full 25-frame sequences only
     repro = []
-    ej_path = os.path.join(ROOT, "weights", "ckpt", "eval.json")
-    if os.path.exists(ej_path):
-        with open(ej_path) as f:
-            ej = json.load(f)
+    ej = shipped_eval(args.weights)
+    if ej:
         full = load(args.work, 25, [10, 20, 30, 40, 50], tuned)
         for (q, s, m), r in sorted(full.items()):
             ref = ej["sigmas"].get(str(s), {}).get("sequences", {}).get(q)
@@ -264,7 +276,8 @@ def main():
         w("")
         w(f"![sigma {s}](quality/crops_s{s}.png)")
     w("")
-    w("## Reproduction of weights/ckpt/eval.json (PyTorch fp32 on the H200)")
+    w(f"## Reproduction of the eval table in {os.path.basename(args.weights)}'s metadata "
+      f"(weights/eval.py, PyTorch {ej.get('precision', 'fp32') if ej else 'fp32'})")
     w("")
     if repro:
         w("Full 25-frame sequences through build/bin/ffmpeg (`make eval EVAL_FRAMES=25 ...`) vs the reference table:")
@@ -278,7 +291,7 @@ def main():
         w("The CPU engine in build/bin/ffmpeg reproduces the PyTorch reference well within the 0.05 dB asked for "
           "(same bf16-rounded weights widened to fp32 on both sides, same noise). denoise rows:")
         w("")
-        w("| sequence | sigma | PSNR here | PSNR eval.json | diff | SSIM here | SSIM eval.json |")
+        w("| sequence | sigma | PSNR here | PSNR reference | diff | SSIM here | SSIM reference |")
         w("|---|---|---|---|---|---|---|")
         for q, s, m, p, rp, ss, rs in repro:
             if m == "denoise":
