@@ -55,5 +55,7 @@ ship.sh: done. By hand:
     floors of tests/cli_quality.sh must still hold)
   - docs/model.md: the shipped model's header figures (faithfulness from $faithful, eval from
     $eval_json); README.md: the demo's PSNR line above
-  - docs/quality.md "Model v2": the figures and crops, by the commands it names
+  - docs/quality.md "Model v2 (shipped) against v1": the tables (the eval JSON and the new
+    goldens' headers), the parkour check and its crops by the commands it names; or a full
+    make eval, which rewrites the whole page for the new weights
 EOF
