@@ -33,7 +33,7 @@ MAKE=${MAKE:-make}
 
 minutes=$("$PYTHON" -c 'import sys, torch
 d = torch.load(sys.argv[1], map_location="cpu")
-print(f"{d.get(\"state\", {}).get(\"train_seconds\", 0) / 60:.2f}")' "$ckpt")
+print("%.2f" % (d.get("state", {}).get("train_seconds", 0) / 60))' "$ckpt")
 faithful=$(dirname "$ckpt")/faithful_${minutes}min.json
 weights=$root/weights/denoise-v2.safetensors
 
