@@ -83,7 +83,7 @@
 #define DENOISE_DATADIR "/usr/local/share/denoise"
 #endif
 
-#define DENOISE_WEIGHTS_NAME "denoise-v1.safetensors"
+#define DENOISE_WEIGHTS_NAME "denoise-v2.safetensors"
 
 /* Built-in scene-cut detector: luma block means over B x B pixels, B sized for the frame so
  * that every frame size is judged on about SCD_GRID blocks (the 40 x 24 blocks of 8 x 8 of the

@@ -9,7 +9,7 @@
 #      weights and its libraries from PREFIX/lib; the tools are installed as denoise-*
 #   3. the build tree's ffmpeg still loads the build tree's own weights afterwards (an install
 #      does not redirect it), and before as well (not a /usr/local copy)
-# Weights: the trained ones (make install ships them); without weights/denoise-v1.safetensors
+# Weights: the trained ones (make install ships them); without weights/denoise-v2.safetensors
 # parts 2 and 3 are skipped.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -74,7 +74,7 @@ if [ ! -f "$WEIGHTS" ]; then
     finish
 fi
 
-BUILD_DEFAULT=$BUILD/share/denoise/denoise-v1.safetensors
+BUILD_DEFAULT=$BUILD/share/denoise/denoise-v2.safetensors
 m=$(loaded_model "$FFMPEG")
 if [ "$m" = "$BUILD_DEFAULT" ] && cmp -s "$m" "$WEIGHTS"; then
     pass "build tree, before install: default weights $m (-> weights/)"
@@ -91,10 +91,10 @@ else
     finish
 fi
 m=$(loaded_model "$P/bin/ffmpeg")
-if [ "$m" = "$P/share/denoise/denoise-v1.safetensors" ]; then
+if [ "$m" = "$P/share/denoise/denoise-v2.safetensors" ]; then
     pass "installed ffmpeg: default weights $m"
 else
-    fail "installed ffmpeg: default weights '$m', expected $P/share/denoise/denoise-v1.safetensors"
+    fail "installed ffmpeg: default weights '$m', expected $P/share/denoise/denoise-v2.safetensors"
 fi
 lib=$(ldd "$P/bin/ffmpeg" | sed -n 's/.*libavfilter\.so[^ ]* => \([^ ]*\).*/\1/p')
 lib=$(readlink -f "$lib")  # RUNPATH $ORIGIN/../lib: PREFIX/bin/../lib/...

@@ -9,7 +9,7 @@
 #   - other formats ARCHITECTURE.md promises (RGB planar/packed, 4:2:2/4:4:4, semi-planar, gray,
 #     float, alpha): the small sample converted in the graph, 3 frames each, output format read
 #     from showinfo after the filter (-f null: no container stores every pix_fmt)
-# Weights: weights/denoise-v1.safetensors when present, else the random v1-architecture weights
+# Weights: weights/denoise-v2.safetensors when present, else the random v1-architecture weights
 # tests/data/golden_weights.safetensors (formats and frame counts do not depend on quality).
 # Options: --quick (the three samples only).
 set -u

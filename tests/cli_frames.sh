@@ -7,7 +7,7 @@
 # (t-3..t+3, mirrored at the ends) is longer than the short clips: nothing may be dropped or
 # duplicated at EOF. One more case has irregular timestamps (variable frame rate:
 # pts = n^2 / 25 s) which the filter must pass through, not regenerate.
-# Weights: weights/denoise-v1.safetensors when present, else tests/data/golden_weights.safetensors.
+# Weights: weights/denoise-v2.safetensors when present, else tests/data/golden_weights.safetensors.
 set -u
 . "$(dirname "$0")/lib.sh"
 

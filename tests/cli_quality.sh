@@ -5,7 +5,7 @@
 #   clean = the sample as planar RGB (gbrp, or gbrp10le for the 10-bit clip), FFV1
 #   noisy = clean + AWGN (tools/noise, seed 0, rounded and clipped to the integer format: what
 #           the filter sees from a real file)
-#   out   = build/bin/ffmpeg -i noisy -vf denoise=sigma=S:backend=cpu:model=weights/denoise-v1...
+#   out   = build/bin/ffmpeg -i noisy -vf denoise=sigma=S:backend=cpu:model=weights/denoise-v2...
 # two checks:
 #   floor:  PSNR(out, clean) - PSNR(noisy, clean) >= the floor for the case in
 #           tests/data/cli_quality_floors.txt (measured gain minus a 1 dB margin, fixed when the
@@ -16,7 +16,7 @@
 # PSNR: FFmpeg's psnr filter (per frame psnr_avg over the three planes; clip average = PSNR of
 # the mean MSE).
 #
-# Without the trained weights (weights/denoise-v1.safetensors) every case reports SKIP with the
+# Without the trained weights (weights/denoise-v2.safetensors) every case reports SKIP with the
 # reason and the script exits 77 (nothing was run; random weights say nothing about quality).
 #
 # Usage:

@@ -4,7 +4,7 @@
 //
 // Environment (same names as tests/lib.sh):
 //   DENOISE_SOURCE_DIR  repository root (default: found from this file's path or the cwd)
-//   DENOISE_WEIGHTS     trained weights (default: weights/denoise-v1.safetensors); the quality
+//   DENOISE_WEIGHTS     trained weights (default: weights/denoise-v2.safetensors); the quality
 //                       checks are skipped when the file is missing
 // The frame-flow checks use tests/data/golden_weights.safetensors (random weights of the v1
 // architecture): they check frames, timestamps and formats, not quality.
@@ -75,7 +75,7 @@ std::string trained_weights()
 {
     if (const char *e = std::getenv("DENOISE_WEIGHTS"))
         return e;
-    return source_dir() + "/weights/denoise-v1.safetensors";
+    return source_dir() + "/weights/denoise-v2.safetensors";
 }
 
 // av_log capture (the filter logs through av_log; tests check what it says)

@@ -7,7 +7,7 @@
 # PASS/FAIL/SKIP tallies. Environment:
 #   DENOISE_SOURCE_DIR  repository root   (default: the folder above tests/)
 #   DENOISE_BUILD_DIR   build folder      (default: $DENOISE_SOURCE_DIR/build)
-#   DENOISE_WEIGHTS     trained weights   (default: weights/denoise-v1.safetensors)
+#   DENOISE_WEIGHTS     trained weights   (default: weights/denoise-v2.safetensors)
 #   KEEP_TMP=1          keep the temporary folder (its path is printed)
 #   VERBOSE=1           show ffmpeg's errors as they happen (they are always shown on failure)
 
@@ -23,7 +23,7 @@ FFMPEG=$BIN/ffmpeg
 NOISE=$BIN/denoise-noise
 if [ -x "$BIN/ffprobe" ]; then FFPROBE=$BIN/ffprobe; else FFPROBE=$(command -v ffprobe || echo "$BIN/ffprobe"); fi
 SAMPLES=$ROOT/samples
-WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
+WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v2.safetensors}
 # Random weights of the v1 architecture (weights/make_goldens.py): enough for tests that check
 # frames, timestamps and formats, not quality.
 TEST_WEIGHTS=$ROOT/tests/data/golden_weights.safetensors

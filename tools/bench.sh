@@ -48,7 +48,7 @@
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
-WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
+WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v2.safetensors}
 ITERS=${BENCH_ITERS:-30}
 FRAMES=${BENCH_FRAMES:-30}
 cd "$ROOT" || exit 1

@@ -33,7 +33,7 @@ ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
 CHECK=$BUILD/tests/gpu_check
 FUSED=$BUILD/tests/fused_check
-WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v1.safetensors}
+WEIGHTS=${DENOISE_WEIGHTS:-$ROOT/weights/denoise-v2.safetensors}
 export DENOISE_TEST_DATA=${DENOISE_TEST_DATA:-$ROOT/tests/data}
 cd "$ROOT" || exit 1
 if [ ! -x "$CHECK" ]; then

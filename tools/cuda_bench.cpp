@@ -1174,7 +1174,7 @@ void print_plans(const Model &M, int W, int H) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    std::string wpath = "weights/denoise-v1.safetensors";
+    std::string wpath = "weights/denoise-v2.safetensors";
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;

@@ -11,7 +11,7 @@ timed after warm-up (CUDA events on the GPU), median of --iters. Variants, all o
                  dynamic); the first call's time is reported as the compile time
 Each line gives the output's relative L2 distance from eager v1's (all bf16: about 1e-2 apart).
 
-  python3 weights/bench_torch.py [--weights weights/denoise-v1.safetensors] [--sizes 960x540,...]
+  python3 weights/bench_torch.py [--weights weights/denoise-v2.safetensors] [--sizes 960x540,...]
       [--compile-sizes 1920x1080,3840x2160] [--compile-modes default,max-autotune] [--device cpu]
 """
 import argparse
@@ -57,7 +57,7 @@ def step(m, win, sig, centre):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--weights", default=os.path.join(os.path.dirname(__file__), "denoise-v1.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(os.path.dirname(__file__), "denoise-v2.safetensors"))
     ap.add_argument("--sizes", default="960x540,1920x1080,3840x2160", help="eager variants' frame sizes")
     ap.add_argument("--compile-sizes", default="1920x1080,3840x2160",
                     help="torch.compile's frame sizes (each is one static compile); empty: none")

@@ -143,7 +143,7 @@ def make_head_out(mode: dict, fp32_head_out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v1.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
     ap.add_argument("--sample", default=os.path.join(ROOT, "samples", "bedroom_320x192_8bit.mkv"))
     ap.add_argument("--frames", type=int, default=8)
     ap.add_argument("--sigma", type=float, default=20.0)

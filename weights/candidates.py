@@ -27,6 +27,12 @@ Recipes (weights/train_step.py applies them):
       the noise and ignoring the map (docs/model.md: v2 at 31.64 min gives nearly the same PSNR
       for maps 0.8x to 1.5x the noise, where v1 peaks at 1x); tried from 31.64 to 53.64 training
       minutes, where the map response stayed flat.
+  v2c the faithfulness fine-tune: v2 (the per-pixel L1 on every clip again, so that clean clips
+      given a map and maps above the noise are taught the clean frame pixel by pixel, which the
+      low-pass term cannot: an 8 px grid and the chroma of a 1-px grey pattern average out in
+      8x8 means) with twice the synthetic share (16 %) and the low-pass term at weight 1.0. Its
+      targets are the probe's (weights/faithful.py) ramp_mean, grid8 and neutral_chroma, which
+      recipe v2b's run missed.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
@@ -46,6 +52,7 @@ CANDIDATES = {
 RECIPES = {
     "v2": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "all"},
     "v2b": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "honest"},
+    "v2c": {"noise": "v2", "synth_share": 0.16, "lowpass_weight": 1.0, "pixel_loss": "all"},
     "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0, "pixel_loss": "all"},
 }
 

@@ -17,8 +17,10 @@
 #   study [ARGS]        (device) start weights/study.py in the background, return at once
 #                       (candidates one after another; results.md is rewritten as they end)
 #   main MINUTES [CAND] (device) start or resume the main run in the background: resume
-#                       /root/run/main, else continue the study's winner (or CAND) from its study
-#                       checkpoint, else start CAND from scratch; adds MINUTES of training
+#                       /root/run/main, else start a new run (a plan of DT_PLAN_MINUTES) from the
+#                       checkpoint DT_INIT names (a branch with its own plan, e.g. a fine-tune),
+#                       else continue the study's winner (or CAND) from its study checkpoint, else
+#                       start CAND from scratch; adds MINUTES of training
 #   poll SECONDS        (device) print progress every 15 s and copy results to $OUT; returns when
 #                       nothing runs any more or SECONDS are (nearly) up
 #   status              (device) processes, last log lines, GPU
@@ -32,6 +34,7 @@
 #
 # Environment (for CPU tests here): DT_DATA (/root/data), DT_RUN (/root/run), DT_SRC
 # (../shared/data), DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total),
+# DT_INIT (main: the checkpoint a new run starts from),
 # DT_TRAIN_ARGS / DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments), DT_PACK_MB (pack size cap),
 # DT_UNPACK_WAIT (wait-unpack's limit, s).
 set -u
@@ -174,8 +177,9 @@ cmd_main() {
     else
         args+=(--plan-minutes "$PLAN")
         [ -z "$cand" ] && [ -f "$RUN/study/winner" ] && cand=$(cat "$RUN/study/winner")
-        init=
-        [ -n "$cand" ] && [ -f "$RUN/study/$cand/last.pt" ] && init=$RUN/study/$cand/last.pt
+        init=${DT_INIT:-}
+        [ -n "$init" ] && { [ -f "$init" ] || die "DT_INIT: no $init"; }
+        [ -z "$init" ] && [ -n "$cand" ] && [ -f "$RUN/study/$cand/last.pt" ] && init=$RUN/study/$cand/last.pt
         [ -z "$init" ] && [ -f "$RUN/resume/study_winner.pt" ] && init=$RUN/resume/study_winner.pt
         if [ -n "$init" ]; then how="init from $init"; args+=(--init "$init")
         else how="from scratch"; fi

@@ -21,7 +21,7 @@ import os
 import sys
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigma_reparam  # noqa: E402
@@ -41,7 +41,7 @@ NOISE = ("AWGN, sigma ~ U(0,55) in 8-bit code values per 7-frame clip, RGB, uncl
 
 def provenance(state: dict) -> tuple[str, str]:
     """(data, noise_model) metadata strings for a checkpoint's state (recipe v1 or v2)."""
-    if state.get("recipe") in ("v2", "v2b"):
+    if state.get("recipe") in ("v2", "v2b", "v2c"):
         changes = "".join(f"; recipe {c['from']} until {c['train_minutes']:g} training minutes, {c['to']} after"
                           for c in state.get("recipe_changes", []))
         return DATA_V2, (NoiseRecipe().describe() + "; synthetic clips and a low-pass loss term; recipe "
@@ -55,7 +55,7 @@ def sigma_range(state: dict) -> list:
     """[lo, hi] of the training's noise levels (8-bit code values) for a checkpoint's state: every
     recipe draws sigma ~ U(0, sigma_max) per clip (noise_models.py; v1's own checkpoint:
     data.make_noisy's default, 55)."""
-    if state.get("recipe") in ("v2", "v2b"):
+    if state.get("recipe") in ("v2", "v2b", "v2c"):
         return [0, NoiseRecipe().sigma_max]
     if state.get("recipe") == "v1":
         return [0, AWGNRecipe().sigma_max]
@@ -88,6 +88,20 @@ def load_weights(path: str, device="cpu") -> Denoiser:
     return m.to(device)
 
 
+def save_stable(tensors: dict, path: str, meta: dict) -> None:
+    """safetensors' save_file with the header's keys sorted: the library writes the metadata in
+    no fixed order, so the same checkpoint would give files of other bytes (and sha256, which the
+    goldens record). The tensors' layout and offsets are the library's, untouched; the header is
+    padded with spaces to a multiple of 8 bytes as the library does."""
+    from safetensors.torch import save
+    raw = save(tensors, metadata=meta)
+    n = int.from_bytes(raw[:8], "little")
+    header = json.dumps(json.loads(raw[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + raw[8 + n:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ckpt")
@@ -117,7 +131,7 @@ def main():
     if args.faithful:
         with open(args.faithful) as f:
             meta["faithfulness"] = json.dumps(json.load(f), sort_keys=True)
-    save_file(tensors, args.out, metadata=meta)
+    save_stable(tensors, args.out, meta)
     print(f"wrote {args.out}: {len(tensors)} tensors, {os.path.getsize(args.out)} bytes, {args.dtype}")
 
 

@@ -3,7 +3,7 @@
 
   python3 weights/faithful.py [WEIGHTS(.safetensors|.pt)] [--device cpu|cuda] [--json OUT]
 
-Default weights: weights/denoise-v1.safetensors. The network (weights/model.py, fp32, TF32 off)
+Default weights: weights/denoise-v2.safetensors. The network (weights/model.py, fp32, TF32 off)
 sees static 2R+1-frame clips (64x128) with independent noise per frame, clipped and quantised to 8
 bit as real files are (seed 0), and one real clip (samples/car-roundabout_320x192_8bit.mkv, 8
 frames, the output at frame 3 with mirrored neighbours). Values are 8-bit code values of the
@@ -204,7 +204,7 @@ def summary(r: dict) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("weights", nargs="?", default=os.path.join(ROOT, "weights", "denoise-v1.safetensors"))
+    ap.add_argument("weights", nargs="?", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--json")
     ap.add_argument("--strict", action="store_true")

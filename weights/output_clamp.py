@@ -247,7 +247,7 @@ def denoising(model, videos: list[str], ffmpeg: str, n: int, seed: int = 0) -> d
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v1.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
     ap.add_argument("--clip", default=os.path.join(ROOT, "samples", "car-roundabout_320x192_8bit.mkv"))
     ap.add_argument("--frames", type=int, default=6, help="outputs per held-out video")

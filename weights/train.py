@@ -49,8 +49,8 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
     data event that gives val_davis_clips), with val_davis_s30_map1.3 (sigma 30 given a map 1.3x
     the noise: how much the network's smoothing follows its map); and the faithfulness probe,
-    weights/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume names another
-    recipe than the checkpoint's; the state keeps the list as recipe_changes), done. Nothing is
+    weights/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume, or at an --init,
+    names another recipe than the checkpoint's; the state keeps the list as recipe_changes), done. Nothing is
     read back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
 run diverged (logged).
@@ -390,7 +390,13 @@ def run(args, log, dev):
             st = src["state"]
             state.update(step=st.get("step", 0), clips=st.get("clips", 0), train_seconds=st.get("train_seconds", 0.0),
                          candidate=st.get("candidate", args.candidate),
-                         init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)})
+                         init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)},
+                         recipe_changes=list(st.get("recipe_changes", [])))
+            if st.get("recipe") and st["recipe"] != recipe_name:   # a branch that trains on with another recipe
+                change = {"from": st["recipe"], "to": recipe_name, "step": state["step"],
+                          "train_minutes": round(state["train_seconds"] / 60, 3)}
+                state["recipe_changes"].append(change)
+                log(event="recipe_changed", **change)
     if "plan" not in state:   # a new run, or model v1's checkpoint (no plan recorded)
         if args.clips:
             state["plan"] = {"unit": "clips", "start": state["clips"], "total": args.clips,
