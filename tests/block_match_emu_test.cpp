@@ -25,6 +25,7 @@
 #include <random>
 #include <vector>
 
+#include "align_test_util.h"
 #include "cpu/ops.h"
 
 namespace bm = denoise::cuda::block_match_dev;
@@ -70,23 +71,6 @@ std::vector<float> textured(int H, int W, std::mt19937 &rng) {
                     for (int j = -1; j <= 1; ++j)
                         if (y + i >= 0 && y + i < H && x + j >= 0 && x + j < W) s += r[((size_t)c * H + y + i) * W + x + j];
                 o[((size_t)c * H + y) * W + x] = s / 9.f;
-            }
-    return o;
-}
-
-// f moved per tile: out(p) = f(clamp(p + s)) with shifts drawn per tile in [-smax, smax]
-std::vector<float> moved(const std::vector<float> &f, int H, int W, int t, int smax, std::mt19937 &rng) {
-    std::uniform_int_distribution<int> d(-smax, smax);
-    const int th = H / t, tw = W / t;
-    std::vector<int> s((size_t)th * tw * 2);
-    for (int &v : s) v = d(rng);
-    std::vector<float> o(f.size());
-    for (int c = 0; c < 3; ++c)
-        for (int y = 0; y < H; ++y)
-            for (int x = 0; x < W; ++x) {
-                const int k = (y / t) * tw + x / t;
-                const int yy = std::min(std::max(y + s[2 * k], 0), H - 1), xx = std::min(std::max(x + s[2 * k + 1], 0), W - 1);
-                o[((size_t)c * H + y) * W + x] = f[((size_t)c * H + yy) * W + xx];
             }
     return o;
 }
@@ -156,7 +140,7 @@ TEST(BlockMatchEmu, MovingTexture) {
                           {"R 0, tile 8, 40x24", 24, 40, 0, 8}};
     for (const Case &c : cases) {
         const std::vector<float> f = textured(c.H, c.W, rng);
-        std::vector<float> o = moved(f, c.H, c.W, c.t, c.R + 3, rng);  // beyond R: the final clamp acts
+        std::vector<float> o = tile_moved(f, c.H, c.W, c.t, c.R + 3, 0.f, rng);  // beyond R: the final clamp acts
         add_noise(o, 0.1f, rng);
         check_case(c, f, o);
     }

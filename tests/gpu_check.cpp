@@ -63,6 +63,7 @@
 #include "../kernels/blue_noise.h"
 #include "../kernels/cpu/frame_convert.h"
 #include "../kernels/cpu/ops.h"
+#include "align_test_util.h"
 #include "../kernels/cpu/unet.h"
 #include "../kernels/cuda/backend_cuda.h"
 #include "../kernels/cuda/frame_layout.h"
@@ -1803,25 +1804,6 @@ std::vector<float> align_texture(int H, int W, int s, std::mt19937 &g) {
     return o;
 }
 
-// f moved per tile of t px by shifts drawn in [-smax, smax] (out(p) = f(clamp(p + s))), plus
-// uniform noise of amplitude a
-std::vector<float> align_moved(const std::vector<float> &f, int H, int W, int t, int smax, float a, std::mt19937 &g) {
-    std::uniform_int_distribution<int> d(-smax, smax);
-    std::uniform_real_distribution<float> u(-a, a);
-    const int tw = W / t;
-    std::vector<int> s((size_t)(H / t) * tw * 2);
-    for (int &v : s) v = d(g);
-    std::vector<float> o(f.size());
-    for (int c = 0; c < 3; ++c)
-        for (int y = 0; y < H; ++y)
-            for (int x = 0; x < W; ++x) {
-                const int k = (y / t) * tw + x / t;
-                const int yy = std::min(std::max(y + s[2 * k], 0), H - 1), xx = std::min(std::max(x + s[2 * k + 1], 0), W - 1);
-                o[((size_t)c * H + y) * W + x] = f[((size_t)c * H + yy) * W + xx] + (a > 0 ? u(g) : 0.f);
-            }
-    return o;
-}
-
 std::vector<float> planar_to_s2d(const std::vector<float> &p, int H, int W) {
     const int w2 = W / 2;
     std::vector<float> x((size_t)H * W * 3);
@@ -1945,7 +1927,7 @@ void align_ops_checks(cuda::Ctx &ctx, bool quick) {
     for (const Case &c : cases) {
         if (quick && c.H > 256) continue;
         const std::vector<float> f = align_texture(c.H, c.W, c.smooth, g);
-        const std::vector<float> o = c.smax ? align_moved(f, c.H, c.W, c.t, c.smax, c.noise, g) : align_texture(c.H, c.W, 0, g);
+        const std::vector<float> o = c.smax ? tile_moved(f, c.H, c.W, c.t, c.smax, c.noise, g) : align_texture(c.H, c.W, 0, g);
         block_match_check(ctx, c.what, c.H, c.W, c.R, c.t, f, o);
     }
     {  // a flat pair: every candidate ties, the nearest-first order alone decides
