@@ -161,9 +161,19 @@ std::vector<float> down_bf(const void *p, size_t n) {
 }
 std::vector<float> down_bf(Dev &d, size_t n) { return down_bf(d.p, n); }
 
-// Compare: every element finite (written), rel L2 < 1e-2, max abs <= max_abs.
+// The trained weights' relative L2 tolerance (network checks, the aligned moving clip). A bf16
+// engine that rounds where this one does, emulated in PyTorch on these checks' inputs (`python3
+// weights/bf16_rounding.py --random 320x192 --seeds 3`: uniform frames, sigma 20), differs from
+// the fp32 network by rel L2 5.2e-3..1.15e-2 in F_s and 1.44e-2..1.71e-2 in the head output
+// with model v2 (18 Swin blocks), against 4.1e-3 and 4.4e-3 with v1 (11): the trained network
+// amplifies the roundings, most in the head output, where the residual nearly cancels the
+// uniform input. 2e-2 is above every emulated figure; the golden weights keep 1e-2.
+constexpr double kTrainedRelL2 = 2e-2;
+
+// Compare: every element finite (written), rel L2 < rel_l2 (1e-2 unless stated), max abs <=
+// max_abs.
 void check(const char *name, const std::vector<float> &got, const std::vector<float> &ref, double max_abs,
-           int rc = 0, const std::string &err = "") {
+           int rc = 0, const std::string &err = "", double rel_l2 = 1e-2) {
     if (rc) {
         result(false, "%-40s rc %d: %s", name, rc, err.c_str());
         return;
@@ -171,9 +181,9 @@ void check(const char *name, const std::vector<float> &got, const std::vector<fl
     size_t nonfinite = 0;
     for (float v : got) nonfinite += !std::isfinite(v);
     auto d = denoise_test::compare(got.data(), ref.data(), (int64_t)ref.size());
-    const bool ok = got.size() == ref.size() && nonfinite == 0 && d.rel_l2 < 1e-2 && d.max_abs <= max_abs;
-    result(ok, "%-40s n %-9zu unwritten %-4zu rel_l2 %.2e (< 1e-2)  max_abs %.2e (<= %.0e)", name, ref.size(),
-           nonfinite, d.rel_l2, d.max_abs, max_abs);
+    const bool ok = got.size() == ref.size() && nonfinite == 0 && d.rel_l2 < rel_l2 && d.max_abs <= max_abs;
+    result(ok, "%-40s n %-9zu unwritten %-4zu rel_l2 %.2e (< %.0e)  max_abs %.2e (<= %.2g)", name, ref.size(),
+           nonfinite, d.rel_l2, rel_l2, d.max_abs, max_abs);
 }
 
 // ==========================================================================================
@@ -799,7 +809,7 @@ void conversion_checks(cuda::Ctx &ctx) {
 // Both Swin-block paths (fused kernels, the correct-first op sequence) on the same inputs against
 // the same CPU results; then the two paths against each other (they must differ: bf16 roundings
 // in other places, so a zero difference means the switch did nothing).
-void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int w, bool chunked) {
+void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int w, bool chunked, double rel_l2) {
     const ModelConfig &cfg = M.cfg;
     const int c0 = cfg.channels[0], nf = 2 * cfg.fusion_radius + 1;
     cpu::CpuModel cm;
@@ -865,7 +875,7 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
                           w, h);
             const int before = check_tally::n_fail;
             std::vector<float> got = down_bf(*Fg.back(), Fc[s].size());
-            check(name, got, Fc[s], 0.25, rc, ctx.err);
+            check(name, got, Fc[s], 0.25, rc, ctx.err, rel_l2);
             ok = ok && check_tally::n_fail == before;
             if (s == 0) Fpath[path] = got;
         }
@@ -877,7 +887,7 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
         if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
         char name[112];
         std::snprintf(name, sizeof name, "network %s %s%s head output", label, pname, chunked ? " chunked" : "");
-        check(name, down_f(dout, ref.size()), ref, 0.1, rc, ctx.err);
+        check(name, down_f(dout, ref.size()), ref, 0.1, rc, ctx.err, rel_l2);
     }
     if (!Fpath[0].empty() && Fpath[0].size() == Fpath[1].size() && net.swin_blocks() > 0) {
         double num = 0, den = 0;
@@ -889,10 +899,10 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
         const double r = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
         net.set_fused(true);
         const bool any = net.fused_blocks() > 0;
-        // each path is within 1e-2 of the CPU (above), so within 2e-2 of the other
-        result(any ? r > 0 && r < 2e-2 : r == 0,
-               "network %s%s fused vs correct-first F_0: rel L2 %.2e (%s)", label, chunked ? " chunked" : "", r,
-               any ? "> 0: the paths differ, < 2e-2" : "no block fused on this device: == 0");
+        // each path is within rel_l2 of the CPU (above), so within twice that of the other
+        result(any ? r > 0 && r < 2 * rel_l2 : r == 0,
+               "network %s%s fused vs correct-first F_0: rel L2 %.2e (%s %.0e)", label, chunked ? " chunked" : "", r,
+               any ? "> 0: the paths differ, <" : "no block fused on this device: == 0, not", 2 * rel_l2);
     }
     net.destroy(ctx);
 }
@@ -1827,7 +1837,6 @@ void block_match_check(cuda::Ctx &ctx, const char *what, int H, int W, int R, in
     Dev dp0(np * 4), dp1(np * 4), ds((size_t)tiles * 8);
     Dev *dp[2] = {&dp0, &dp1};
     for (int f = 0; f < 2; ++f) {
-        cuda::poison(ctx, dp[f]->p, dp[f]->bytes);
         std::vector<float> L(n0);
         for (int Y = 0; Y < H; ++Y)
             for (int X = 0; X < W; ++X) {
@@ -1835,6 +1844,9 @@ void block_match_check(cuda::Ctx &ctx, const char *what, int H, int W, int R, in
                 L[(size_t)Y * W + X] = ((q[0] + q[4]) + q[8]) / 3.f;
             }
         up(*dp[f], L.data(), n0 * 4);
+        // L1 and L2 only, after the upload: a poison on ctx.stream has no order with up's copy on
+        // the legacy stream, so poisoning the whole pyramid first could land on L after it
+        cuda::poison(ctx, dp[f]->f() + n0, (n1 + n2) * 4);
     }
     cuda::poison(ctx, ds.p, ds.bytes);
     int rc = cuda::luma_pyramid(ctx, dp0.f(), H, W);
@@ -2035,7 +2047,12 @@ void align_api_check(const std::string &weights, const Clip &c) {
     const std::vector<float> x = rgb_all(F, in, col, c.W, c.H);
     for (float &v : a) v = 2.f * v - 1.f;
     for (float &v : b) v = 2.f * v - 1.f;
-    check(name, a, b, 0.1);
+    // Both outputs are 8-bit yuv420p: where bf16 rounding moves a value across a code boundary
+    // the two differ by a whole code. The rounding emulated on this kind of clip (`python3
+    // weights/bf16_rounding.py --moving 512x384 --weights tests/data/golden_align_weights.
+    // safetensors`) differs from the fp32 network by rel L2 5.2e-3 as computed, 9.5e-3 quantised
+    // to 8-bit R'G'B' and 1.34e-2 (max abs 2.5e-2) through 8-bit Y'CbCr: hence 2e-2 here.
+    check(name, a, b, 0.1, 0, "", 2e-2);
     // the same on the change (output - input), where a tile moved wrongly would stand out
     std::vector<float> da(a.size()), db(b.size());
     for (size_t i = 0; i < a.size(); ++i) {
@@ -2379,15 +2396,15 @@ int main(int argc, char **argv) {
     } else {
         timed("network", [&] {
             if (have_gm) {
-                network_check(ctx, gm, "golden-weights", 64, 96, false);
-                network_check(ctx, gm, "golden-weights", 64, 96, true);
-                network_check(ctx, gm, "golden-weights", 32, 32, false);
+                network_check(ctx, gm, "golden-weights", 64, 96, false, 1e-2);
+                network_check(ctx, gm, "golden-weights", 64, 96, true, 1e-2);
+                network_check(ctx, gm, "golden-weights", 32, 32, false, 1e-2);
             }
             if (!weights.empty()) {
                 Model tm;
                 if (load_model(weights, &tm, &err)) {
-                    network_check(ctx, tm, "trained", 96, 160, false);
-                    network_check(ctx, tm, "trained", 96, 160, true);
+                    network_check(ctx, tm, "trained", 96, 160, false, kTrainedRelL2);
+                    network_check(ctx, tm, "trained", 96, 160, true, kTrainedRelL2);
                 } else {
                     result(false, "trained weights: %s", err.c_str());
                 }

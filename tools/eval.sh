@@ -17,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 : "${DENOISE_DATA:=$root/../shared/data}"
 export DENOISE_DATA
-for b in ffmpeg noise; do
+for b in ffmpeg denoise-noise; do
     test -x "$root/build/bin/$b" || { echo "eval.sh: build/bin/$b missing (run make)" >&2; exit 1; }
 done
 python3 -c 'import numpy, scipy, matplotlib' 2>/dev/null || {

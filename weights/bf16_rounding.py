@@ -36,6 +36,25 @@ expand's operands (lo, weights, up) kept fp32.
 Prints the PSNR against the clean clip and its difference from the fp32 network's
 (tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
 8 frames of 320x192 (seventeen runs).
+
+  python3 weights/bf16_rounding.py --random 320x192 [--weights FILE] [--seeds 3]
+
+The inputs of tests/gpu_check.cpp's network checks instead of a clip: 7 frames uniform in
+[-0.9, 0.9] rounded to bf16, sigma 20, the U-Net on the windows of 5 starting at frames 0, 1, 2
+(F_0..F_2; no alignment: the check calls Net::features directly) and the head on those features
+and frame 3. Prints the relative L2 and max abs error of each F_s and of the head output against
+the fp32 network, for the whole fused path and the whole correct-first path (the same points
+outside the blocks), per seed: the error a bf16 engine that rounds where ours does is expected to
+show in those checks.
+
+  python3 weights/bf16_rounding.py --moving 512x384 [--weights tests/data/golden_align_weights.safetensors]
+
+gpu_check's aligned-model API check instead: a smooth texture whose rows pan in four bands at
+their own speeds, AWGN of 20 code values, 8 bit, 7 frames (tests/gpu_check.cpp moving_clip, drawn
+by another generator), through model.denoise_sequence (with the model's alignment) in fp32 and
+along the whole fused path; the outputs compared as they are, quantised to 8-bit R'G'B', and
+through 8-bit Y'CbCr (BT.601 limited range, 4:4:4), the check's yuv420p output being between the
+two: a rounding that moves an output across a code boundary costs a whole code there.
 """
 import argparse
 import os
@@ -141,13 +160,120 @@ def make_head_out(mode: dict, fp32_head_out):
     return head_out
 
 
+def rounded(mode, fn):
+    """fn() with the network's forwards replaced by the rounding ones of `mode` (None: fp32)."""
+    fp32 = (M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out)
+    if mode is not None:
+        M.SwinBlock.forward = make_block_forward(mode)
+        M.UNet.forward = make_unet_forward(mode)
+        M.Denoiser.head_out = make_head_out(mode, fp32[2])
+    try:
+        with torch.no_grad():
+            return fn()
+    finally:
+        M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out = fp32
+
+
+OUTSIDE = ("input", "merge", "expand", "head")
+
+
+WHOLE = dict(P=True, proj=False, fc1=False, skip=False, stream=False, **dict.fromkeys(OUTSIDE, True))
+
+
+def size_arg(opt: str, v: str, multiple: int):
+    m = re.fullmatch(r"(\d+)x(\d+)", v)
+    if not m or int(m.group(1)) % multiple or int(m.group(2)) % multiple:
+        sys.exit(f"bf16_rounding: {opt} {v}: want WxH, multiples of {multiple}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def moving_clip(args):
+    W, H = size_arg("--moving", args.moving, 4)
+    N, pad = 7, 8 * 7
+    g = np.random.default_rng(977)
+    r = torch.from_numpy(g.uniform(-1, 1, (1, 3, H + pad, W + pad)).astype(np.float32))
+    base = F.avg_pool2d(F.pad(r, (3, 3, 3, 3), mode="replicate"), 7, stride=1)[0]
+    clean = torch.zeros(N, 3, H, W)
+    for t in range(N):
+        for y in range(H):
+            band = y * 4 // H
+            sy, sx = y + pad // 2 + (band - 1) * t, pad // 2 + (3 - 2 * band) * t
+            clean[t, :, y] = 0.5 + 0.4 * (3 * base[:, sy, sx:sx + W]).clamp(-1, 1)
+    noisy = ((clean + torch.from_numpy(g.normal(0, 20 / 255, clean.shape).astype(np.float32))) * 255).round()
+    x = noisy.clamp(0, 255) / 255 * 2 - 1
+    net = load_weights(args.weights).eval()
+    ref = rounded(None, lambda: M.denoise_sequence(net, x, 20.0))
+    out = rounded(WHOLE, lambda: M.denoise_sequence(net, x, 20.0))
+    print(f"{os.path.basename(args.weights)} (align {net.cfg.align}, tile {net.cfg.align_tile}): moving clip {W}x{H} "
+          f"N={N}, sigma 20; the whole fused path against the fp32 network (network units):")
+    ycc = torch.tensor([[65.481, 128.553, 24.966], [-37.797, -74.203, 112.0], [112.0, -93.786, -18.214]]) / 255
+    off = torch.tensor([16.0, 128.0, 128.0]).view(1, 3, 1, 1)
+
+    def rgb8(t):
+        return ((t * 0.5 + 0.5) * 255).round().clamp(0, 255) / 255 * 2 - 1
+
+    def ycc8(t):
+        y = (torch.einsum("ij,njhw->nihw", ycc, t * 0.5 + 0.5) * 255 + off).round().clamp(0, 255)
+        return torch.einsum("ij,njhw->nihw", torch.linalg.inv(ycc), (y - off) / 255) * 2 - 1
+
+    for name, q in (("as computed", lambda t: t), ("8-bit R'G'B'", rgb8), ("8-bit Y'CbCr 4:4:4", ycc8)):
+        a, b = q(out), q(ref)
+        d = a - b
+        print(f"  {name:20s} rel L2 {float(d.norm() / b.norm()):.2e}, max abs {float(d.abs().max()):.2e}, "
+              f"PSNR {float(10 * torch.log10(4 / (d ** 2).mean())):.2f} dB")
+
+
+def random_inputs(args):
+    W, H = size_arg("--random", args.random, 64)
+    net = load_weights(args.weights).eval()
+    cfg = net.cfg
+    nf = 2 * cfg.fusion_radius + 1
+    if cfg.fusion != "window":
+        sys.exit("bf16_rounding: --random covers fusion 'window' models (the CUDA engine's)")
+    blocks = sum(cfg.depths.values())
+    print(f"{os.path.basename(args.weights)}: {blocks} Swin blocks, {nf} frames per window; "
+          f"{W}x{H} px, uniform [-0.9, 0.9] bf16 frames, sigma {args.sigma:g}")
+    paths = [("fused", WHOLE), ("correct-first", dict(WHOLE, P=False))]
+
+    def network(frames):
+        sig = torch.full((1,), args.sigma)
+        smap = (sig / 255.0).view(1, 1, 1, 1).expand(1, 1, H // 2, W // 2)
+        feats = []
+        for s in range(3):
+            z = F.pixel_unshuffle(frames[s:s + nf], 2).reshape(1, nf * 12, H // 2, W // 2)
+            feats.append(net.unet(torch.cat([z, smap], dim=1)))
+        return feats, net.head_out(feats, frames[nf // 2 + 1][None])
+
+    def err(a, b):
+        return float((a - b).norm() / b.norm()), float((a - b).abs().max())
+
+    for seed in range(args.seeds):
+        g = torch.Generator().manual_seed(seed)
+        frames = bf(torch.rand(nf + 2, 3, H, W, generator=g) * 1.8 - 0.9)
+        ref_f, ref_o = rounded(None, lambda: network(frames))
+        for name, mode in paths:
+            f, o = rounded(mode, lambda: network(frames))
+            fe = [err(f[s], ref_f[s]) for s in range(3)]
+            oe = err(o, ref_o)
+            print(f"  seed {seed} {name:14s} F_s rel L2 " + " ".join(f"{r:.2e}" for r, _ in fe) +
+                  f" (max abs {max(a for _, a in fe):.2e}); head output rel L2 {oe[0]:.2e} (max abs {oe[1]:.2e})",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
     ap.add_argument("--sample", default=os.path.join(ROOT, "samples", "bedroom_320x192_8bit.mkv"))
     ap.add_argument("--frames", type=int, default=8)
     ap.add_argument("--sigma", type=float, default=20.0)
+    ap.add_argument("--random", metavar="WxH", help="gpu_check's network-check inputs of this size (px) instead")
+    ap.add_argument("--seeds", type=int, default=3, help="with --random: independent draws")
+    ap.add_argument("--moving", metavar="WxH", help="gpu_check's aligned moving clip of this size (px) instead")
     args = ap.parse_args()
+    if args.random:
+        return random_inputs(args)
+    if args.moving:
+        return moving_clip(args)
 
     ff = os.path.join(ROOT, "build", "bin", "ffmpeg")
     ff = ff if os.access(ff, os.X_OK) else shutil.which("ffmpeg")
@@ -169,21 +295,9 @@ def main():
     noisy = (clean + torch.from_numpy(g.normal(0, args.sigma / 255, clean.shape).astype(np.float32))).clamp(0, 1)
     net = load_weights(args.weights).eval()
 
-    fp32 = (M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out)
-
     def run(mode):
         """mode None: the fp32 network; else a dict of the rounding points above."""
-        if mode is None:
-            M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out = fp32
-        else:
-            M.SwinBlock.forward = make_block_forward(mode)
-            M.UNet.forward = make_unet_forward(mode)
-            M.Denoiser.head_out = make_head_out(mode, fp32[2])
-        try:
-            with torch.no_grad():
-                return M.denoise_sequence(net, noisy * 2 - 1, args.sigma) * 0.5 + 0.5
-        finally:
-            M.SwinBlock.forward, M.UNet.forward, M.Denoiser.head_out = fp32
+        return rounded(mode, lambda: M.denoise_sequence(net, noisy * 2 - 1, args.sigma) * 0.5 + 0.5)
 
     def psnr(a, b):
         return float(10 * torch.log10(1 / ((a.clamp(0, 1) - b) ** 2).mean()))
@@ -192,7 +306,7 @@ def main():
     pr = psnr(ref, clean)
     print(f"{os.path.basename(args.sample)} {W}x{H} N={n} sigma {args.sigma:g}: noisy {psnr(noisy, clean):.3f} dB, "
           f"fp32 network {pr:.3f} dB")
-    outside = ("input", "merge", "expand", "head")
+    outside = OUTSIDE
     none = dict.fromkeys(outside + ("skip", "stream"), False)
     fused = dict(P=True, proj=False, fc1=False, skip=False, stream=False)
     whole = dict(fused, **dict.fromkeys(outside, True))
