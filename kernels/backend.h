@@ -47,8 +47,12 @@ struct StreamSpec {
 
 constexpr int kBlueNoiseLog2 = 6;
 constexpr int kBlueNoiseSize = 1 << kBlueNoiseLog2;
-// Dither of component c (0..2) at sample (x, y): blue_noise[((y + 41 c) & 63) * 64 + ((x + 23 c) & 63)]
-// (the tile is shifted per component so that their dithers are decorrelated).
+// Dither at sample (x, y) of phase p: blue_noise[((y + 41 p) & 63) * 64 + ((x + 23 p) & 63)]. R'G'B'
+// frames use phase 0 for all three components, one threshold per pixel as libplacebo's
+// pl_shader_dither applies one bias to every component (src/shaders/dithering.c), so that a
+// neutral change (dR' = dG' = dB') rounds alike in the three and adds no chroma; Y'CbCr frames
+// use phase c for component c (tile shifted per component, their dithers decorrelated: a neutral
+// change leaves Cb and Cr unchanged, so theirs never rounds it).
 
 // One frame's colour transform, derived once from its DenoiseColor (frame_color.cpp) so that every
 // backend applies the same numbers.

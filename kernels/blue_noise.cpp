@@ -271,7 +271,7 @@ const uint16_t kBlueNoiseRanks[64 * 64] = {
 const float *blue_noise_tile() {
     static const std::vector<float> tile = [] {
         std::vector<float> t((size_t)kBlueNoiseSize * kBlueNoiseSize);
-        for (size_t i = 0; i < t.size(); ++i) t[i] = kBlueNoiseRanks[i] / 4096.0f;
+        for (size_t i = 0; i < t.size(); ++i) t[i] = (kBlueNoiseRanks[i] + 0.5f) / 4096.0f;
         return t;
     }();
     return tile.data();

@@ -24,8 +24,9 @@
  *        the amounts (DenoiseAmount), and added to the frame's ORIGINAL samples with blue-noise
  *        dither (a fixed 64 x 64 tile of libplacebo's generator, blue_noise.h):
  *        out = clip(orig + floor(d * (2^depth - 1) + noise)),
- *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]. A zero change keeps
- *        a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
+ *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]; R'G'B' frames take
+ *        one noise value per pixel for all three components (as libplacebo's pl_shader_dither),
+ *        so a neutral change stays neutral. A zero change keeps a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
  *        sample's own bits (a non-finite sample stays as it was).
  *        Alpha components and padding bytes are never read or written.
  * The CPU backend (fp32) is the reference; the CUDA backend does the same work on the GPU, so a

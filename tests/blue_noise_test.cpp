@@ -5,6 +5,7 @@
 // rand(), so outputs and goldens stay the same), and any other state gives another tile.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -35,14 +36,20 @@ TEST(BlueNoise, RanksArePermutation) {
     for (int r = 0; r < kN; ++r) EXPECT_EQ(seen[r], 1) << "rank " << r;
 }
 
-TEST(BlueNoise, TileIsRankOverSize) {
+TEST(BlueNoise, TileIsRankBinCentres) {
     const float *t = blue_noise_tile();
     ASSERT_EQ(t, blue_noise_tile());
+    double sum = 0;
     for (int i = 0; i < kN; ++i) {
-        EXPECT_EQ(t[i], kBlueNoiseRanks[i] / 4096.0f) << "at " << i;
-        EXPECT_GE(t[i], 0.0f);
+        EXPECT_EQ(t[i], (kBlueNoiseRanks[i] + 0.5f) / 4096.0f) << "at " << i;
+        EXPECT_GT(t[i], 0.0f);
         EXPECT_LT(t[i], 1.0f);
+        // a change of less than 1/8192 code value either way moves no sample
+        EXPECT_EQ(std::floor(t[i] - 1.0f / 8200), 0.0f) << "at " << i;
+        EXPECT_EQ(std::floor(t[i] + 1.0f / 8200), 0.0f) << "at " << i;
+        sum += t[i];
     }
+    EXPECT_EQ(sum / kN, 0.5) << "the dither is biased";
 }
 
 TEST(BlueNoise, TableIsLibplacebosTileFromTheInitialRandState) {

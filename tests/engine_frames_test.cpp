@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "../kernels/backend.h"
+#include "../kernels/blue_noise.h"
+#include "../kernels/cpu/frame_convert.h"
 #include "../kernels/denoise.h"
 #include "engine_test_util.h"
 #include "pixfmt_descriptors.h"
@@ -468,6 +470,60 @@ TEST(NativeFormats, PlanarYuv422p8) { check_against_reference(kYuv422p, 3); }
 TEST(NativeFormats, PlanarYuv444p16) { check_against_reference(kYuv444p16, 4); }
 TEST(NativeFormats, SemiPlanarP010) { check_against_reference(kP010, 5); }
 TEST(NativeFormats, PlanarGbrp) { check_against_reference(kGbrp, 6); }
+
+// The dither of R'G'B' frames (backend.h): a neutral change (dR' = dG' = dB', fractional code
+// values) on a neutral frame gives a neutral output, pixel by pixel, while the rounding itself
+// varies over the frame (the dither is at work: the same fraction rounds up in some pixels and
+// down in others). Y'CbCr frames keep one phase per component: the same change planes on yuv444p
+// (BT.601) leave Cb and Cr exactly as they were (a neutral change has no chroma).
+TEST(Dither, NeutralChangeStaysNeutral) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> frac(-2.5f, 2.5f);
+    std::uniform_int_distribution<int> grey(40, 215);
+    const size_t n = (size_t)kW * kH;
+    for (const Format *F : {&kGbrp, &kYuv444p16}) {
+        DenoiseColor col{};
+        col.repr.sys = F->sys;
+        col.repr.levels = PL_COLOR_LEVELS_FULL;
+        const denoise::FrameColor fc = denoise::frame_color(F->f, col);
+        denoise::cpu::FrameConvert conv(F->f, kW, kH, kW, kH);
+        const int top = (1 << F->f.comp[0].depth) - 1;
+        denoise::cpu::NativeSamples s, out;
+        std::vector<float> d(3 * n);
+        for (int c = 0; c < 3; ++c) s.code[c].resize(n);
+        for (size_t i = 0; i < n; ++i) {
+            const int g = grey(rng) * (top / 255);
+            if (fc.rgb) {
+                for (int c = 0; c < 3; ++c) s.code[c][i] = (uint16_t)g;
+            } else {
+                s.code[0][i] = (uint16_t)g;
+                s.code[1][i] = s.code[2][i] = (uint16_t)((top + 1) / 2);
+            }
+            d[i] = d[n + i] = d[2 * n + i] = frac(rng) / 255.f;  // the same change in R', G', B'
+        }
+        float *dp[3] = {d.data(), d.data() + n, d.data() + 2 * n};
+        const std::vector<float> want(d.begin(), d.begin() + n);
+        conv.add_change(s, fc, dp, denoise::Amount{}, denoise::blue_noise_tile(), &out);
+        size_t non_neutral = 0, up = 0, down = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (fc.rgb) {
+                non_neutral += out.code[0][i] != out.code[1][i] || out.code[0][i] != out.code[2][i];
+            } else {
+                non_neutral += out.code[1][i] != s.code[1][i] || out.code[2][i] != s.code[2][i];
+            }
+            if (!fc.rgb) continue;
+            const float exact = want[i] * 255.f;
+            const int moved = (int)out.code[0][i] - (int)s.code[0][i];
+            up += moved == (int)std::ceil(exact) && std::ceil(exact) != exact;
+            down += moved == (int)std::floor(exact) && std::floor(exact) != exact;
+        }
+        EXPECT_EQ(non_neutral, 0u) << F->name << ": pixels whose neutral change was not neutral after the dither";
+        if (fc.rgb) {
+            EXPECT_GT(up, n / 8) << F->name << ": the dither rounded too few changes up to mean anything";
+            EXPECT_GT(down, n / 8) << F->name << ": the dither rounded too few changes down to mean anything";
+        }
+    }
+}
 TEST(NativeFormats, PackedRgb48) { check_against_reference(kRgb48, 7); }
 TEST(NativeFormats, Gray8AndGray10) {
     check_against_reference(kGray, 8);

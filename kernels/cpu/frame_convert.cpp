@@ -255,10 +255,10 @@ void FrameConvert::to_rgb(const NativeSamples &s, const FrameColor &fc, float *c
             });
 }
 
-void FrameConvert::apply_comp(const NativeSamples &s, int c, const float *delta, const float *noise,
+void FrameConvert::apply_comp(const NativeSamples &s, int c, int phase, const float *delta, const float *noise,
                               NativeSamples *out) const {
     const int w = comp_w(c), h = comp_h(c);
-    const int ox = c * 23, oy = c * 41;  // the tile shifted per component (backend.h)
+    const int ox = phase * 23, oy = phase * 41;  // the dither tile's phase (backend.h)
     const int mask = kBlueNoiseSize - 1;
     if (fmt_.is_float) {
         out->bits[c].resize((size_t)w * h);
@@ -323,7 +323,8 @@ void FrameConvert::add_change(const NativeSamples &s, const FrameColor &fc, floa
                     }
                 }
             });
-        for (int c = 0; c < fmt_.nb_components; ++c) apply_comp(s, c, d[c], noise, out);
+        // one dither phase for R', G' and B' (backend.h)
+        for (int c = 0; c < fmt_.nb_components; ++c) apply_comp(s, c, 0, d[c], noise, out);
         return;
     }
 
@@ -378,8 +379,8 @@ void FrameConvert::add_change(const NativeSamples &s, const FrameColor &fc, floa
                 }
             }
         });
-        apply_comp(s, 1, ca + 1 * cplane, noise, out);
-        apply_comp(s, 2, ca + 2 * cplane, noise, out);
+        apply_comp(s, 1, 1, ca + 1 * cplane, noise, out);
+        apply_comp(s, 2, 2, ca + 2 * cplane, noise, out);
     } else if (fmt_.nb_components == 3) {
         // 4:4:4: (Y', Cb, Cr) change per pixel
         rows(H, [&](int y0, int y1) {
@@ -393,7 +394,7 @@ void FrameConvert::add_change(const NativeSamples &s, const FrameColor &fc, floa
                 }
             }
         });
-        for (int c = 0; c < 3; ++c) apply_comp(s, c, d[c], noise, out);
+        for (int c = 0; c < 3; ++c) apply_comp(s, c, c, d[c], noise, out);
         return;
     }
 
@@ -405,7 +406,7 @@ void FrameConvert::add_change(const NativeSamples &s, const FrameColor &fc, floa
             for (int x = 0; x < W; ++x) p0[x] = (e[0][0] * p0[x] + e[0][1] * p1[x] + e[0][2] * p2[x]) * luma;
         }
     });
-    apply_comp(s, 0, d[0], noise, out);
+    apply_comp(s, 0, 0, d[0], noise, out);
 }
 
 }  // namespace cpu

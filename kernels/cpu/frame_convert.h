@@ -57,8 +57,8 @@ public:
     //     chroma (d - l (1, 1, 1)) (= luma d when both amounts are equal);
     //   float gray: Y change = luma l.
     // Integers: out = clip(code + floor(change (2^depth - 1) + n), 0, 2^depth - 1), n in [0, 1)
-    // from the blue-noise tile `noise` (kBlueNoiseSize^2, backend.h gives the per-component offsets),
-    // so a zero change keeps the sample. Floats: out = sample + change where both are finite and
+    // from the blue-noise tile `noise` (kBlueNoiseSize^2) at the phase backend.h gives (one for
+    // R', G', B'; one per component of Y'CbCr), so a zero change keeps the sample. Floats: out = sample + change where both are finite and
     // the change is not 0, else the sample's bits.
     void add_change(const NativeSamples &s, const FrameColor &color, float *const d[3], Amount amount,
                     const float *noise, NativeSamples *out);
@@ -76,7 +76,9 @@ private:
     void set_taps(const FrameColor &color);
     int comp_w(int c) const { return c ? cw_ : width_; }
     int comp_h(int c) const { return c ? ch_ : height_; }
-    void apply_comp(const NativeSamples &s, int c, const float *delta, const float *noise, NativeSamples *out) const;
+    // Component c of out = s + delta (c's own resolution) with the dither tile at `phase`.
+    void apply_comp(const NativeSamples &s, int c, int phase, const float *delta, const float *noise,
+                    NativeSamples *out) const;
 
     DenoisePixelFormat fmt_;
     int width_, height_, cw_, ch_;

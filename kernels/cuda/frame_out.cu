@@ -18,8 +18,8 @@
 // for i = n-1), taken in increasing x and y with the same (1 - w, then w) terms as the filter's
 // scatter, so the sums are the same floats.
 // Integers: out = clip(code + floor(d (2^depth - 1) + noise), 0, 2^depth - 1), noise =
-// blue_noise[((y + 41 c) & 63) * 64 + ((x + 23 c) & 63)] for component c at sample (x, y)
-// (backend.h); the other bits of the word (p010's low 6) kept from the original. A zero change
+// blue_noise[((y + 41 p) & 63) * 64 + ((x + 23 p) & 63)] at sample (x, y), phase p = 0 for every
+// component of R'G'B' frames and p = c for component c of Y'CbCr ones (backend.h); the other bits of the word (p010's low 6) kept from the original. A zero change
 // keeps a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
 // original bits (a non-finite sample, or a zero change, keeps the sample bit-exact).
 // Layout: pixels one thread each (reads 3 change floats, the original word(s); writes 1 or 3
@@ -56,8 +56,8 @@ __device__ __forceinline__ void change_at(const OutArgs &a, int X, int Y, float 
     d[2] = p[8];
 }
 
-// Add change d to component c's sample (x, y): dither, clip, keep the word's other bits.
-__device__ __forceinline__ void store_change(const OutArgs &a, int c, int x, int y, float d) {
+// Add change d to component c's sample (x, y): dither of phase p, clip, keep the word's other bits.
+__device__ __forceinline__ void store_change(const OutArgs &a, int c, int p, int x, int y, float d) {
     const DenoiseComponent &k = a.fmt.comp[c];
     const uint8_t *po = sample_ptr(a.orig, k, x, y);
     uint8_t *pd = const_cast<uint8_t *>(sample_ptr(a.dst, k, x, y));
@@ -68,7 +68,7 @@ __device__ __forceinline__ void store_change(const OutArgs &a, int c, int x, int
         return;
     }
     const uint32_t mask = (1u << k.depth) - 1u;
-    const float noise = a.noise[((y + 41 * c) & 63) * 64 + ((x + 23 * c) & 63)];
+    const float noise = a.noise[((y + 41 * p) & 63) * 64 + ((x + 23 * p) & 63)];
     int v = (int)((raw >> k.shift) & mask) + (int)floorf(__fadd_rn(__fmul_rn(d, (float)mask), noise));
     v = min(max(v, 0), (int)mask);
     const uint32_t w = (raw & ~(mask << k.shift)) | ((uint32_t)v << k.shift);
@@ -105,19 +105,19 @@ __global__ void frame_out_pixels_kernel(OutArgs a) {
     const DenoisePixelFormat &fm = a.fmt;
     if (fm.nb_components == 1) {
         const float dy = a.col.rgb ? luma709(d) : dot3_rn(a.col.enc[0], d[0], d[1], d[2]);
-        store_change(a, 0, X, Y, __fmul_rn(dy, a.amt.luma));
+        store_change(a, 0, 0, X, Y, __fmul_rn(dy, a.amt.luma));
         return;
     }
     if (a.col.rgb) {
         amount_rgb(a.amt, d);
 #pragma unroll
-        for (int c = 0; c < 3; ++c) store_change(a, c, X, Y, d[c]);
+        for (int c = 0; c < 3; ++c) store_change(a, c, 0, X, Y, d[c]);  // one phase (backend.h)
         return;
     }
-    store_change(a, 0, X, Y, __fmul_rn(dot3_rn(a.col.enc[0], d[0], d[1], d[2]), a.amt.luma));
+    store_change(a, 0, 0, X, Y, __fmul_rn(dot3_rn(a.col.enc[0], d[0], d[1], d[2]), a.amt.luma));
     if (!fm.log2_chroma_w && !fm.log2_chroma_h) {
-        store_change(a, 1, X, Y, __fmul_rn(dot3_rn(a.col.enc[1], d[0], d[1], d[2]), a.amt.chroma));
-        store_change(a, 2, X, Y, __fmul_rn(dot3_rn(a.col.enc[2], d[0], d[1], d[2]), a.amt.chroma));
+        store_change(a, 1, 1, X, Y, __fmul_rn(dot3_rn(a.col.enc[1], d[0], d[1], d[2]), a.amt.chroma));
+        store_change(a, 2, 2, X, Y, __fmul_rn(dot3_rn(a.col.enc[2], d[0], d[1], d[2]), a.amt.chroma));
     }
 }
 
@@ -195,8 +195,8 @@ __global__ void frame_out_chroma_kernel(OutArgs a) {
     float v[3];
 #pragma unroll
     for (int c = 0; c < 3; ++c) v[c] = __fmul_rn(acc[c], inv);
-    store_change(a, 1, i, j, __fmul_rn(dot3_rn(a.col.enc[1], v[0], v[1], v[2]), a.amt.chroma));
-    store_change(a, 2, i, j, __fmul_rn(dot3_rn(a.col.enc[2], v[0], v[1], v[2]), a.amt.chroma));
+    store_change(a, 1, 1, i, j, __fmul_rn(dot3_rn(a.col.enc[1], v[0], v[1], v[2]), a.amt.chroma));
+    store_change(a, 2, 2, i, j, __fmul_rn(dot3_rn(a.col.enc[2], v[0], v[1], v[2]), a.amt.chroma));
 }
 
 // dst word = (dst word & ~bits) | (src word & bits): the component's own bits only.
