@@ -392,6 +392,8 @@ def run(args, log, dev):
                          candidate=st.get("candidate", args.candidate),
                          init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)},
                          recipe_changes=list(st.get("recipe_changes", [])))
+            if st.get("deepened"):   # weights/deepen.py's record travels with the weights
+                state["deepened"] = list(st["deepened"])
             if st.get("recipe") and st["recipe"] != recipe_name:   # a branch that trains on with another recipe
                 change = {"from": st["recipe"], "to": recipe_name, "step": state["step"],
                           "train_minutes": round(state["train_seconds"] / 60, 3)}
