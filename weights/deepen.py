@@ -14,6 +14,7 @@ the model's own initialisation (seeded), so the gradients of proj and fc2 are no
 first step and the rest follows from the second. With sigma-reparametrised qkv weights (state
 qkv_reparam, weights/sigma_reparam.py) the new blocks get them too.
 
+The source's weights are its moving average when it kept one (train.py --ema), as export takes.
 OUT is a checkpoint for `weights/train.py --init OUT.pt`: the source's model state with the new
 blocks, its config with the new depths, its state (counters, recipe, qkv_reparam) plus
 state["deepened"] (from / to depths, step, training minutes), and no AdamW state (the parameter
@@ -36,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigma_reparam  # noqa: E402
 from candidates import engine_limits  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
+from weight_ema import averaged_state  # noqa: E402
 
 STAGES = ("enc0", "enc1", "mid", "dec1", "dec0")
 
@@ -123,7 +125,7 @@ def main() -> int:
     src = Denoiser(cfg)
     if reparam:
         sigma_reparam.enable(src, fold_norm=False)
-    src.load_state_dict(d["model"])
+    src.load_state_dict(averaged_state(d["model"], d["ema"]) if d.get("ema") else d["model"])
     net = deepen(src, depths, reparam, args.seed)
     diff = check_same(src, net)
     g0, g1 = gflop_per_frame(cfg, 1080, 1920), gflop_per_frame(net.cfg, 1080, 1920)

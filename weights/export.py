@@ -11,6 +11,7 @@ strings, as safetensors requires) holds:
   (from the checkpoint's recipe), sigma_range (JSON [lo, hi]: the noise levels of the training in
   8-bit code values, which the filter warns outside of), steps, clips, train_minutes, gpu ("NVIDIA
   H200"), eval (JSON of weights/eval.py, if given), faithfulness (JSON of weights/faithful.py, if given).
+The weights are the checkpoint's moving average when the run kept one (weights/train.py --ema).
 Loading it back: weights/export.py's load_weights(), or the C engine (kernels/safetensors.cpp).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigma_reparam  # noqa: E402
 from model import FORMAT, VERSIONS, Config, Denoiser  # noqa: E402
+from weight_ema import averaged_state  # noqa: E402
 from noise_models import AWGNRecipe, NoiseRecipe  # noqa: E402
 
 DATA = ("train-photos (234 JPEG photographs: Debian wallpaper packages, Urban100, Sun-Hays80) and "
@@ -62,13 +64,15 @@ def sigma_range(state: dict) -> list:
     return [0, 55.0]
 
 
-def model_from_checkpoint(d: dict) -> Denoiser:
-    """The plain Denoiser of a training checkpoint (weights/train.py's save_ckpt): a run trained
-    with sigma-reparametrised qkv weights (state qkv_reparam) is folded back to plain weights."""
+def model_from_checkpoint(d: dict, average: bool = True) -> Denoiser:
+    """The plain Denoiser of a training checkpoint (weights/train.py's save_ckpt): the weights'
+    moving average when the run kept one (train.py --ema; average=False: the live weights), and
+    a run trained with sigma-reparametrised qkv weights (state qkv_reparam) folded back to plain
+    weights."""
     m = Denoiser(Config.from_json(d["config"]))
     if d.get("state", {}).get("qkv_reparam"):
         sigma_reparam.enable(m, fold_norm=False)
-    m.load_state_dict(d["model"])
+    m.load_state_dict(averaged_state(d["model"], d["ema"]) if average and d.get("ema") else d["model"])
     return sigma_reparam.fold(m)
 
 

@@ -42,6 +42,11 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
     are the same, in the same order.
+  - --ema D: an exponential moving average of the weights (weights/weight_ema.py, decay D, e.g.
+    0.999), kept in the checkpoint beside them; validation, the probe, best.pt's ranking and
+    export then use the average (val events add val_psnr_mean_raw, the live weights' mean). Set
+    in the run's state; a resumed run keeps it unless given again (0 turns it off); --init
+    carries the source's average when the parameters are the same.
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
     AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
@@ -58,6 +63,7 @@ run diverged (logged).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -76,6 +82,7 @@ from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 from train_step import ENGINES, Schedule, StepEngine  # noqa: E402
+from weight_ema import WeightEMA  # noqa: E402
 
 
 class Log:
@@ -179,8 +186,9 @@ def attn_norms(model) -> dict:
     return out
 
 
-def save_ckpt(path, model, opt, state):
-    """Atomic: model fp32, AdamW state with its moment tensors in bf16."""
+def save_ckpt(path, model, opt, state, ema=None):
+    """Atomic: model fp32, AdamW state with its moment tensors in bf16, the weights' average
+    (WeightEMA.state_dict(), when kept)."""
     sd = opt.state_dict()
     # state_dict() shares each parameter's state dict with the live optimizer: convert copies
     sd["state"] = {i: dict(st) for i, st in sd["state"].items()}
@@ -192,7 +200,10 @@ def save_ckpt(path, model, opt, state):
         if isinstance(g.get("lr"), torch.Tensor):
             g["lr"] = float(g["lr"])
     tmp = path + ".tmp"
-    torch.save({"model": model.state_dict(), "opt": sd, "state": state, "config": model.cfg.to_json()}, tmp)
+    d = {"model": model.state_dict(), "opt": sd, "state": state, "config": model.cfg.to_json()}
+    if ema is not None:
+        d["ema"] = ema.state_dict()
+    torch.save(d, tmp)
     os.replace(tmp, path)
 
 
@@ -298,6 +309,9 @@ def main():
                     help="fusion windows aligned to their centre frame, whole-pixel shifts up to R px per tile "
                     "(weights/align.py); set in the run's config, kept by a resumed run unless given again; 0: off")
     ap.add_argument("--align-tile", type=int, default=None, help="the alignment's tile in px (default 64)")
+    ap.add_argument("--ema", type=float, default=None,
+                    help="keep an exponential moving average of the weights with this decay (e.g. 0.999; "
+                    "weights/weight_ema.py) and validate and export it; kept by a resumed run unless given again; 0: off")
     ap.add_argument("--diverge-db", type=float, default=2.0,
                     help="end the run when a validation's mean PSNR falls this far below the best of this invocation")
     ap.add_argument("--log-steps", type=int, default=200)
@@ -413,6 +427,10 @@ def run(args, log, dev):
         log(event="plan_changed", old_minutes=old / 60, new_minutes=args.plan_minutes)
     state["runs"] += 1
     state["qkv_reparam"] = reparam_src or args.qkv_reparam
+    if args.ema is not None:
+        state["ema_decay"] = args.ema or None
+    elif not resumed:   # --init or a new run: on only when asked
+        state["ema_decay"] = None
     plan = state["plan"]
     sch = Schedule(**plan["schedule"])
     # the warm-up runs whenever AdamW starts without moments: a new run, the switch to
@@ -432,6 +450,7 @@ def run(args, log, dev):
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
         sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
+        ema_decay=state.get("ema_decay"),
         device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
@@ -447,6 +466,10 @@ def run(args, log, dev):
             load_opt_state(eng.opt, src["opt"])
         return eng
     eng = build(accum)
+    ema = None
+    if state.get("ema_decay"):
+        saved = src.get("ema") if src is not None and not reparam_on else None
+        ema = WeightEMA(model, state["ema_decay"], saved)
 
     batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T)
     gen = torch.Generator(device=dev)
@@ -458,7 +481,7 @@ def run(args, log, dev):
     last_val = {"step": None}
 
     def checkpoint():
-        save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state)
+        save_ckpt(os.path.join(args.out, "last.pt"), model, eng.opt, state, ema)
 
     # divergence guard: the first validation (of the starting state, when there is one) writes
     # best.pt, so it exists before any validation can find a fall
@@ -468,12 +491,17 @@ def run(args, log, dev):
         """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db)."""
         last_val["step"] = state["step"]
         model.set_engine(sdpa=True, channels_last=eng.channels_last)   # eager: no recompiles for the validation shapes
-        r = validate(model, val)
-        r.update(validate_davis(model, val_davis))
-        if probe_too and not args.no_probe:
-            p = probe(model, dev)
-            r["probe"] = {k: v for k, v in p.items() if k != "cases"}
-            r["probe_summary"] = summary(p)
+        r = {}
+        if ema is not None:
+            r["val_psnr_mean_raw"] = validate(model, val)["val_psnr_mean"]
+            r["ema_updates"] = ema.updates
+        with ema.swapped() if ema is not None else contextlib.nullcontext():
+            r.update(validate(model, val))
+            r.update(validate_davis(model, val_davis))
+            if probe_too and not args.no_probe:
+                p = probe(model, dev)
+                r["probe"] = {k: v for k, v in p.items() if k != "cases"}
+                r["probe_summary"] = summary(p)
         eng.set_kernels()
         log(event="val", step=state["step"], clips=state["clips"],
             train_minutes=round(state["train_seconds"] / 60, 2), attn_norms=attn_norms(model), **r)
@@ -481,13 +509,13 @@ def run(args, log, dev):
         state["last_val_mean"] = mean
         if best["mean"] is None or mean > best["mean"]:
             best.update(mean=mean, step=state["step"])
-            save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state)
+            save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state, ema)
             return False
         return mean < best["mean"] - args.diverge_db
 
     def diverged():
         """The state to diverged.pt, best.pt to last.pt (the next piece resumes from there)."""
-        save_ckpt(os.path.join(args.out, "diverged.pt"), model, eng.opt, state)
+        save_ckpt(os.path.join(args.out, "diverged.pt"), model, eng.opt, state, ema)
         os.replace(os.path.join(args.out, "best.pt"), os.path.join(args.out, "last.pt"))
         log(event="diverged", step=state["step"], train_minutes=round(state["train_seconds"] / 60, 3),
             val_psnr_mean=state["last_val_mean"], best_val_psnr_mean=best["mean"], best_step=best["step"],
@@ -522,6 +550,8 @@ def run(args, log, dev):
             torch.cuda.empty_cache()
             eng = build(accum)
             continue
+        if ema is not None:
+            ema.update()
         acc["loss"] += loss
         step_run += 1
         state["step"] += 1
