@@ -34,7 +34,8 @@
 #
 # Environment (for CPU tests here): DT_DATA (/root/data), DT_RUN (/root/run), DT_SRC
 # (../shared/data), DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total),
-# DT_INIT (main: the checkpoint a new run starts from),
+# DT_INIT (main: the checkpoint a new run starts from), DT_DEEPEN (main, with DT_INIT: its network
+# deepened first by weights/deepen.py --depths DT_DEEPEN, e.g. mid=12),
 # DT_TRAIN_ARGS / DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments), DT_PACK_MB (pack size cap),
 # DT_UNPACK_WAIT (wait-unpack's limit, s).
 set -u
@@ -181,7 +182,13 @@ cmd_main() {
         [ -n "$init" ] && { [ -f "$init" ] || die "DT_INIT: no $init"; }
         [ -z "$init" ] && [ -n "$cand" ] && [ -f "$RUN/study/$cand/last.pt" ] && init=$RUN/study/$cand/last.pt
         [ -z "$init" ] && [ -f "$RUN/resume/study_winner.pt" ] && init=$RUN/resume/study_winner.pt
-        if [ -n "$init" ]; then how="init from $init"; args+=(--init "$init")
+        if [ -n "$init" ] && [ -n "${DT_DEEPEN:-}" ]; then
+            mkdir -p "$RUN/main"
+            $PY weights/deepen.py "$init" "$RUN/main/deepened.pt" --depths "$DT_DEEPEN" >>"$RUN/main/stdout" 2>&1 ||
+                die "weights/deepen.py $init --depths $DT_DEEPEN failed: $(tail -n 1 "$RUN/main/stdout")"
+            init=$RUN/main/deepened.pt
+        fi
+        if [ -n "$init" ]; then how="init from $init${DT_DEEPEN:+ (deepened: $DT_DEEPEN)}"; args+=(--init "$init")
         else how="from scratch"; fi
         [ -n "$cand" ] && args+=(--candidate "$cand")
     fi
