@@ -51,8 +51,9 @@ constexpr int kBlueNoiseSize = 1 << kBlueNoiseLog2;
 // frames use phase 0 for all three components, one threshold per pixel as libplacebo's
 // pl_shader_dither applies one bias to every component (src/shaders/dithering.c), so that a
 // neutral change (dR' = dG' = dB') rounds alike in the three and adds no chroma; Y'CbCr frames
-// use phase c for component c (tile shifted per component, their dithers decorrelated: a neutral
-// change leaves Cb and Cr unchanged, so theirs never rounds it).
+// use phase c for component c (tile shifted per component, their dithers decorrelated; a neutral
+// change has no Cb or Cr part but the float residue of the inverse matrix, which moves no sample
+// while it stays under 1/8192 code value, blue_noise.h).
 
 // One frame's colour transform, derived once from its DenoiseColor (frame_color.cpp) so that every
 // backend applies the same numbers.

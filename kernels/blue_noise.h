@@ -23,9 +23,9 @@ extern const uint16_t kBlueNoiseRanks[64 * 64];
 // The tile as the backends use it: (rank + 0.5) / 4096, the centres of 4096 equal bins of [0, 1)
 // (libplacebo's tile is rank / 4096, its bins' lower edges). Mean exactly 1/2, so floor(x + n)
 // is unbiased; floor(0 + n) == 0 for each (a zero change keeps a sample bit-exact), and so is
-// floor(e + n) for |e| < 1/8192 code value (the float residue that a neutral R'G'B' change
-// leaves in Cb and Cr moves no sample). Row-major, kBlueNoiseSize x kBlueNoiseSize floats; the
-// same pointer for the process's lifetime.
+// floor(e + n) for |e| < 1/8192 code value (e.g. the float residue that a neutral R'G'B' change of
+// a few code values leaves in Cb and Cr, about 2e-5 of a 16-bit code). Row-major, kBlueNoiseSize
+// x kBlueNoiseSize floats; the same pointer for the process's lifetime.
 const float *blue_noise_tile();
 
 }  // namespace denoise

@@ -10,7 +10,8 @@
 // (odd and even, up to beyond R so that the final clamp acts), plus noise; a flat frame (every
 // candidate ties: the nearest-first rule alone decides); frames quantised to a few levels (many
 // exact ties between candidates at different distances); sizes whose tile count is not a multiple
-// of the CTA's 4 warps; R 24 / tile 64, R 8 / tile 32, R 5 / tile 16, R 0 / tile 8.
+// of the CTA's 4 warps; R 24 / tile 64, R 8 / tile 32, R 5 / tile 16, R 0 / tile 8, R 12 / tile 24
+// (level widths 24, 12, 6: tile_cost's batches of 8 with a remainder, and a remainder alone).
 // Pass: every shift equal to the CPU's, and every L1 / L2 value bit-identical.
 #define DENOISE_WARP_EMULATION 1
 #include "warp_emu.h"
@@ -137,7 +138,8 @@ TEST(BlockMatchEmu, MovingTexture) {
     const Case cases[] = {{"R 24, tile 64, 256x192", 192, 256, 24, 64},
                           {"R 8, tile 32, 128x160", 128, 160, 8, 32},
                           {"R 5, tile 16, 80x48", 48, 80, 5, 16},
-                          {"R 0, tile 8, 40x24", 24, 40, 0, 8}};
+                          {"R 0, tile 8, 40x24", 24, 40, 0, 8},
+                          {"R 12, tile 24, 120x72", 72, 120, 12, 24}};
     for (const Case &c : cases) {
         const std::vector<float> f = textured(c.H, c.W, rng);
         std::vector<float> o = tile_moved(f, c.H, c.W, c.t, c.R + 3, 0.f, rng);  // beyond R: the final clamp acts

@@ -474,8 +474,9 @@ TEST(NativeFormats, PlanarGbrp) { check_against_reference(kGbrp, 6); }
 // The dither of R'G'B' frames (backend.h): a neutral change (dR' = dG' = dB', fractional code
 // values) on a neutral frame gives a neutral output, pixel by pixel, while the rounding itself
 // varies over the frame (the dither is at work: the same fraction rounds up in some pixels and
-// down in others). Y'CbCr frames keep one phase per component: the same change planes on yuv444p
-// (BT.601) leave Cb and Cr exactly as they were (a neutral change has no chroma).
+// down in others). Y'CbCr frames keep one phase per component: the same change planes (within
+// +-2.5 code values) on yuv444p16 (BT.2020, full range) leave Cb and Cr exactly as they were (a
+// neutral change has no chroma, and its float residue stays under the tile's 1/8192 margin).
 TEST(Dither, NeutralChangeStaysNeutral) {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> frac(-2.5f, 2.5f);

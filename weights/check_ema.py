@@ -9,7 +9,8 @@ dim 16, two blocks per stage) with sigma-reparametrised qkv weights, trained a f
     recorded iterates (max abs error < 1e-6), warm-up included;
   - checkpoint: state_dict() (differences in bf16) restored onto the same live weights gives the
     average back within 2^-8 of the largest difference;
-  - swap: inside swapped() the parameters are the average, after it the live weights bit for bit;
+  - swap: inside swapped() the parameters are the average (and prepare's power-iteration steps
+    moved the vectors), after it the live weights and buffers bit for bit;
   - export: weights/export.py's model_from_checkpoint gives the average's output (average=True,
     the default) and the live weights' (average=False), both folded to plain weights.
 """
@@ -63,14 +64,18 @@ def main() -> int:
     print(f"checkpoint: restored within {worst:.1e} (bound {moved * 2 ** -8:.1e}), updates {back.updates} ok")
 
     live = [p.detach().clone() for p in ema.params]
-    with ema.swapped():
+    bufs = [b.clone() for b in m.buffers()]
+    with ema.swapped(prepare=lambda: sigma_reparam.power_steps(m)):
         inside = max((p - e).abs().max().item() for p, e in zip(ema.params, ema.ema))
+        moved_u = max((b - v).abs().max().item() for b, v in zip(m.buffers(), bufs))
     after = all(torch.equal(p, v) for p, v in zip(ema.params, live))
-    assert inside == 0 and after, (inside, after)
-    print("swap: the average inside, the live weights after ok")
+    after_b = all(torch.equal(b, v) for b, v in zip(m.buffers(), bufs))
+    assert inside == 0 and moved_u > 0 and after and after_b, (inside, moved_u, after, after_b)
+    print(f"swap: the average and its power-iteration vectors (moved {moved_u:.1e}) inside, "
+          "the live weights and buffers after ok")
 
     m.eval()
-    with torch.no_grad(), ema.swapped():
+    with torch.no_grad(), ema.swapped(prepare=lambda: sigma_reparam.power_steps(m)):
         y_avg = m(x, s)
     with torch.no_grad():
         y_live = m(x, s)

@@ -182,6 +182,7 @@ cmd_main() {
         [ -n "$init" ] && { [ -f "$init" ] || die "DT_INIT: no $init"; }
         [ -z "$init" ] && [ -n "$cand" ] && [ -f "$RUN/study/$cand/last.pt" ] && init=$RUN/study/$cand/last.pt
         [ -z "$init" ] && [ -f "$RUN/resume/study_winner.pt" ] && init=$RUN/resume/study_winner.pt
+        [ -n "${DT_DEEPEN:-}" ] && [ -z "$init" ] && die "DT_DEEPEN=$DT_DEEPEN: no checkpoint to deepen (DT_INIT)"
         if [ -n "$init" ] && [ -n "${DT_DEEPEN:-}" ]; then
             mkdir -p "$RUN/main"
             $PY weights/deepen.py "$init" "$RUN/main/deepened.pt" --depths "$DT_DEEPEN" >>"$RUN/main/stdout" 2>&1 ||
@@ -215,8 +216,8 @@ collect() {
     logs=$(cd "$RUN" && ls -d bench.json bench.txt study main 2>/dev/null)
     [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
         --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
-    # a file over 16 MiB does not come back: the main run's checkpoint (8 bytes per parameter, 16.5
-    # MB for 2.06 M parameters) then comes in parts of 15 MiB (join: cat main_last.pt.part* >
+    # a file over 16 MiB does not come back: the main run's checkpoint (8 bytes per parameter, 10
+    # with train.py --ema: 17.7 MB for 1.77 M parameters) then comes in parts of 15 MiB (join: cat main_last.pt.part* >
     # main_last.pt); the study winner's copy is only a record and is left out when too big
     w=$(cat "$RUN/study/winner" 2>/dev/null)
     if [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ]; then

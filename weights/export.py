@@ -72,7 +72,11 @@ def model_from_checkpoint(d: dict, average: bool = True) -> Denoiser:
     m = Denoiser(Config.from_json(d["config"]))
     if d.get("state", {}).get("qkv_reparam"):
         sigma_reparam.enable(m, fold_norm=False)
-    m.load_state_dict(averaged_state(d["model"], d["ema"]) if average and d.get("ema") else d["model"])
+    if average and d.get("ema"):   # the average's own power-iteration vectors (weights/weight_ema.py)
+        m.load_state_dict(averaged_state(d["model"], d["ema"]))
+        sigma_reparam.power_steps(m)
+    else:
+        m.load_state_dict(d["model"])
     return sigma_reparam.fold(m)
 
 

@@ -95,6 +95,24 @@ def enable(model: nn.Module, fold_norm: bool = True) -> nn.Module:
 
 
 @torch.no_grad()
+def power_steps(model: nn.Module, n: int = 20) -> nn.Module:
+    """n power-iteration steps of every reparametrised qkv weight's (u, v) on its current V, in
+    place: for weights set from elsewhere (a moving average, weights/weight_ema.py), whose V the
+    vectors have not followed. Returns the model."""
+    for b in swin_blocks(model):
+        if not parametrize.is_parametrized(b.attn.qkv, "weight"):
+            continue
+        p = b.attn.qkv.parametrizations.weight
+        V, r = p.original, p[0]
+        for _ in range(n):
+            v = F.normalize(V.t() @ r.u, dim=0, eps=1e-12)
+            u = F.normalize(V @ v, dim=0, eps=1e-12)
+            r.v.copy_(v)
+            r.u.copy_(u)
+    return model
+
+
+@torch.no_grad()
 def fold(model: nn.Module) -> nn.Module:
     """Plain weights again: each qkv weight becomes its effective gamma V / sigma_max(V) (norm1
     stays at 1 / 0), in place. Returns the model."""

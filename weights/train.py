@@ -21,9 +21,9 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     early the same way (checkpoint, validation with the probe, event "stopped").
   - Divergence guard: best.pt holds the best state of this invocation by validation mean PSNR
     (the starting state first, validated at the start); a validation more than --diverge-db (2)
-    below it ends the run with event "diverged": the state goes to diverged.pt and best.pt
-    becomes last.pt, so that the next piece resumes from before the fall (with a change: the
-    same recipe falls again).
+    below the best (with --ema: of the live weights' means) ends the run with event
+    "diverged": the state goes to diverged.pt and best.pt becomes last.pt, so that the next
+    piece resumes from before the fall (with a change: the same recipe falls again).
     Each val event carries the attention weights' norms (attn_norms: the largest norm of any
     block's qkv weight and bias and LayerNorm-1 weight and bias, and sigma_reparam's gamma), the
     signature of the attention-logit growth that made the first v2 runs diverge (docs/model.md).
@@ -45,8 +45,9 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - --ema D: an exponential moving average of the weights (weights/weight_ema.py, decay D, e.g.
     0.999), kept in the checkpoint beside them; validation, the probe, best.pt's ranking and
     export then use the average (val events add val_psnr_mean_raw, the live weights' mean). Set
-    in the run's state; a resumed run keeps it unless given again (0 turns it off); --init
-    carries the source's average when the parameters are the same.
+    in the run's state; a resumed run keeps it unless given again (0 turns it off). --init from
+    a checkpoint with an average: with --ema the run carries it on beside the live weights;
+    without, the run starts from the average (start event: init_from_average).
   - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
     AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
@@ -82,7 +83,7 @@ from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 from train_step import ENGINES, Schedule, StepEngine  # noqa: E402
-from weight_ema import WeightEMA  # noqa: E402
+from weight_ema import WeightEMA, averaged_state  # noqa: E402
 
 
 class Log:
@@ -382,8 +383,14 @@ def run(args, log, dev):
     reparam_src = bool(src is not None and src["state"].get("qkv_reparam"))
     if reparam_src:
         sigma_reparam.enable(model, fold_norm=False)
+    # a new run (--init) without --ema starts from the source's average when it kept one (the
+    # weights it ranked and exported); a resume, or --init with --ema, takes the live weights and
+    # carries the average beside them
+    init_average = bool(not resumed and src is not None and src.get("ema") and not args.ema)
     if src is not None:
-        model.load_state_dict(src["model"])
+        model.load_state_dict(averaged_state(src["model"], src["ema"]) if init_average else src["model"])
+        if init_average:
+            sigma_reparam.power_steps(model)
     # switching sigma-reparametrised qkv weights on in a run that trained without them: the same
     # function, new parameters (a fresh AdamW with a warm-up; weights/sigma_reparam.py)
     reparam_on = args.qkv_reparam and not reparam_src
@@ -450,7 +457,7 @@ def run(args, log, dev):
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
         sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
-        ema_decay=state.get("ema_decay"),
+        ema_decay=state.get("ema_decay"), init_from_average=init_average,
         device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
@@ -485,7 +492,7 @@ def run(args, log, dev):
 
     # divergence guard: the first validation (of the starting state, when there is one) writes
     # best.pt, so it exists before any validation can find a fall
-    best = {"mean": None, "step": state["step"]}
+    best = {"mean": None, "step": state["step"], "live": None}
 
     def val_event(probe_too=True):
         """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db)."""
@@ -495,7 +502,8 @@ def run(args, log, dev):
         if ema is not None:
             r["val_psnr_mean_raw"] = validate(model, val)["val_psnr_mean"]
             r["ema_updates"] = ema.updates
-        with ema.swapped() if ema is not None else contextlib.nullcontext():
+        avg = ema.swapped(prepare=lambda: sigma_reparam.power_steps(model)) if ema is not None else None
+        with avg or contextlib.nullcontext():
             r.update(validate(model, val))
             r.update(validate_davis(model, val_davis))
             if probe_too and not args.no_probe:
@@ -507,11 +515,15 @@ def run(args, log, dev):
             train_minutes=round(state["train_seconds"] / 60, 2), attn_norms=attn_norms(model), **r)
         mean = r["val_psnr_mean"]
         state["last_val_mean"] = mean
+        # the guard watches the live weights (the average lags them by its ~1 / (1 - decay) steps)
+        live = r.get("val_psnr_mean_raw", mean)
+        if best["live"] is not None and live < best["live"] - args.diverge_db:
+            return True
+        best["live"] = live if best["live"] is None else max(best["live"], live)
         if best["mean"] is None or mean > best["mean"]:
             best.update(mean=mean, step=state["step"])
             save_ckpt(os.path.join(args.out, "best.pt"), model, eng.opt, state, ema)
-            return False
-        return mean < best["mean"] - args.diverge_db
+        return False
 
     def diverged():
         """The state to diverged.pt, best.pt to last.pt (the next piece resumes from there)."""

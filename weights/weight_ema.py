@@ -13,7 +13,10 @@ floor than the iterate, which is what a learning-rate decay buys (Morales-Broton
 Hendrikx, "Exponential moving average of weights in deep learning: dynamics and benefits", TMLR
 2024): each training piece can end on a usable network without a decay phase.
 
-Buffers are not averaged (sigma_reparam's power-iteration vectors follow the live weights).
+Buffers are not averaged: sigma_reparam's power-iteration vectors follow the live weights, so
+whoever puts the average in place (swapped()'s `prepare`, weights/export.py) runs power-iteration
+steps on the averaged weights first (sigma_reparam.power_steps), and swapped() restores the
+buffers with the parameters.
 Checkpoint form (weights/train.py save_ckpt "ema"): decay, updates, and per parameter the
 difference ema - p in bf16 (the two stay within a few learning-rate steps of each other, so bf16
 keeps the average to about 2^-9 of that difference while the file grows by 2 bytes per
@@ -34,6 +37,7 @@ class WeightEMA:
         if not 0.0 < decay < 1.0:
             raise ValueError(f"EMA decay {decay} outside (0, 1)")
         self.decay = decay
+        self.model = model
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         params = dict(model.named_parameters())
         self.params = [params[n] for n in self.names]
@@ -66,19 +70,26 @@ class WeightEMA:
         return {"decay": self.decay, "updates": self.updates, "diff": diff}
 
     @contextmanager
-    def swapped(self):
-        """The model's parameters hold the average inside the block, their own values after it
-        (copies in place: captured CUDA graphs keep their addresses)."""
+    def swapped(self, prepare=None):
+        """The model's parameters hold the average inside the block, then prepare() runs (e.g.
+        power-iteration steps on them); after the block the parameters and every buffer are as
+        they were (copies in place: captured CUDA graphs keep their addresses)."""
+        bufs = list(self.model.buffers())
         with torch.no_grad():
             live = [p.detach().clone() for p in self.params]
+            live_bufs = [b.clone() for b in bufs]
             for p, e in zip(self.params, self.ema):
                 p.copy_(e)
+            if prepare is not None:
+                prepare()
         try:
             yield
         finally:
             with torch.no_grad():
                 for p, v in zip(self.params, live):
                     p.copy_(v)
+                for b, v in zip(bufs, live_bufs):
+                    b.copy_(v)
 
 
 def averaged_state(model_state: dict, saved: dict) -> dict:

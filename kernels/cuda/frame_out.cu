@@ -20,8 +20,9 @@
 // Integers: out = clip(code + floor(d (2^depth - 1) + noise), 0, 2^depth - 1), noise =
 // blue_noise[((y + 41 p) & 63) * 64 + ((x + 23 p) & 63)] at sample (x, y), phase p = 0 for every
 // component of R'G'B' frames and p = c for component c of Y'CbCr ones (backend.h); the other
-// bits of the word (p010's low 6) kept from the original. A zero change keeps a sample bit-exact. Floats: out = orig + d where both are finite and d != 0, else the
-// original bits (a non-finite sample, or a zero change, keeps the sample bit-exact).
+// bits of the word (p010's low 6) kept from the original. A zero change keeps a sample
+// bit-exact. Floats: out = orig + d where both are finite and d != 0, else the original bits (a
+// non-finite sample, or a zero change, keeps the sample bit-exact).
 // Layout: pixels one thread each (reads 3 change floats, the original word(s); writes 1 or 3
 // words); chroma samples one thread each (reads the change of the (2 sub)^2 luma pixels that feed
 // it, mostly from L1/L2, and 2 words; writes 2 words; its column taps computed once, in
