@@ -41,7 +41,10 @@ class WeightEMA:
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         params = dict(model.named_parameters())
         self.params = [params[n] for n in self.names]
-        self.ema = [p.detach().float().clone() for p in self.params]
+        if any(p.dtype != torch.float32 for p in self.params):
+            raise TypeError("WeightEMA averages fp32 parameters (training keeps them fp32 under autocast)")
+        self.live = [p.detach() for p in self.params]   # views, made once: update() runs every step
+        self.ema = [p.clone() for p in self.live]
         self.updates = 0
         if saved:
             diff = saved["diff"]
@@ -61,12 +64,12 @@ class WeightEMA:
     @torch.no_grad()
     def update(self) -> None:
         """After an optimiser step: ema += rate (p - ema), on the parameters' device and stream."""
-        torch._foreach_lerp_(self.ema, [p.detach().float() for p in self.params], self.rate())
+        torch._foreach_lerp_(self.ema, self.live, self.rate())
         self.updates += 1
 
     def state_dict(self) -> dict:
         with torch.no_grad():
-            diff = {n: (e - p.detach().float()).to(torch.bfloat16).cpu() for n, e, p in zip(self.names, self.ema, self.params)}
+            diff = {n: (e - p).to(torch.bfloat16).cpu() for n, e, p in zip(self.names, self.ema, self.live)}
         return {"decay": self.decay, "updates": self.updates, "diff": diff}
 
     @contextmanager
