@@ -40,10 +40,11 @@ class WeightEMA:
         self.model = model
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         params = dict(model.named_parameters())
-        self.params = [params[n] for n in self.names]
-        if any(p.dtype != torch.float32 for p in self.params):
+        # detached views of the trainable parameters, made once (update() runs every step);
+        # writing into them writes the parameters
+        self.live = [params[n].detach() for n in self.names]
+        if any(p.dtype != torch.float32 for p in self.live):
             raise TypeError("WeightEMA averages fp32 parameters (training keeps them fp32 under autocast)")
-        self.live = [p.detach() for p in self.params]   # views, made once: update() runs every step
         self.ema = [p.clone() for p in self.live]
         self.updates = 0
         if saved:
@@ -79,9 +80,9 @@ class WeightEMA:
         they were (copies in place: captured CUDA graphs keep their addresses)."""
         bufs = list(self.model.buffers())
         with torch.no_grad():
-            live = [p.detach().clone() for p in self.params]
+            live = [p.clone() for p in self.live]
             live_bufs = [b.clone() for b in bufs]
-            for p, e in zip(self.params, self.ema):
+            for p, e in zip(self.live, self.ema):
                 p.copy_(e)
             if prepare is not None:
                 prepare()
@@ -89,7 +90,7 @@ class WeightEMA:
             yield
         finally:
             with torch.no_grad():
-                for p, v in zip(self.params, live):
+                for p, v in zip(self.live, live):
                     p.copy_(v)
                 for b, v in zip(bufs, live_bufs):
                     b.copy_(v)
