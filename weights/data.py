@@ -234,8 +234,8 @@ class Batcher:
         c = torch.where(self._rand(B, 7, 1) < 0.3, c[..., :1].expand(B, 7, 3), c)
         prim = (self._rand(B, 7, 3) < 0.5).float()
         prim[..., 0] = torch.where(prim.sum(-1) == 0, torch.ones_like(prim[..., 0]), prim[..., 0])
-        u = self._rand(B, 7, 1)   # (thresholds as scalars: no host-to-device copy on the feed's stream)
-        c = torch.where(torch.cat([u[:, :1] < 0.2, u[:, 1:4] < 0.4, u[:, 4:] < 0.9], 1), prim, c)
+        us = self._rand(B, 7, 1)   # (thresholds as scalars: no host-to-device copy on the feed's stream)
+        c = torch.where(torch.cat([us[:, :1] < 0.2, us[:, 1:4] < 0.4, us[:, 4:] < 0.9], 1), prim, c)
         # boxes of the rectangles (3), the pattern (1) and the lines (3): corner anywhere on the
         # canvas, sides 4 .. 4 + S/2; line thickness 1..3; the 16 masks in one go: rectangles,
         # pattern, then per line box a horizontal and a vertical line, the box and its inside

@@ -36,8 +36,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigma_reparam  # noqa: E402
 from candidates import engine_limits  # noqa: E402
+from export import checkpoint_model  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
-from weight_ema import averaged_state  # noqa: E402
 
 STAGES = ("enc0", "enc1", "mid", "dec1", "dec0")
 
@@ -58,10 +58,6 @@ def parse_depths(text: str, cfg: Config) -> dict:
     return d
 
 
-def stage(net: Denoiser, name: str):
-    return getattr(net.unet, name)
-
-
 @torch.no_grad()
 def deepen(src: Denoiser, depths: dict, reparam: bool, seed: int = 0) -> Denoiser:
     """A Denoiser with src's weights and `depths` (each >= src's, by an even count); the new
@@ -74,20 +70,19 @@ def deepen(src: Denoiser, depths: dict, reparam: bool, seed: int = 0) -> Denoise
         sigma_reparam.enable(out, fold_norm=False)
     sd = out.state_dict()
     old = src.state_dict()
-    prefixes = {name: f"unet.{name}.blocks." for name in STAGES}
     for k, v in old.items():
         if k not in sd:
             raise KeyError(f"deepen: source tensor {k} has no place in the deeper network")
         sd[k] = v
     out.load_state_dict(sd)
     for name in STAGES:
-        blocks = stage(out, name).blocks
+        blocks = getattr(out.unet, name).blocks
         for i in range(src.cfg.depths[name], len(blocks)):
             b = blocks[i]
             for lin in (b.attn.proj, b.fc2):
                 lin.weight.zero_()
                 lin.bias.zero_()
-            assert b.shift == (cfg.shift if i % 2 else 0), f"{prefixes[name]}{i}: shift"
+            assert b.shift == (cfg.shift if i % 2 else 0), f"unet.{name}.blocks.{i}: shift"
     return out
 
 
@@ -122,10 +117,7 @@ def main() -> int:
         ap.error("the deeper network would be outside the engines' limits: " + "; ".join(why))
     state = dict(d.get("state", {}))
     reparam = bool(state.get("qkv_reparam"))
-    src = Denoiser(cfg)
-    if reparam:
-        sigma_reparam.enable(src, fold_norm=False)
-    src.load_state_dict(averaged_state(d["model"], d["ema"]) if d.get("ema") else d["model"])
+    src = checkpoint_model(d)
     net = deepen(src, depths, reparam, args.seed)
     diff = check_same(src, net)
     g0, g1 = gflop_per_frame(cfg, 1080, 1920), gflop_per_frame(net.cfg, 1080, 1920)

@@ -217,8 +217,9 @@ collect() {
     [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
         --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
     # a file over 16 MiB does not come back: the main run's checkpoint (8 bytes per parameter, 10
-    # with train.py --ema: 17.7 MB for 1.77 M parameters) then comes in parts of 15 MiB (join: cat main_last.pt.part* >
-    # main_last.pt); the study winner's copy is only a record and is left out when too big
+    # with train.py --ema: 17.7 MB for 1.77 M parameters) then comes in parts of 15 MiB (join:
+    # cat main_last.pt.part* > main_last.pt); the study winner's copy is only a record and is
+    # left out when too big
     w=$(cat "$RUN/study/winner" 2>/dev/null)
     if [ -n "$w" ] && [ -f "$RUN/study/$w/last.pt" ]; then
         if [ "$(stat -c %s "$RUN/study/$w/last.pt")" -le $((16 * 1048576)) ]; then cp "$RUN/study/$w/last.pt" "$OUT/study_winner.pt"

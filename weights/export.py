@@ -64,11 +64,10 @@ def sigma_range(state: dict) -> list:
     return [0, 55.0]
 
 
-def model_from_checkpoint(d: dict, average: bool = True) -> Denoiser:
-    """The plain Denoiser of a training checkpoint (weights/train.py's save_ckpt): the weights'
-    moving average when the run kept one (train.py --ema; average=False: the live weights), and
-    a run trained with sigma-reparametrised qkv weights (state qkv_reparam) folded back to plain
-    weights."""
+def checkpoint_model(d: dict, average: bool = True) -> Denoiser:
+    """The Denoiser of a training checkpoint (weights/train.py's save_ckpt) as it trained: the
+    weights' moving average when the run kept one (train.py --ema; average=False: the live
+    weights), sigma-reparametrised qkv weights kept when the run had them (state qkv_reparam)."""
     m = Denoiser(Config.from_json(d["config"]))
     if d.get("state", {}).get("qkv_reparam"):
         sigma_reparam.enable(m, fold_norm=False)
@@ -77,7 +76,12 @@ def model_from_checkpoint(d: dict, average: bool = True) -> Denoiser:
         sigma_reparam.power_steps(m)
     else:
         m.load_state_dict(d["model"])
-    return sigma_reparam.fold(m)
+    return m
+
+
+def model_from_checkpoint(d: dict, average: bool = True) -> Denoiser:
+    """checkpoint_model() folded back to plain weights (what the engines and the weight file hold)."""
+    return sigma_reparam.fold(checkpoint_model(d, average))
 
 
 def load_weights(path: str, device="cpu") -> Denoiser:
