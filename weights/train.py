@@ -79,11 +79,12 @@ import candidates  # noqa: E402
 import sigma_reparam  # noqa: E402
 from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
 from data import VAL_DAVIS, VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
+from export import checkpoint_model  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 from train_step import ENGINES, Schedule, StepEngine  # noqa: E402
-from weight_ema import WeightEMA, averaged_state  # noqa: E402
+from weight_ema import WeightEMA  # noqa: E402
 
 
 class Log:
@@ -388,9 +389,7 @@ def run(args, log, dev):
     # carries the average beside them
     init_average = bool(not resumed and src is not None and src.get("ema") and not args.ema)
     if src is not None:
-        model.load_state_dict(averaged_state(src["model"], src["ema"]) if init_average else src["model"])
-        if init_average:
-            sigma_reparam.power_steps(model)
+        model.load_state_dict(checkpoint_model(src).state_dict() if init_average else src["model"])
     # switching sigma-reparametrised qkv weights on in a run that trained without them: the same
     # function, new parameters (a fresh AdamW with a warm-up; weights/sigma_reparam.py)
     reparam_on = args.qkv_reparam and not reparam_src
