@@ -4,7 +4,7 @@ and with the gather-based augmentation and tile resampling of weights/data.py.
 
   python3 weights/check_feed.py [--device cpu|cuda]
 
-Three checks, on fresh random inputs (never zeros), each printing what differs:
+Four checks, on fresh random inputs (never zeros), each printing what differs:
   augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
             transposition, time reversal, one after another), all 16 mask combinations: must be
             bit-identical (both only move samples).
@@ -19,6 +19,11 @@ Three checks, on fresh random inputs (never zeros), each printing what differs:
             host drops its reference to the batch before the (queued) read runs; a missing event
             wait or Tensor.record_stream shows as a difference. It also times the same loop with
             and without overlap (a note: a side stream that ran concurrently takes less time).
+  ops       the tensor ops one training batch of model v2's recipe dispatches (128 clips of
+            128x128 at the recipes' largest synthetic share, 16 %; counted with a
+            TorchDispatchMode): each is a host-side launch of the training loop, which the batch
+            building bounds. Fails above MAX_BATCH_OPS (the batch took 935 before its synthetic
+            clips were drawn all at once, about 445 after).
 Exit status 1 when anything fails.
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_feed import BatchFeed, training_batch  # noqa: E402
@@ -165,6 +171,33 @@ def check_feed(dev, g) -> tuple[list[str], list[str]]:
     return fails, notes
 
 
+MAX_BATCH_OPS = 500
+
+
+class OpCount(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def check_ops(dev, g) -> list[str]:
+    frames = (torch.rand(20, 256, 256, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    tiles = (torch.rand(4, TILE, TILE, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    batcher = Batcher(tiles, frames, torch.arange(len(frames) - 6, device=dev), dev, seed=13)
+    gen = torch.Generator(device=dev).manual_seed(14)
+    count = OpCount()
+    with torch.no_grad(), count:
+        training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all")
+    ok = count.n <= MAX_BATCH_OPS
+    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic): {count.n} (<= {MAX_BATCH_OPS})"
+          f"{'  ok' if ok else ''}")
+    return [] if ok else [f"ops: {count.n} tensor ops per batch > {MAX_BATCH_OPS}"]
+
+
 def check(dev) -> tuple[list[str], list[str]]:
     """-> (failures, notes); prints one line per check."""
     g = torch.Generator(device=dev).manual_seed(20261201)
@@ -172,7 +205,7 @@ def check(dev) -> tuple[list[str], list[str]]:
     f, notes = check_resample(dev, g)
     fails += f
     f, n2 = check_feed(dev, g)
-    return fails + f, notes + n2
+    return fails + f + check_ops(dev, g), notes + n2
 
 
 def main():
