@@ -65,7 +65,7 @@ from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher  # noqa: E402
 from model import Config, Denoiser  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
-from train_step import StepEngine  # noqa: E402
+from train_step import LossWeights, StepEngine  # noqa: E402
 
 V1_LOGGED_CLIPS_PER_S = 1290.0
 VARIANTS = {  # name: (engine, batch, recipe, options)
@@ -143,7 +143,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     t0 = time.time()
     torch.manual_seed(0)
     model = Denoiser(Config()).to(dev)
-    eng = StepEngine(model, engine, recipe["lowpass_weight"], 4e-4 if B == 64 else 5.6e-4, log=log,
+    eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
     batcher = Batcher(tiles, frames, starts, dev, seed=1)
     gen = torch.Generator(device=dev).manual_seed(2)

@@ -33,6 +33,12 @@ Recipes (weights/train_step.py applies them):
       8x8 means) with twice the synthetic share (16 %) and the low-pass term at weight 1.0. Its
       targets are the probe's (weights/faithful.py) ramp_mean, grid8 and neutral_chroma, which
       recipe v2b's run missed.
+  v2f v2b with two terms that act on every clip, whatever its map (train_step.loss_fn): the grid
+      term (1.0: the error's mean at each position modulo 16 px, less its clip mean) and the
+      chroma term (0.5: L1 of the error less its mean over R', G', B'). The luma of a clip whose
+      map is above its noise stays free to smooth (v2b), but not to draw the window grid or add
+      colour: v2c's per-pixel L1 on every clip fixed the probe's grid8 (1.33 -> 0.86) but made
+      neutral_chroma worse (1.16 -> 1.50).
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
@@ -53,6 +59,8 @@ RECIPES = {
     "v2": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "all"},
     "v2b": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "honest"},
     "v2c": {"noise": "v2", "synth_share": 0.16, "lowpass_weight": 1.0, "pixel_loss": "all"},
+    "v2f": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 0.5,
+            "pixel_loss": "honest"},
     "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0, "pixel_loss": "all"},
 }
 

@@ -83,7 +83,7 @@ from export import checkpoint_model  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
-from train_step import ENGINES, Schedule, StepEngine  # noqa: E402
+from train_step import ENGINES, LossWeights, Schedule, StepEngine  # noqa: E402
 from weight_ema import WeightEMA  # noqa: E402
 
 
@@ -466,7 +466,7 @@ def run(args, log, dev):
     accum = args.accum
 
     def build(accum):
-        eng = StepEngine(model, engine_name, recipe["lowpass_weight"], lr_at(0), accum=accum,
+        eng = StepEngine(model, engine_name, LossWeights.of(recipe), lr_at(0), accum=accum,
                          compile_backend=args.compile_backend, log=log)
         if not opt_fresh:
             load_opt_state(eng.opt, src["opt"])

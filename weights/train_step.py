@@ -18,15 +18,25 @@ Mixed precision: bf16 autocast on CUDA (weights, AdamW and the loss in fp32); au
 cache is off (a captured graph must not depend on it). The step never reads a value back to the
 host: it returns the loss as a device tensor.
 
-Loss: mean over clips of pix_w * L1(out, clean) + lowpass_weight * L1(avgpool8(out - clean), 0),
-both in [-1,1] units; pix_w (B,) is the per-clip weight of the per-pixel term (batch_feed.
-training_batch: 1, or 0 for clips whose sigma map is above their real noise under recipe v2b).
-The low-pass term penalises a mean error over each 8x8 block, which the per-pixel L1 barely sees.
+Loss (loss_fn, weights LossWeights from the recipe): mean over clips of pix_w * L1(out, clean),
+plus the terms below, all in [-1,1] units; pix_w (B,) is the per-clip weight of the per-pixel term
+(batch_feed.training_batch: 1, or 0 for clips whose sigma map is above their real noise under
+recipes v2b and v2f, which may smooth more than the clean target).
+  lowpass  L1 of the mean error over each 8x8 block: a shifted mean, which the per-pixel L1
+           barely sees.
+  grid     L1 of the mean error at each of the 16x16 positions (y mod 16, x mod 16) of a clip, less
+           the clip's mean error: a pattern fixed to the network's windows (8x8 windows on the 2x2
+           space-to-depth grid, shifted by 4), which the 8x8 block means cancel.
+  chroma   L1 of the per-pixel chroma of the error, err - mean over R', G', B' of err: false
+           colour, e.g. on neutral detail.
+The lowpass, grid and chroma terms apply to every clip (pix_w does not weigh them): a sigma above
+the real noise may smooth more, but shifts no mean, draws no grid and adds no colour.
 """
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -53,12 +63,36 @@ def configure_cuda() -> None:
         torch.backends.cudnn.benchmark = True
 
 
-def loss_fn(out: torch.Tensor, target: torch.Tensor, lowpass_weight: float, pix_w: torch.Tensor) -> torch.Tensor:
-    """out, target (B, 3, P, P) in [-1,1], pix_w (B,) per-clip weights of the per-pixel L1 -> scalar."""
+@dataclass(frozen=True)
+class LossWeights:
+    """Weights of the loss terms besides the per-pixel L1 (the module's docstring); 0: off."""
+    lowpass: float = 0.0
+    grid: float = 0.0
+    chroma: float = 0.0
+
+    @classmethod
+    def of(cls, recipe: dict) -> "LossWeights":
+        """From a recipe of candidates.RECIPES (keys lowpass_weight, grid_weight, chroma_weight)."""
+        return cls(recipe.get("lowpass_weight", 0.0), recipe.get("grid_weight", 0.0), recipe.get("chroma_weight", 0.0))
+
+
+GRID = 16   # period of the grid term, px: the window (8) on the space-to-depth grid (2)
+
+
+def loss_fn(out: torch.Tensor, target: torch.Tensor, w: LossWeights, pix_w: torch.Tensor) -> torch.Tensor:
+    """out, target (B, 3, P, P) in [-1,1], pix_w (B,) per-clip weights of the per-pixel L1 -> scalar.
+    The grid term reads the top-left (P // 16) * 16 square."""
     err = out.float() - target
     loss = (err.abs().mean(dim=(1, 2, 3)) * pix_w).mean()
-    if lowpass_weight:
-        loss = loss + lowpass_weight * F.avg_pool2d(err, 8).abs().mean()
+    if w.lowpass:
+        loss = loss + w.lowpass * F.avg_pool2d(err, 8).abs().mean()
+    if w.grid:
+        B, C, H, W = err.shape
+        e = err[:, :, :H // GRID * GRID, :W // GRID * GRID]
+        phase = e.reshape(B, C, H // GRID, GRID, W // GRID, GRID).mean(dim=(2, 4))   # (B, C, 16, 16)
+        loss = loss + w.grid * (phase - phase.mean(dim=(2, 3), keepdim=True)).abs().mean()
+    if w.chroma:
+        loss = loss + w.chroma * (err - err.mean(dim=1, keepdim=True)).abs().mean()
     return loss
 
 
@@ -110,12 +144,12 @@ class StepEngine:
     weight of the per-pixel loss (B,), lr) -> loss (device scalar). `accum` splits the batch into
     that many micro-batches."""
 
-    def __init__(self, model: Denoiser, engine: str, lowpass_weight: float, lr: float, accum: int = 1,
+    def __init__(self, model: Denoiser, engine: str, loss_weights: LossWeights, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
                  channels_last: bool = True):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        self.model, self.lowpass_weight, self.accum, self.log = model, lowpass_weight, accum, log
+        self.model, self.loss_weights, self.accum, self.log = model, loss_weights, accum, log
         self.cuda = next(model.parameters()).is_cuda
         self.channels_last = channels_last   # NHWC convolutions and head (not with the math engine)
         if self.cuda:
@@ -186,7 +220,7 @@ class StepEngine:
             sl = slice(i * n, (i + 1) * n)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda, cache_enabled=False):
                 out = self.model(noisy[sl] * 2 - 1, smap[sl])
-            loss = loss_fn(out, target[sl] * 2 - 1, self.lowpass_weight, pix_w[sl]) / self.accum
+            loss = loss_fn(out, target[sl] * 2 - 1, self.loss_weights, pix_w[sl]) / self.accum
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=self.cuda)
@@ -264,7 +298,7 @@ class StepEngine:
         def fwd_bwd():
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda, cache_enabled=False):
                 out = self.model(noisy[:n] * 2 - 1, smap[:n])
-            torch.autograd.grad(loss_fn(out, target[:n] * 2 - 1, self.lowpass_weight, pix_w[:n]), params)
+            torch.autograd.grad(loss_fn(out, target[:n] * 2 - 1, self.loss_weights, pix_w[:n]), params)
         return sdpa_backends(fwd_bwd)
 
     def describe(self) -> dict:
