@@ -5,7 +5,9 @@
 #
 #   pack                (here, in the checkout the calls are made from) split ../shared/data's
 #                       train-photos, train-video, train-video2 and .data/resume/* into
-#                       .data/pack1..N, each small enough to travel with the working tree
+#                       .data/pack1..N, each small enough to travel with the working tree (a
+#                       checkpoint over the cap goes in as its parts, main_last.pt.part0..9, as
+#                       collect returns it; main joins them)
 #   unpack N            (device) move .data/packN to /root/data (resume files to /root/run) and
 #                       decode its photos/videos into /root/data/cache (parallel, .npy)
 #   wait-unpack N       (device) wait until packs 1..N are unpacked (unpacks started in the
@@ -69,6 +71,10 @@ cmd_pack() {
     cap=${cap:-$((limit - tree - 3 * 1024 * 1024))}
     [ -n "${DT_PACK_MB:-}" ] || [ "$cap" -gt $((8 * 1024 * 1024)) ] ||
         die "the working tree is $((tree / 1048576)) MiB: too little room for data packs"
+    for f in .data/resume/*; do
+        [ -f "$f" ] && [ "$(stat -L -c %s "$f")" -gt "$cap" ] &&
+            die "$f is over the pack cap of $((cap / 1048576)) MiB: carry it in parts (split -b 15M -d -a 1 $f $f.part; rm $f)"
+    done
     rm -rf .data/pack[0-9]*
     # first-fit decreasing over the files, resume files (.data/resume/*) among them
     {
@@ -166,6 +172,10 @@ cmd_main() {
     alive "$RUN/main.pid" && { echo "main run already running (pid $(cat "$RUN/main.pid"))"; return 0; }
     alive "$RUN/study.pid" && die "the study is still running: poll until it ends first"
     mkdir -p "$RUN/main"
+    # a checkpoint carried in parts (as collect returns one over 15 MiB; each part in its own pack)
+    if [ ! -f "$RUN/main/last.pt" ] && [ ! -f "$RUN/resume/main_last.pt" ] && [ -f "$RUN/resume/main_last.pt.part0" ]; then
+        cat "$RUN/resume"/main_last.pt.part[0-9] >"$RUN/resume/main_last.pt" || die "joining $RUN/resume/main_last.pt.part* failed"
+    fi
     # a resumed main run: from this machine, else from a checkpoint carried in a pack
     if [ ! -f "$RUN/main/last.pt" ] && [ -f "$RUN/resume/main_last.pt" ]; then
         cp "$RUN/resume/main_last.pt" "$RUN/main/last.pt"
