@@ -64,23 +64,25 @@ def main() -> int:
         worst = max(worst, rel)
     print(f"reference: worst relative error {worst:.1e} over 5 weightings ok")
 
-    ones = torch.ones(B)
+    no_pix = torch.zeros(B)   # the terms alone
     zero = torch.zeros(B, C, H, W)
     pattern = torch.rand(8, 8, generator=g) - 0.5
     pattern -= pattern.mean()
     tiled = pattern.repeat(H // 8, W // 8).expand(B, C, H, W).contiguous()
-    low = loss_fn(tiled, zero, LossWeights(lowpass=1.0), 0 * ones).item()
-    grid = loss_fn(tiled, zero, LossWeights(grid=1.0), 0 * ones).item()
+    low = loss_fn(tiled, zero, LossWeights(lowpass=1.0), no_pix).item()
+    grid = loss_fn(tiled, zero, LossWeights(grid=1.0), no_pix).item()
     assert low < 1e-7, f"an 8x8 pattern of zero mean: low-pass term {low}, expected 0"
-    assert abs(grid - pattern.abs().mean().item()) < 1e-6, f"an 8x8 pattern: grid term {grid}, expected {pattern.abs().mean().item()}"
+    want = pattern.abs().mean().item()
+    assert abs(grid - want) < 1e-6, f"an 8x8 pattern: grid term {grid}, expected {want}"
     const = torch.full((B, C, H, W), 0.25)
-    gc = loss_fn(const, zero, LossWeights(grid=1.0, chroma=1.0), 0 * ones).item()
+    gc = loss_fn(const, zero, LossWeights(grid=1.0, chroma=1.0), no_pix).item()
     assert gc < 1e-7, f"a constant error: grid + chroma terms {gc}, expected 0"
     e = torch.rand(B, 1, H, W, generator=g) - 0.5
-    neutral = loss_fn(e.expand(B, C, H, W), zero, LossWeights(chroma=1.0), 0 * ones).item()
-    colour = loss_fn(torch.cat([e, 0 * e, -e], 1), zero, LossWeights(chroma=1.0), 0 * ones).item()
+    neutral = loss_fn(e.expand(B, C, H, W), zero, LossWeights(chroma=1.0), no_pix).item()
+    colour = loss_fn(torch.cat([e, 0 * e, -e], 1), zero, LossWeights(chroma=1.0), no_pix).item()
     assert neutral < 1e-7, f"a neutral error: chroma term {neutral}, expected 0"
-    assert abs(colour - 2 / 3 * e.abs().mean().item()) < 1e-6, f"+e/0/-e: chroma term {colour}, expected {2 / 3 * e.abs().mean().item()}"
+    want = 2 / 3 * e.abs().mean().item()
+    assert abs(colour - want) < 1e-6, f"+e/0/-e: chroma term {colour}, expected {want}"
     print(f"terms: low-pass {low:.1e} and grid {grid:.4f} on an 8x8 pattern, chroma {neutral:.1e} neutral "
           f"and {colour:.4f} for +e/0/-e ok")
 
