@@ -39,6 +39,8 @@ Recipes (weights/train_step.py applies them):
       map is above its noise stays free to smooth (v2b), but not to draw the window grid or add
       colour: v2c's per-pixel L1 on every clip fixed the probe's grid8 (1.33 -> 0.86) but made
       neutral_chroma worse (1.16 -> 1.50).
+  v2g v2f with the chroma term at 1.0: at 0.5 an 8-minute fine-tune left the probe's
+      neutral_chroma at 1.27 (shipped 1.16, target 1.0) while its grid term fixed grid8.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
@@ -60,6 +62,8 @@ RECIPES = {
     "v2b": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "honest"},
     "v2c": {"noise": "v2", "synth_share": 0.16, "lowpass_weight": 1.0, "pixel_loss": "all"},
     "v2f": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 0.5,
+            "pixel_loss": "honest"},
+    "v2g": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
             "pixel_loss": "honest"},
     "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0, "pixel_loss": "all"},
 }
