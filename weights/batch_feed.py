@@ -31,9 +31,12 @@ from data import make_noisy
 
 FEEDS = ("overlap", "sync")
 
+# R', G', B' weights of the luma Y' (ITU-R BT.709-6, item 3.2: Kr 0.2126, Kb 0.0722)
+LUMA_BT709 = (0.2126, 0.7152, 0.0722)
+
 
 def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_share: float = 0.5,
-                   synth_share: float = 0.0, pixel_loss: str = "all") -> tuple:
+                   synth_share: float = 0.0, pixel_loss: str = "all", grey_share: float = 0.0) -> tuple:
     """One training batch on the batcher's device: clean clips from data.Batcher.clean, then noise
     (noise_models.NoiseRecipe, or model v1's data.make_noisy when noise is None) drawn from gen.
     -> noisy (B, T, 3, P, P) in [0,1] plus noise, sigma map (B,) in 8-bit code values, clean
@@ -41,10 +44,17 @@ def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_s
     of each clip's per-pixel loss (train_step.loss_fn). pixel_loss "all": 1 for every clip;
     "honest": 0 for clips whose map is above their real noise (NoiseRecipe's mismatched clips and
     clean clips given a map), which then teach through the low-pass term only (keep the means,
-    smooth as much as the map asks) instead of teaching the network to doubt the map."""
+    smooth as much as the map asks) instead of teaching the network to doubt the map.
+    grey_share: each clip, with this probability (one uniform per clip from gen, drawn before the
+    noise; none drawn at 0), has R' = G' = B' = its BT.709 luma Y' before the noise, so that
+    neutral detail is taught to stay neutral under every noise model (4:2:0 chroma noise included)."""
     if pixel_loss not in ("all", "honest"):
         raise ValueError(f"pixel_loss must be all or honest, got {pixel_loss!r}")
     clean = batcher.clean(B, P, video_share, synth_share)
+    if grey_share > 0:
+        grey = torch.rand(B, device=clean.device, generator=gen) < grey_share
+        w = torch.tensor(LUMA_BT709, device=clean.device, dtype=clean.dtype).view(1, 1, 3, 1, 1)
+        clean = torch.where(grey.view(B, 1, 1, 1, 1), (clean * w).sum(2, keepdim=True), clean)
     if noise is None:
         noisy, smap = make_noisy(clean, gen)
         real = smap

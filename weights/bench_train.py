@@ -23,7 +23,7 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
                  bench, before the mask was made contiguous): what the fused kernel gains
   graph-nchw     graph with the convolutions and head in NCHW (model v1's layout): what
                  channels-last gains
-  graph-b256     graph at batch 256
+  graph-b256     graph at batch 256 (also compile-graph-overlap-b256)
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
@@ -82,6 +82,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "graph-overlap": ("graph", 128, "v2", {"feed": "overlap"}),
     "compile-overlap": ("compile", 128, "v2", {"feed": "overlap"}),
     "compile-graph-overlap": ("compile-graph", 128, "v2", {"feed": "overlap"}),
+    "compile-graph-overlap-b256": ("compile-graph", 256, "v2", {"feed": "overlap"}),
 }
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
 RECOMMENDABLE = DEFAULT_FORMS + tuple(f"{v}-overlap" for v in DEFAULT_FORMS)
@@ -150,7 +151,8 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     noise = NoiseRecipe() if recipe["noise"] == "v2" else None
 
     def make():
-        return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"], recipe["pixel_loss"])
+        return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"], recipe["pixel_loss"],
+                              recipe.get("grey_share", 0.0))
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
 

@@ -4,7 +4,7 @@ and with the gather-based augmentation and tile resampling of weights/data.py.
 
   python3 weights/check_feed.py [--device cpu|cuda]
 
-Four checks, on fresh random inputs (never zeros), each printing what differs:
+Five checks, on fresh random inputs (never zeros), each printing what differs:
   augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
             transposition, time reversal, one after another), all 16 mask combinations: must be
             bit-identical (both only move samples).
@@ -19,8 +19,13 @@ Four checks, on fresh random inputs (never zeros), each printing what differs:
             host drops its reference to the batch before the (queued) read runs; a missing event
             wait or Tensor.record_stream shows as a difference. It also times the same loop with
             and without overlap (a note: a side stream that ran concurrently takes less time).
+  grey      batch_feed.training_batch's grey clips (grey_share 0.5, 64 clips) against the same
+            batch without them: every grey clip's target has R' = G' = B' = the BT.709 luma of
+            the plain target (max abs difference <= 1e-6), every other target is bit-identical,
+            about half the clips are grey (16..48 of 64), and the noise of a grey clip is
+            channel-correlated only as its noise model makes it (its noisy input is not neutral).
   ops       the tensor ops one training batch of model v2's recipe dispatches (128 clips of
-            128x128 at the recipes' largest synthetic share, 16 %; counted with a
+            128x128 at the recipes' largest synthetic share, 16 %, and 10 % grey clips; counted with a
             TorchDispatchMode): each is a host-side launch of the training loop, which the batch
             building bounds. Fails above MAX_BATCH_OPS (the batch took 935 before its synthetic
             clips were drawn all at once, about 445 after).
@@ -38,7 +43,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from batch_feed import BatchFeed, training_batch  # noqa: E402
+from batch_feed import LUMA_BT709, BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 
@@ -171,6 +176,36 @@ def check_feed(dev, g) -> tuple[list[str], list[str]]:
     return fails, notes
 
 
+def check_grey(dev, g) -> list[str]:
+    frames = (torch.rand(20, 48, 64, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    tiles = (torch.rand(6, TILE, TILE, 3, device=dev, generator=g) * 255).to(torch.uint8)
+
+    def batch(share):
+        batcher = Batcher(tiles, frames, torch.arange(len(frames) - 6, device=dev), dev, seed=15)
+        gen = torch.Generator(device=dev).manual_seed(16)
+        return training_batch(batcher, gen, NoiseRecipe(), 64, 32, 0.5, 0.08, "honest", share)
+
+    _, _, plain, _ = batch(0.0)
+    noisy, _, target, _ = batch(0.5)
+    grey = (target[:, 0] == target[:, 1]).all(-1).all(-1) & (target[:, 1] == target[:, 2]).all(-1).all(-1)
+    luma = (plain * torch.tensor(LUMA_BT709, device=dev).view(1, 3, 1, 1)).sum(1)
+    n = int(grey.sum())
+    fails = []
+    if not 16 <= n <= 48:
+        fails.append(f"grey: {n} of 64 clips grey at share 0.5 (want 16..48)")
+    if n:
+        d = (target[grey, 0] - luma[grey]).abs().max().item()
+        if d > 1e-6:
+            fails.append(f"grey: a grey target differs from the plain target's luma by {d:.3g}")
+        if (noisy[grey][:, :, 0] == noisy[grey][:, :, 2]).all():
+            fails.append("grey: the noisy input of the grey clips is neutral (no per-channel noise)")
+    if not torch.equal(target[~grey], plain[~grey]):
+        fails.append("grey: a clip not made grey changed")
+    print(f"grey      grey clips at share 0.5: {n} of 64; targets R' = G' = B' = Y' of the plain batch"
+          f"{'  ok' if not fails else '  FAIL'}")
+    return fails
+
+
 MAX_BATCH_OPS = 500
 
 
@@ -191,9 +226,9 @@ def check_ops(dev, g) -> list[str]:
     gen = torch.Generator(device=dev).manual_seed(14)
     count = OpCount()
     with torch.no_grad(), count:
-        training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all")
+        training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all", 0.1)
     ok = count.n <= MAX_BATCH_OPS
-    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic): {count.n} (<= {MAX_BATCH_OPS})"
+    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey): {count.n} (<= {MAX_BATCH_OPS})"
           f"{'  ok' if ok else ''}")
     return [] if ok else [f"ops: {count.n} tensor ops per batch > {MAX_BATCH_OPS}"]
 
@@ -205,7 +240,7 @@ def check(dev) -> tuple[list[str], list[str]]:
     f, notes = check_resample(dev, g)
     fails += f
     f, n2 = check_feed(dev, g)
-    return fails + f + check_ops(dev, g), notes + n2
+    return fails + f + check_grey(dev, g) + check_ops(dev, g), notes + n2
 
 
 def main():

@@ -481,7 +481,8 @@ def run(args, log, dev):
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
-                                            recipe["synth_share"], recipe["pixel_loss"]),
+                                            recipe["synth_share"], recipe["pixel_loss"],
+                                            recipe.get("grey_share", 0.0)),
                      dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
 
     last_val = {"step": None}
