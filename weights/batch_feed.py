@@ -28,11 +28,9 @@ from __future__ import annotations
 import torch
 
 from data import make_noisy
+from noise_models import LUMA_BT709
 
 FEEDS = ("overlap", "sync")
-
-# R', G', B' weights of the luma Y' (ITU-R BT.709-6, item 3.2: Kr 0.2126, Kb 0.0722)
-LUMA_BT709 = (0.2126, 0.7152, 0.0722)
 
 
 def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_share: float = 0.5,

@@ -43,9 +43,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from batch_feed import LUMA_BT709, BatchFeed, training_batch  # noqa: E402
+from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
-from noise_models import NoiseRecipe  # noqa: E402
+from noise_models import LUMA_BT709, NoiseRecipe  # noqa: E402
 
 
 def flip_transpose_steps(c, fx, fy, tr, ft):
@@ -228,7 +228,8 @@ def check_ops(dev, g) -> list[str]:
     with torch.no_grad(), count:
         training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all", 0.1)
     ok = count.n <= MAX_BATCH_OPS
-    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey): {count.n} (<= {MAX_BATCH_OPS})"
+    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey): {count.n}"
+          f" (<= {MAX_BATCH_OPS})"
           f"{'  ok' if ok else ''}")
     return [] if ok else [f"ops: {count.n} tensor ops per batch > {MAX_BATCH_OPS}"]
 

@@ -153,9 +153,10 @@ class Batcher:
     """Builds batches of clean clips (B, T, 3, P, P) in [0,1] on the data's device."""
 
     def __init__(self, photos: torch.Tensor | None, frames: torch.Tensor | None,
-                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T):
+                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T, pattern_p: float = 0.5):
+        """pattern_p: the probability of a synthetic clip's neutral 1-px pattern (synthetic_clips)."""
         self.photos, self.frames, self.starts = photos, frames, starts
-        self.device, self.T = device, T
+        self.device, self.T, self.pattern_p = device, T, pattern_p
         self.g = torch.Generator(device=device)
         self.g.manual_seed(seed)
 
@@ -207,7 +208,7 @@ class Batcher:
         colour (grey 30 %, else random; 20 % a saturated primary mix) with, half the time, a ramp
         of up to +-0.35 per axis and channel; 3 flat rectangles (each drawn with probability 0.6,
         colour as the background's with 40 % saturated); a rectangle of one of three 1-px grey
-        patterns (checkerboard, rows, columns; two random greys; probability 0.5); 3 saturated
+        patterns (checkerboard, rows, columns; two random greys; probability pattern_p); 3 saturated
         shapes (probability 0.7 each, 90 % saturated colours): a line 1-3 px thick, horizontal or
         vertical, or the outline of a box with that thickness. All shapes are drawn at once, (B, 16)
         parameters and (B, 16, S, S) masks, so that a batch costs a fixed number of small tensor
@@ -251,7 +252,8 @@ class Batcher:
         ry = (yy >= Y0[..., None, None]) & (yy < (Y0 + Hs)[..., None, None])      # (B, 16, S, 1)
         rx = (xx >= X0[..., None, None]) & (xx < (X0 + Ws)[..., None, None])      # (B, 16, 1, S)
         masks = ry & rx                                                          # (B, 16, S, S)
-        u = self._rand(B, 13)   # rectangles on (0.6), pattern on (0.5), horizontal, line or outline, lines on (0.7)
+        # rectangles on (0.6), pattern on (pattern_p), horizontal, line or outline, lines on (0.7)
+        u = self._rand(B, 13)
 
         ramp = (self._rand(B, 3, 2) * 2 - 1) * 0.35 * (self._rand(B, 1, 1) < 0.5).float()
         img = c[:, 0, :, None, None] + ramp[..., 0, None, None] * (yy / S - 0.5) + ramp[..., 1, None, None] * (xx / S - 0.5)
@@ -260,7 +262,7 @@ class Batcher:
         pat = torch.stack([(yy + xx) % 2, (yy % 2).expand(S, S), (xx % 2).expand(S, S)])   # (3, S, S)
         g = self._rand(B, 2)
         patt = g[:, :1, None] + (g[:, 1:] - g[:, :1])[..., None] * pat[self._randint(3, (B,))]   # (B, S, S)
-        img = torch.where((masks[:, 3] & (u[:, 3] < 0.5)[:, None, None])[:, None], patt[:, None], img)
+        img = torch.where((masks[:, 3] & (u[:, 3] < self.pattern_p)[:, None, None])[:, None], patt[:, None], img)
         # saturated thin lines (horizontal or vertical) and outlines
         line = torch.where((u[:, 4:7] < 0.5)[..., None, None], masks[:, 4:7], masks[:, 7:10])
         outline = masks[:, 10:13] & ~masks[:, 13:16]

@@ -26,6 +26,8 @@ AWGN actually added.
   border_err    1- and 2-px lines of pure R, G, B, C, M, Y and a 1-px red frame edge on grey
                 128 at (0, 15): worst per-channel mean |change| on the line pixels. target <= 2.0
   border_err_s15  the same at (15, 15) (reported, no target).
+  grey_chroma   the natural clip made grey (R' = G' = B' = its BT.709 luma) at (0, 15): mean
+                per-pixel chroma of the output, as neutral_chroma (reported, no target).
 
 Exit status 0 (it is a measurement; `--strict` exits 1 when a target is missed).
 probe(model, device) returns the dict; weights/train.py logs it during training.
@@ -41,6 +43,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import reflect_index  # noqa: E402
+from noise_models import LUMA_BT709  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NATURAL = os.path.join(ROOT, "samples", "car-roundabout_320x192_8bit.mkv")
@@ -187,6 +190,10 @@ def probe(model, device) -> dict:
         for real, key in ((0, "border_err"), (15, "border_err_s15")):
             out, ref = run(bimg, real, 15)
             r[key] = round((out - ref).abs()[:, bmask].mean(dim=1).max().item(), 3)
+        if nat is not None:
+            grey = (nat * torch.tensor(LUMA_BT709).view(1, 3, 1, 1)).sum(1, keepdim=True).expand_as(nat)
+            out, _ = run(grey, 0, 15)
+            r["grey_chroma"] = round((out.amax(0) - out.amin(0)).mean().item(), 3)
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
         model.train(was_training)
@@ -197,7 +204,7 @@ def probe(model, device) -> dict:
 
 def summary(r: dict) -> str:
     """One line: key figures with their targets."""
-    keys = list(TARGETS) + ["identity_changed_share", "border_err_s15"]
+    keys = list(TARGETS) + ["identity_changed_share", "border_err_s15", "grey_chroma"]
     return "  ".join(f"{k} {r[k]:g}" + ("" if k not in TARGETS else ("" if r["pass"][k] else "!"))
                      for k in keys if k in r)
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+# R', G', B' weights of the luma Y' (ITU-R BT.709-6 item 3.2: Kr 0.2126, Kb 0.0722)
+LUMA_BT709 = (0.2126, 0.7152, 0.0722)
 BT709_K = (1.5748 ** 2 + 0.1873 ** 2 + 0.4681 ** 2 + 1.8556 ** 2) / 3
 
 

@@ -477,7 +477,8 @@ def run(args, log, dev):
         saved = src.get("ema") if src is not None and not reparam_on else None
         ema = WeightEMA(model, state["ema_decay"], saved)
 
-    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T)
+    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T,
+                      pattern_p=recipe.get("pattern_p", 0.5))
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
