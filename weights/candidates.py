@@ -42,14 +42,16 @@ Recipes (weights/train_step.py applies them):
   v2g v2f with the chroma term at 1.0: at 0.5 an 8-minute fine-tune left the probe's
       neutral_chroma at 1.27 (shipped 1.16, target 1.0) while its grid term fixed grid8.
   v2h v2g with neutral detail where the network is taught to keep it neutral: 10 % grey clips
-      (batch_feed.training_batch grey_share: R' = G' = B' = Y' before the noise) and the
-      synthetic clips' neutral 1-px pattern in every synthetic clip (pattern_p 1.0, was 0.5) at
-      a 12 % synthetic share (was 8 %). A 20-minute piece of v2g (deeper network) halved the
-      output chroma of a grey natural clip at a map above its noise (0.98 -> 0.44) but left the
-      1-px checkerboard's at 1.22 (shipped 1.10). The neutral 1-px patterns (checkerboard,
-      rows, columns) cover 2.2 % of the synthetic clips' pixels at pattern_p 0.5, 4.8 % at 1.0:
-      0.17 % of all training pixels under v2f, 0.58 % under v2h, about a fifth of them under a
-      map above the noise, where the chroma term acts on them.
+      (batch_feed.training_batch grey_share: R' = G' = B' = Y' before the noise) and, in a
+      quarter of the synthetic clips, their neutral 1-px pattern in place of the background
+      (data.Batcher pattern_bg 0.25) at a 12 % synthetic share (was 8 %). A 20-minute piece of
+      v2g (deeper network) halved the output chroma of a grey natural clip at a map above its
+      noise (0.98 -> 0.44) but left the 1-px checkerboard's at 1.22 (shipped 1.10), where it
+      follows the windows (faithful.py neutral_chroma_grid 2.2 to 2.5: its mean by position
+      modulo 16 px, with a period of 8 px, the window shift). Neutral 1-px
+      patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips' pixels, 0.17 %
+      of all training pixels; v2h makes them 24 % and 2.9 %, about a fifth of them under a map
+      above the noise, where the chroma and grid terms act on them.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
@@ -75,7 +77,7 @@ RECIPES = {
     "v2g": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
             "pixel_loss": "honest"},
     "v2h": {"noise": "v2", "synth_share": 0.12, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
-            "pixel_loss": "honest", "grey_share": 0.1, "pattern_p": 1.0},
+            "pixel_loss": "honest", "grey_share": 0.1, "pattern_bg": 0.25},
     "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0, "pixel_loss": "all"},
 }
 

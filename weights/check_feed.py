@@ -4,7 +4,7 @@ and with the gather-based augmentation and tile resampling of weights/data.py.
 
   python3 weights/check_feed.py [--device cpu|cuda]
 
-Five checks, on fresh random inputs (never zeros), each printing what differs:
+Six checks, on fresh random inputs (never zeros), each printing what differs:
   augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
             transposition, time reversal, one after another), all 16 mask combinations: must be
             bit-identical (both only move samples).
@@ -24,10 +24,13 @@ Five checks, on fresh random inputs (never zeros), each printing what differs:
             the plain target (max abs difference <= 1e-6), every other target is bit-identical,
             about half the clips are grey (16..48 of 64), and the noise of a grey clip is
             channel-correlated only as its noise model makes it (its noisy input is not neutral).
+  pattern   data.Batcher pattern_bg: the share of synthetic clip pixels in a neutral 1-px pattern
+            (R' = G' = B', each sample unlike its horizontal or vertical neighbours and like the
+            one after them) is under 5 % at 0 and over 50 % at 1.
   ops       the tensor ops one training batch of model v2's recipe dispatches (128 clips of
-            128x128 at the recipes' largest synthetic share, 16 %, and 10 % grey clips; counted with a
-            TorchDispatchMode): each is a host-side launch of the training loop, which the batch
-            building bounds. Fails above MAX_BATCH_OPS (the batch took 935 before its synthetic
+            128x128 at the recipes' largest synthetic share, 16 %, 10 % grey clips and pattern_bg
+            0.25; counted with a TorchDispatchMode): each is a host-side launch of the training
+            loop, which the batch building bounds. Fails above MAX_BATCH_OPS (the batch took 935 before its synthetic
             clips were drawn all at once, about 445 after).
 Exit status 1 when anything fails.
 """
@@ -206,6 +209,26 @@ def check_grey(dev, g) -> list[str]:
     return fails
 
 
+def pattern_share(clips: torch.Tensor) -> float:
+    """clips (B, T, 3, P, P) -> the share of the centre frames' inner pixels in a neutral 1-px pattern."""
+    x = clips[:, clips.shape[1] // 2]
+    c = x[:, 0]
+    neutral = ((x[:, 0] == x[:, 1]) & (x[:, 1] == x[:, 2]))[:, 1:-1, 1:-1]
+    h = (c[:, :, :-2] != c[:, :, 1:-1]) & (c[:, :, 1:-1] != c[:, :, 2:]) & (c[:, :, :-2] == c[:, :, 2:])
+    v = (c[:, :-2] != c[:, 1:-1]) & (c[:, 1:-1] != c[:, 2:]) & (c[:, :-2] == c[:, 2:])
+    return (neutral & (h[:, 1:-1] | v[:, :, 1:-1])).float().mean().item()
+
+
+def check_pattern(dev) -> list[str]:
+    share = {bg: pattern_share(Batcher(None, None, None, dev, seed=17, pattern_bg=bg).synthetic_clips(128, 64))
+             for bg in (0.0, 1.0)}
+    ok = share[0.0] < 0.05 and share[1.0] > 0.5
+    print(f"pattern   neutral 1-px pattern pixels of synthetic clips: pattern_bg 0 {share[0.0]:.1%}, "
+          f"1 {share[1.0]:.1%}{'  ok' if ok else '  FAIL'}")
+    return [] if ok else [f"pattern: pattern pixel share {share[0.0]:.3f} at pattern_bg 0 (< 0.05), "
+                          f"{share[1.0]:.3f} at 1 (> 0.5)"]
+
+
 MAX_BATCH_OPS = 500
 
 
@@ -222,13 +245,14 @@ class OpCount(TorchDispatchMode):
 def check_ops(dev, g) -> list[str]:
     frames = (torch.rand(20, 256, 256, 3, device=dev, generator=g) * 255).to(torch.uint8)
     tiles = (torch.rand(4, TILE, TILE, 3, device=dev, generator=g) * 255).to(torch.uint8)
-    batcher = Batcher(tiles, frames, torch.arange(len(frames) - 6, device=dev), dev, seed=13)
+    batcher = Batcher(tiles, frames, torch.arange(len(frames) - 6, device=dev), dev, seed=13, pattern_bg=0.25)
     gen = torch.Generator(device=dev).manual_seed(14)
     count = OpCount()
     with torch.no_grad(), count:
         training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all", 0.1)
     ok = count.n <= MAX_BATCH_OPS
-    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey): {count.n}"
+    print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey, pattern_bg 0.25): "
+          f"{count.n}"
           f" (<= {MAX_BATCH_OPS})"
           f"{'  ok' if ok else ''}")
     return [] if ok else [f"ops: {count.n} tensor ops per batch > {MAX_BATCH_OPS}"]
@@ -241,7 +265,7 @@ def check(dev) -> tuple[list[str], list[str]]:
     f, notes = check_resample(dev, g)
     fails += f
     f, n2 = check_feed(dev, g)
-    return fails + f + check_grey(dev, g) + check_ops(dev, g), notes + n2
+    return fails + f + check_grey(dev, g) + check_pattern(dev) + check_ops(dev, g), notes + n2
 
 
 def main():

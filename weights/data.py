@@ -153,10 +153,11 @@ class Batcher:
     """Builds batches of clean clips (B, T, 3, P, P) in [0,1] on the data's device."""
 
     def __init__(self, photos: torch.Tensor | None, frames: torch.Tensor | None,
-                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T, pattern_p: float = 0.5):
-        """pattern_p: the probability of a synthetic clip's neutral 1-px pattern (synthetic_clips)."""
+                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T, pattern_bg: float = 0.0):
+        """pattern_bg: the probability that a synthetic clip's background is its neutral 1-px
+        pattern (synthetic_clips)."""
         self.photos, self.frames, self.starts = photos, frames, starts
-        self.device, self.T, self.pattern_p = device, T, pattern_p
+        self.device, self.T, self.pattern_bg = device, T, pattern_bg
         self.g = torch.Generator(device=device)
         self.g.manual_seed(seed)
 
@@ -208,9 +209,11 @@ class Batcher:
         colour (grey 30 %, else random; 20 % a saturated primary mix) with, half the time, a ramp
         of up to +-0.35 per axis and channel; 3 flat rectangles (each drawn with probability 0.6,
         colour as the background's with 40 % saturated); a rectangle of one of three 1-px grey
-        patterns (checkerboard, rows, columns; two random greys; probability pattern_p); 3 saturated
-        shapes (probability 0.7 each, 90 % saturated colours): a line 1-3 px thick, horizontal or
-        vertical, or the outline of a box with that thickness. All shapes are drawn at once, (B, 16)
+        patterns (checkerboard, rows, columns; two random greys; probability 0.5), and with
+        probability pattern_bg (no draw at 0) the same pattern in place of the background wherever
+        no rectangle covers it; 3 saturated shapes (probability 0.7 each, 90 % saturated colours):
+        a line 1-3 px thick, horizontal or vertical, or the outline of a box with that thickness.
+        All shapes are drawn at once, (B, 16)
         parameters and (B, 16, S, S) masks, so that a batch costs a fixed number of small tensor
         ops however many shapes it has (the training loop's host time per batch: 718 ops before,
         one loop step per shape)."""
@@ -252,17 +255,20 @@ class Batcher:
         ry = (yy >= Y0[..., None, None]) & (yy < (Y0 + Hs)[..., None, None])      # (B, 16, S, 1)
         rx = (xx >= X0[..., None, None]) & (xx < (X0 + Ws)[..., None, None])      # (B, 16, 1, S)
         masks = ry & rx                                                          # (B, 16, S, S)
-        # rectangles on (0.6), pattern on (pattern_p), horizontal, line or outline, lines on (0.7)
-        u = self._rand(B, 13)
+        u = self._rand(B, 13)   # rectangles on (0.6), pattern on (0.5), horizontal, line or outline, lines on (0.7)
 
         ramp = (self._rand(B, 3, 2) * 2 - 1) * 0.35 * (self._rand(B, 1, 1) < 0.5).float()
         img = c[:, 0, :, None, None] + ramp[..., 0, None, None] * (yy / S - 0.5) + ramp[..., 1, None, None] * (xx / S - 0.5)
-        img = cover(img, masks[:, :3] & (u[:, :3] < 0.6)[..., None, None], c[:, 1:4])
+        rects = masks[:, :3] & (u[:, :3] < 0.6)[..., None, None]
+        img = cover(img, rects, c[:, 1:4])
         # a rectangle of a neutral 1-px pattern: checkerboard, rows or columns of two greys
         pat = torch.stack([(yy + xx) % 2, (yy % 2).expand(S, S), (xx % 2).expand(S, S)])   # (3, S, S)
         g = self._rand(B, 2)
         patt = g[:, :1, None] + (g[:, 1:] - g[:, :1])[..., None] * pat[self._randint(3, (B,))]   # (B, S, S)
-        img = torch.where((masks[:, 3] & (u[:, 3] < self.pattern_p)[:, None, None])[:, None], patt[:, None], img)
+        on = masks[:, 3] & (u[:, 3] < 0.5)[:, None, None]
+        if self.pattern_bg > 0:
+            on = on | ((self._rand(B) < self.pattern_bg)[:, None, None] & ~rects.any(1))
+        img = torch.where(on[:, None], patt[:, None], img)
         # saturated thin lines (horizontal or vertical) and outlines
         line = torch.where((u[:, 4:7] < 0.5)[..., None, None], masks[:, 4:7], masks[:, 7:10])
         outline = masks[:, 10:13] & ~masks[:, 13:16]

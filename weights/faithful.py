@@ -23,6 +23,8 @@ AWGN actually added.
                 or Cr.                                                            target <= 0.5
   neutral_chroma  the same at (0, 15): mean per-pixel chroma max(R,G,B) - min(R,G,B) of the
                 output (the input has 0).                                         target <= 1.0
+  neutral_chroma_grid  its range over the 256 positions (y mod 16, x mod 16): how much of it
+                follows the windows (8x8 tokens of 2x2 px) (reported, no target).
   border_err    1- and 2-px lines of pure R, G, B, C, M, Y and a 1-px red frame edge on grey
                 128 at (0, 15): worst per-channel mean |change| on the line pixels. target <= 2.0
   border_err_s15  the same at (15, 15) (reported, no target).
@@ -185,7 +187,10 @@ def probe(model, device) -> dict:
             out, ref = run(checker(), real, smap)
             nc = max(nc, max(abs(v) for v in chroma_means(out - ref)))
             if real == 0:
-                r["neutral_chroma"] = round((out.amax(0) - out.amin(0)).mean().item(), 3)
+                ch = out.amax(0) - out.amin(0)
+                r["neutral_chroma"] = round(ch.mean().item(), 3)
+                ph = ch.view(H // 16, 16, W // 16, 16).mean(dim=(0, 2))
+                r["neutral_chroma_grid"] = round((ph.max() - ph.min()).item(), 3)
         r["neutral_cast"] = round(nc, 3)
         for real, key in ((0, "border_err"), (15, "border_err_s15")):
             out, ref = run(bimg, real, 15)
@@ -204,7 +209,7 @@ def probe(model, device) -> dict:
 
 def summary(r: dict) -> str:
     """One line: key figures with their targets."""
-    keys = list(TARGETS) + ["identity_changed_share", "border_err_s15", "grey_chroma"]
+    keys = list(TARGETS) + ["identity_changed_share", "border_err_s15", "neutral_chroma_grid", "grey_chroma"]
     return "  ".join(f"{k} {r[k]:g}" + ("" if k not in TARGETS else ("" if r["pass"][k] else "!"))
                      for k in keys if k in r)
 

@@ -478,7 +478,7 @@ def run(args, log, dev):
         ema = WeightEMA(model, state["ema_decay"], saved)
 
     batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T,
-                      pattern_p=recipe.get("pattern_p", 0.5))
+                      pattern_bg=recipe.get("pattern_bg", 0.0))
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
