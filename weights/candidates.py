@@ -47,9 +47,8 @@ Recipes (weights/train_step.py applies them):
       (data.Batcher pattern_bg 0.25) at a 12 % synthetic share (was 8 %). A 20-minute piece of
       v2g (deeper network) halved the output chroma of a grey natural clip at a map above its
       noise (0.98 -> 0.44) but left the 1-px checkerboard's at 1.22 (shipped 1.10), where it
-      follows the windows (faithful.py neutral_chroma_grid 2.2 to 2.5: its mean by position
-      modulo 16 px, with a period of 8 px, the window shift). Neutral 1-px
-      patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips' pixels, 0.17 %
+      partly follows the windows (faithful.py neutral_chroma_grid 1.0 to 1.16; expand_grid.py).
+      Neutral 1-px patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips' pixels, 0.17 %
       of all training pixels; v2h makes them 24 % and 2.9 %, about a fifth of them under a map
       above the noise, where the chroma and grid terms act on them.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
