@@ -48,9 +48,9 @@ Recipes (weights/train_step.py applies them):
       v2g (deeper network) halved the output chroma of a grey natural clip at a map above its
       noise (0.98 -> 0.44) but left the 1-px checkerboard's at 1.22 (shipped 1.10), where it
       partly follows the windows (faithful.py neutral_chroma_grid 1.0 to 1.16; expand_grid.py).
-      Neutral 1-px patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips' pixels, 0.17 %
-      of all training pixels; v2h makes them 24 % and 2.9 %, about a fifth of them under a map
-      above the noise, where the chroma and grid terms act on them.
+      Neutral 1-px patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips'
+      pixels, 0.17 % of all training pixels; v2h makes them 24 % and 2.9 %, about a fifth of
+      them under a map above the noise, where the chroma and grid terms act on them.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations
