@@ -51,8 +51,9 @@ def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_s
     clean = batcher.clean(B, P, video_share, synth_share)
     if grey_share > 0:
         grey = torch.rand(B, device=clean.device, generator=gen) < grey_share
-        w = torch.tensor(LUMA_BT709, device=clean.device, dtype=clean.dtype).view(1, 1, 3, 1, 1)
-        clean = torch.where(grey.view(B, 1, 1, 1, 1), (clean * w).sum(2, keepdim=True), clean)
+        kr, kg, kb = LUMA_BT709   # scalars: no host-to-device copy on the feed's side stream
+        y = clean[:, :, 0:1] * kr + clean[:, :, 1:2] * kg + clean[:, :, 2:3] * kb
+        clean = torch.where(grey.view(B, 1, 1, 1, 1), y, clean)
     if noise is None:
         noisy, smap = make_noisy(clean, gen)
         real = smap

@@ -24,6 +24,8 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
   graph-nchw     graph with the convolutions and head in NCHW (model v1's layout): what
                  channels-last gains
   graph-b256     graph at batch 256 (also compile-graph-overlap-b256)
+  compile-graph-overlap-v2h  compile-graph-overlap with recipe v2h's batches (grey clips, pattern
+                 backgrounds, 12 % synthetic) and loss terms
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
@@ -83,6 +85,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-overlap": ("compile", 128, "v2", {"feed": "overlap"}),
     "compile-graph-overlap": ("compile-graph", 128, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-b256": ("compile-graph", 256, "v2", {"feed": "overlap"}),
+    "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
 }
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
 RECOMMENDABLE = DEFAULT_FORMS + tuple(f"{v}-overlap" for v in DEFAULT_FORMS)

@@ -40,17 +40,18 @@ Recipes (weights/train_step.py applies them):
       colour: v2c's per-pixel L1 on every clip fixed the probe's grid8 (1.33 -> 0.86) but made
       neutral_chroma worse (1.16 -> 1.50).
   v2g v2f with the chroma term at 1.0: at 0.5 an 8-minute fine-tune left the probe's
-      neutral_chroma at 1.27 (shipped 1.16, target 1.0) while its grid term fixed grid8.
+      neutral_chroma at 1.27 (shipped 1.16, target 1.0; GPU bf16) while its grid term fixed
+      grid8.
   v2h v2g with neutral detail where the network is taught to keep it neutral: 10 % grey clips
       (batch_feed.training_batch grey_share: R' = G' = B' = Y' before the noise) and, in a
       quarter of the synthetic clips, their neutral 1-px pattern in place of the background
       (data.Batcher pattern_bg 0.25) at a 12 % synthetic share (was 8 %). A 20-minute piece of
-      v2g (deeper network) halved the output chroma of a grey natural clip at a map above its
-      noise (0.98 -> 0.44) but left the 1-px checkerboard's at 1.22 (shipped 1.10), where it
-      partly follows the windows (faithful.py neutral_chroma_grid 1.0 to 1.16; expand_grid.py).
-      Neutral 1-px patterns (checkerboard, rows, columns) were 2.1 % of the synthetic clips'
-      pixels, 0.17 % of all training pixels; v2h makes them 24 % and 2.9 %, about a fifth of
-      them under a map above the noise, where the chroma and grid terms act on them.
+      v2g (with a deeper network) halved the output chroma of a grey natural clip at a map
+      above its noise (0.98 -> 0.44) but raised the 1-px checkerboard's from 1.10 to 1.22
+      (faithful.py, fp32 on the CPU), part of which follows the windows (expand_grid.py).
+      Neutral 1-px patterns (checkerboard, rows, columns) were about 2.8 % of the synthetic
+      clips' pixels, 0.22 % of all training pixels; v2h makes them 24 % and 2.9 %, about a
+      fifth of them under a map above the noise, where the chroma and grid terms act on them.
   v1  model v1's recipe: data.make_noisy AWGN, no synthetic clips, L1.
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
-from noise_models import LUMA_BT709, NoiseRecipe  # noqa: E402
+from noise_models import NoiseRecipe  # noqa: E402
 
 
 def flip_transpose_steps(c, fx, fy, tr, ft):
@@ -191,7 +191,7 @@ def check_grey(dev, g) -> list[str]:
     _, _, plain, _ = batch(0.0)
     noisy, _, target, _ = batch(0.5)
     grey = (target[:, 0] == target[:, 1]).all(-1).all(-1) & (target[:, 1] == target[:, 2]).all(-1).all(-1)
-    luma = (plain * torch.tensor(LUMA_BT709, device=dev).view(1, 3, 1, 1)).sum(1)
+    luma = 0.2126 * plain[:, 0] + 0.7152 * plain[:, 1] + 0.0722 * plain[:, 2]   # ITU-R BT.709-6 item 3.2
     n = int(grey.sum())
     fails = []
     if not 16 <= n <= 48:

@@ -86,7 +86,9 @@ def main():
         if val is not None:
             v = validate(model, val)
             v.update(validate_davis(model, val_davis))
-            line += f"  val {v['val_psnr_mean']:.2f} val_davis {v['val_davis_mean']:.2f}"
+            line += f"  val {v['val_psnr_mean']:.2f}"
+            if "val_davis_mean" in v:
+                line += f" val_davis {v['val_davis_mean']:.2f}"
         print(line, flush=True)
 
 

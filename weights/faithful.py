@@ -24,8 +24,8 @@ AWGN actually added.
   neutral_chroma  the same at (0, 15): mean per-pixel chroma max(R,G,B) - min(R,G,B) of the
                 output (the input has 0).                                         target <= 1.0
   neutral_chroma_grid  the range of its 2x2 px (token) means over the 64 token positions
-                modulo the 8x8-token window (16 px): how much of it follows the windows rather
-                than the pattern (reported, no target).
+                modulo the 8x8-token window (16 px), 16 px from the frame's edges: how much of
+                it follows the windows rather than the pattern (reported, no target).
   border_err    1- and 2-px lines of pure R, G, B, C, M, Y and a 1-px red frame edge on grey
                 128 at (0, 15): worst per-channel mean |change| on the line pixels. target <= 2.0
   border_err_s15  the same at (15, 15) (reported, no target).
@@ -190,7 +190,7 @@ def probe(model, device) -> dict:
             if real == 0:
                 ch = out.amax(0) - out.amin(0)
                 r["neutral_chroma"] = round(ch.mean().item(), 3)
-                ph = ch.view(H // 16, 8, 2, W // 16, 8, 2).mean(dim=(0, 2, 3, 5))
+                ph = ch[16:-16, 16:-16].reshape(H // 16 - 2, 8, 2, W // 16 - 2, 8, 2).mean(dim=(0, 2, 3, 5))
                 r["neutral_chroma_grid"] = round((ph.max() - ph.min()).item(), 3)
         r["neutral_cast"] = round(nc, 3)
         for real, key in ((0, "border_err"), (15, "border_err_s15")):
