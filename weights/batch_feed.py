@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from data import make_noisy
-from noise_models import LUMA_BT709
+from noise_models import luma_bt709
 
 FEEDS = ("overlap", "sync")
 
@@ -51,9 +51,7 @@ def training_batch(batcher, gen: torch.Generator, noise, B: int, P: int, video_s
     clean = batcher.clean(B, P, video_share, synth_share)
     if grey_share > 0:
         grey = torch.rand(B, device=clean.device, generator=gen) < grey_share
-        kr, kg, kb = LUMA_BT709   # scalars: no host-to-device copy on the feed's side stream
-        y = clean[:, :, 0:1] * kr + clean[:, :, 1:2] * kg + clean[:, :, 2:3] * kb
-        clean = torch.where(grey.view(B, 1, 1, 1, 1), y, clean)
+        clean = torch.where(grey.view(B, 1, 1, 1, 1), luma_bt709(clean, 2), clean)
     if noise is None:
         noisy, smap = make_noisy(clean, gen)
         real = smap

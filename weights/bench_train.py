@@ -149,13 +149,13 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     model = Denoiser(Config()).to(dev)
     eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
-    batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe.get("pattern_bg", 0.0))
+    batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe["pattern_bg"])
     gen = torch.Generator(device=dev).manual_seed(2)
     noise = NoiseRecipe() if recipe["noise"] == "v2" else None
 
     def make():
         return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"], recipe["pixel_loss"],
-                              recipe.get("grey_share", 0.0))
+                              recipe["grey_share"])
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
 

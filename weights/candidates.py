@@ -68,18 +68,22 @@ CANDIDATES = {
     "frame32-r3": (Config(fusion="frame", frame_channels=32, fusion_radius=3), "v2"),
 }
 
-RECIPES = {
-    "v2": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "all"},
-    "v2b": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "honest"},
-    "v2c": {"noise": "v2", "synth_share": 0.16, "lowpass_weight": 1.0, "pixel_loss": "all"},
-    "v2f": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 0.5,
+# what a recipe leaves out: model v2's noise, no synthetic clips, no extra loss terms, the
+# per-pixel L1 on every clip, no grey clips or pattern backgrounds
+RECIPE_DEFAULTS = {"noise": "v2", "synth_share": 0.0, "lowpass_weight": 0.0, "grid_weight": 0.0,
+                   "chroma_weight": 0.0, "pixel_loss": "all", "grey_share": 0.0, "pattern_bg": 0.0}
+RECIPES = {name: {**RECIPE_DEFAULTS, **r} for name, r in {
+    "v2": {"synth_share": 0.08, "lowpass_weight": 0.5},
+    "v2b": {"synth_share": 0.08, "lowpass_weight": 0.5, "pixel_loss": "honest"},
+    "v2c": {"synth_share": 0.16, "lowpass_weight": 1.0},
+    "v2f": {"synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 0.5,
             "pixel_loss": "honest"},
-    "v2g": {"noise": "v2", "synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
+    "v2g": {"synth_share": 0.08, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
             "pixel_loss": "honest"},
-    "v2h": {"noise": "v2", "synth_share": 0.12, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
+    "v2h": {"synth_share": 0.12, "lowpass_weight": 0.5, "grid_weight": 1.0, "chroma_weight": 1.0,
             "pixel_loss": "honest", "grey_share": 0.1, "pattern_bg": 0.25},
-    "v1": {"noise": "v1", "synth_share": 0.0, "lowpass_weight": 0.0, "pixel_loss": "all"},
-}
+    "v1": {"noise": "v1"},
+}.items()}
 
 MAX_GFLOP_RATIO = 2.0   # inference cost per 1080p frame against model v1's
 

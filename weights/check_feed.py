@@ -30,8 +30,8 @@ Six checks, on fresh random inputs (never zeros), each printing what differs:
   ops       the tensor ops one training batch of model v2's recipe dispatches (128 clips of
             128x128 at the recipes' largest synthetic share, 16 %, 10 % grey clips and pattern_bg
             0.25; counted with a TorchDispatchMode): each is a host-side launch of the training
-            loop, which the batch building bounds. Fails above MAX_BATCH_OPS (the batch took 935 before its synthetic
-            clips were drawn all at once, about 445 after).
+            loop, which the batch building bounds. Fails above MAX_BATCH_OPS (the batch took 935
+            before its synthetic clips were drawn all at once, about 445 after).
 Exit status 1 when anything fails.
 """
 from __future__ import annotations
@@ -252,9 +252,7 @@ def check_ops(dev, g) -> list[str]:
         training_batch(batcher, gen, NoiseRecipe(), 128, 128, 0.5, 0.16, "all", 0.1)
     ok = count.n <= MAX_BATCH_OPS
     print(f"ops       tensor ops per training batch (128 clips, 16 % synthetic, 10 % grey, pattern_bg 0.25): "
-          f"{count.n}"
-          f" (<= {MAX_BATCH_OPS})"
-          f"{'  ok' if ok else ''}")
+          f"{count.n} (<= {MAX_BATCH_OPS}){'  ok' if ok else ''}")
     return [] if ok else [f"ops: {count.n} tensor ops per batch > {MAX_BATCH_OPS}"]
 
 

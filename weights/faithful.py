@@ -46,7 +46,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import reflect_index  # noqa: E402
-from noise_models import LUMA_BT709  # noqa: E402
+from noise_models import luma_bt709  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NATURAL = os.path.join(ROOT, "samples", "car-roundabout_320x192_8bit.mkv")
@@ -197,7 +197,7 @@ def probe(model, device) -> dict:
             out, ref = run(bimg, real, 15)
             r[key] = round((out - ref).abs()[:, bmask].mean(dim=1).max().item(), 3)
         if nat is not None:
-            grey = (nat * torch.tensor(LUMA_BT709).view(1, 3, 1, 1)).sum(1, keepdim=True).expand_as(nat)
+            grey = luma_bt709(nat, 1).expand_as(nat)
             out, _ = run(grey, 0, 15)
             r["grey_chroma"] = round((out.amax(0) - out.amin(0)).mean().item(), 3)
     finally:

@@ -28,13 +28,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# R', G', B' weights of the luma Y' (ITU-R BT.709-6 item 3.2: Kr 0.2126, Kb 0.0722)
-LUMA_BT709 = (0.2126, 0.7152, 0.0722)
 BT709_K = (1.5748 ** 2 + 0.1873 ** 2 + 0.4681 ** 2 + 1.8556 ** 2) / 3
 
 
 def _col(x: torch.Tensor) -> torch.Tensor:
     return x.view(-1, 1, 1, 1, 1)
+
+
+def luma_bt709(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """R'G'B' along dim -> Y' = 0.2126 R' + 0.7152 G' + 0.0722 B' (ITU-R BT.709-6 item 3.2), size 1
+    along dim. Scalar weights: no host-to-device copy (safe on the batch feed's side stream)."""
+    r, g, b = x.unbind(dim)
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b).unsqueeze(dim)
 
 
 def quantise8(x: torch.Tensor) -> torch.Tensor:

@@ -478,12 +478,12 @@ def run(args, log, dev):
         ema = WeightEMA(model, state["ema_decay"], saved)
 
     batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T,
-                      pattern_bg=recipe.get("pattern_bg", 0.0))
+                      pattern_bg=recipe["pattern_bg"])
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
                                             recipe["synth_share"], recipe["pixel_loss"],
-                                            recipe.get("grey_share", 0.0)),
+                                            recipe["grey_share"]),
                      dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
 
     last_val = {"step": None}

@@ -73,7 +73,7 @@ class LossWeights:
     @classmethod
     def of(cls, recipe: dict) -> "LossWeights":
         """From a recipe of candidates.RECIPES (keys lowpass_weight, grid_weight, chroma_weight)."""
-        return cls(recipe.get("lowpass_weight", 0.0), recipe.get("grid_weight", 0.0), recipe.get("chroma_weight", 0.0))
+        return cls(recipe["lowpass_weight"], recipe["grid_weight"], recipe["chroma_weight"])
 
 
 GRID = 16   # period of the grid term, px: the window (8) on the space-to-depth grid (2)
