@@ -4,7 +4,7 @@
 #   make check        all, then tests/run_tests.sh
 #   make demo         all, then tools/demo.sh
 #   make check-gpu | bench | eval      tools/check_gpu.sh | bench.sh | eval.sh
-#   make check-faithful  all, then tests/pending/cli_faithful.sh alone (not yet in make check)
+#   make check-faithful  all, then tests/cli_faithful.sh alone (also part of make check)
 #   make install PREFIX=DIR
 #   make clean        engine/tests/tools objects (keeps FFmpeg's build)
 #   make distclean    everything under build/ and config.mk
@@ -363,7 +363,7 @@ check: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tests/run_tests.sh
 
 check-faithful: all
-	$(RUN_ENV) sh $(TOP)/tests/pending/cli_faithful.sh
+	$(RUN_ENV) sh $(TOP)/tests/cli_faithful.sh
 
 demo: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tools/demo.sh

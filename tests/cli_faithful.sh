@@ -1,16 +1,13 @@
 #!/bin/sh
-# tests/pending/cli_faithful.sh: does the filter keep what it should not change? (through the CLI,
-# the CPU backend and the shipped weights; `make check-faithful`)
-#
-# Not yet in `make check` (tests/run_tests.sh runs tests/*.sh only): model v2 passes 14 of its 16
-# checks (the 8 px grid 1.055 and the neutral chroma 1.094 miss their 1.0). Move it to tests/
-# when the shipped weights pass.
+# tests/cli_faithful.sh: does the filter keep what it should not change? (through the CLI, the CPU
+# backend and the shipped weights; alone: `make check-faithful`)
 #
 # The targets are the model's faithfulness targets (docs/model.md "Faithfulness"); a case that
 # misses its target fails, whatever the weights.
 #
-# Cases (8 frames each; "sigma" is the filter option, "noise" the AWGN added by tools/noise,
-# seed 0, rounded and clipped to 8 bit; all numbers in 8-bit code values; planar RGB is gbrp):
+# Cases (8 frames each, the ramp 32; "sigma" is the filter option, "noise" the AWGN added by
+# tools/noise, seed 0, rounded and clipped to 8 bit; all numbers in 8-bit code values; planar RGB
+# is gbrp):
 #   identity   samples/car-roundabout_320x192_8bit.mkv (yuv420p), sigma 0: every sample of the
 #              output against the input: max |change| <= 1 (the filter dithers a change below one
 #              code value) and mean |change| <= 0.25
@@ -19,6 +16,10 @@
 #   flat_2x    flat 0x336699 gbrp, noise 15, sigma 30: |mean change| of R, G, B <= 0.5
 #   grey_2x    flat grey 128 gbrp, noise 25, sigma 50: |mean change| <= 0.5, and the range of the
 #              mean change of G over the 64 positions (x mod 8, y mod 8) <= 1.0 (no 8 px grid)
+#   ramp_15, ramp_30  weights/faithful.py's slow colour ramp (each channel a plane in x and y,
+#              e.g. R' 60 -> 124 across the frame) gbrp, noise 15, sigma 15 and 30: per 16x16 block and
+#              channel the mean change over all 32 frames, worst |.| <= 1.0 (one frame's block
+#              means carry about 0.5 of residual noise, the 32 frames' mean about 0.15)
 #   neutral    1-px checkerboard of greys 96/160 gbrp, no noise, sigma 15: mean per-pixel chroma
 #              max(R,G,B) - min(R,G,B) of the output <= 1.0 (the input has 0)
 #   borders    grey 128 gbrp with 1- and 2-px lines of pure R, G, B, C, M, Y and a 1-px red frame
@@ -34,7 +35,7 @@ need_noise
 [ -f "$WEIGHTS" ] || { skip "no trained weights ($WEIGHTS)"; finish; }
 echo "$TEST_NAME: weights $WEIGHTS"
 make_tmp
-W=128 H=64 N=8
+W=128 H=64 N=8 RAMP_N=32
 MODEL=$(filter_model "$WEIGHTS")
 export LC_ALL=C
 
@@ -47,9 +48,16 @@ gen() {
             for (y = 0; y < H; y++) for (x = 0; x < W; x++) {
                 if (a[1] == "flat") v = a[c + 1]
                 else if (a[1] == "checker") v = ((x + y) % 2) ? a[3] : a[2]
+                else if (a[1] == "ramp") v = ramp(c, x, y)
                 else { v = 128; l = line(x, y); if (l) v = substr(l, c, 1) == "1" ? 255 : 0 }
                 printf "%c", v
             } } }
+    # ramp: weights/faithful.py ramp(), channel c (1 R, 2 G, 3 B), rounded to 8 bit
+    function ramp(c, x, y,   v) {
+        split("60 110 170", base, " "); split("1 -0.5 0.3", dx, " "); split("-0.4 1 0.6", dy, " ")
+        v = base[c] + 255 * (0.25 * x / (W - 1) * dx[c] + 0.15 * y / (H - 1) * dy[c])
+        v = int(v + 0.5); return v < 0 ? 0 : v > 255 ? 255 : v
+    }
     # borders: "RGB" flags of the line colour at (x, y), "" when not on a line
     function line(x, y,   i, cols, w) {
         if (x == 0 || y == 0 || x == W - 1 || y == H - 1) return "100"
@@ -133,6 +141,18 @@ g=$(pairs "$TMP/grey_2x_out.raw" "$TMP/grey_2x_clean.raw" | awk -v W=$W -v P=$((
         if (int(i / P) % 3 != 0) next; j = i % P; k = (int(j / W) % 8) * 8 + (j % W) % 8; s[k] += $1 - $2; n[k]++ }
     END { lo = 1e9; hi = -1e9; for (k in s) { m = s[k] / n[k]; if (m < lo) lo = m; if (m > hi) hi = m }; printf "%.3f", hi - lo }')
 check grey_2x "$g" "<=" 1.0 "8x8 phase range of the mean change of G"
+
+# ramp: the mean over the frames of each 16x16 block's change, per channel; the clip is longer
+# (RAMP_N frames) so that the mean is the filter's bias and not its residual noise
+N8=$N N=$RAMP_N
+for sigma in 15 30; do
+    noisy_case ramp_$sigma ramp 15 $sigma || die "ramp_$sigma run failed"
+    r=$(pairs "$TMP/ramp_${sigma}_out.raw" "$TMP/ramp_${sigma}_clean.raw" | awk -v W=$W -v P=$((W * H)) '{ i = NR - 1
+            p = int(i / P) % 3; j = i % P; k = p * 1000 + int(j / W / 16) * 100 + int((j % W) / 16); s[k] += $1 - $2; n[k]++ }
+        END { for (k in s) { m = s[k] / n[k]; if (m < 0) m = -m; if (m > w) w = m }; printf "%.3f", w }')
+    check ramp_$sigma "$r" "<=" 1.0 "worst |mean change| of a 16x16 block and channel"
+done
+N=$N8
 
 noisy_case neutral checker:96:160 0 15 || die "neutral run failed"
 c=$(od -An -v -tu1 -w1 "$TMP/neutral_out.raw" | tr -d ' ' | awk -v P=$((W * H)) '{ i = NR - 1; f = int(i / (3 * P))
