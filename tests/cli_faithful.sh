@@ -16,19 +16,18 @@
 #   flat_2x    flat 0x336699 gbrp, noise 15, sigma 30: |mean change| of R, G, B <= 0.5
 #   grey_2x    flat grey 128 gbrp, noise 25, sigma 50: |mean change| <= 0.5, and the range of the
 #              mean change of G over the 64 positions (x mod 8, y mod 8) <= 1.0 (no 8 px grid)
-#   ramp_15, ramp_30  weights/faithful.py's slow colour ramp (each channel a plane in x and y,
-#              e.g. R' 60 -> 124 across the frame) gbrp, noise 15, sigma 15 and 30: per 16x16 block and
-#              channel the mean change over all 32 frames, worst |.| <= 1.0 (one frame's block
-#              means carry about 0.5 of residual noise, the 32 frames' mean about 0.15)
+#   ramp_15, ramp_30  weights/faithful.py's slow colour ramp (each channel a plane in x and
+#              y, e.g. R' 60 -> 124 across the frame) gbrp, noise 15, sigma 15 and 30: per 16x16
+#              block and channel the mean change over all 32 frames, worst |.| <= 1.0 (one
+#              frame's block means carry about 0.5 of residual noise, the 32 frames' mean about
+#              0.15)
 #   neutral    1-px checkerboard of greys 96/160 gbrp, no noise, sigma 15: mean per-pixel chroma
 #              max(R,G,B) - min(R,G,B) of the output <= 1.0 (the input has 0)
 #   borders    grey 128 gbrp with 1- and 2-px lines of pure R, G, B, C, M, Y and a 1-px red frame
 #              edge, no noise, sigma 15: mean |change| on the line pixels <= 2.0 for each channel
 # Environment: as tests/lib.sh (DENOISE_WEIGHTS: the weights under test).
 set -u
-: "${DENOISE_SOURCE_DIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
-export DENOISE_SOURCE_DIR
-. "$DENOISE_SOURCE_DIR/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 need_build
 need_noise
