@@ -39,10 +39,11 @@ MODEL=$(filter_model "$WEIGHTS")
 export LC_ALL=C
 
 # gen KIND OUT.raw: N frames of gbrp (planes G, B, R) W x H
-#   flat:R:G:B  checker:A:B  borders
+#   flat:R:G:B  checker:A:B  ramp  borders
 gen() {
     awk -v kind="$1" -v W=$W -v H=$H -v N=$N 'BEGIN {
         split(kind, a, ":")
+        split("60 110 170", base, " "); split("1 -0.5 0.3", dx, " "); split("-0.4 1 0.6", dy, " ")
         for (f = 0; f < N; f++) for (p = 0; p < 3; p++) { c = (p == 0) ? 2 : (p == 1) ? 3 : 1
             for (y = 0; y < H; y++) for (x = 0; x < W; x++) {
                 if (a[1] == "flat") v = a[c + 1]
@@ -51,9 +52,9 @@ gen() {
                 else { v = 128; l = line(x, y); if (l) v = substr(l, c, 1) == "1" ? 255 : 0 }
                 printf "%c", v
             } } }
-    # ramp: weights/faithful.py ramp(), channel c (1 R, 2 G, 3 B), rounded to 8 bit
+    # ramp: weights/faithful.py ramp() (base, dx, dy: its colour and gradients), channel c (1 R,
+    # 2 G, 3 B), rounded to 8 bit
     function ramp(c, x, y,   v) {
-        split("60 110 170", base, " "); split("1 -0.5 0.3", dx, " "); split("-0.4 1 0.6", dy, " ")
         v = base[c] + 255 * (0.25 * x / (W - 1) * dx[c] + 0.15 * y / (H - 1) * dy[c])
         v = int(v + 0.5); return v < 0 ? 0 : v > 255 ? 255 : v
     }

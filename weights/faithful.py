@@ -7,9 +7,8 @@ Default weights: weights/denoise-v2.safetensors. The network (weights/model.py, 
 sees static 2R+1-frame clips (64x128) with independent noise per frame, clipped and quantised to 8
 bit as real files are (seed 0; 8 draws where said below), and one real clip
 (samples/car-roundabout_320x192_8bit.mkv, 8 frames, the output at frame 3 with mirrored
-neighbours). Values are 8-bit code values of the
-centre output frame against the clean frame; "map" is the sigma the network is given, "real" the
-AWGN actually added.
+neighbours). Values are 8-bit code values of the centre output frame against the clean frame;
+"map" is the sigma the network is given, "real" the AWGN actually added.
 
   identity      map 0, real 0 (natural clip, flat 0x336699, checkerboard, borders): max |change|
                 and the share of samples that change by more than 0.5.           target max <= 0.5
