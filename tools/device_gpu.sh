@@ -39,7 +39,9 @@ if [ "${1:-}" = --pack ]; then
     cp -a build/bin build/lib .device/stage/build/ && cp -a build/tests/gpu_check build/tests/fused_check .device/stage/build/tests/
     rm -f .device/stage/build/lib/*.a .device/stage/build/bin/denoise-cpu-bench
     find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
-    tar cJf .device/build.tar.xz -C .device/stage build && rm -rf .device/stage
+    # the CUDA engine is linked into four of these files (libavfilter, the bench, gpu_check, fused_check):
+    # a dictionary larger than the whole tree lets xz store it once (15.6 MB at xz's default, 6.2 MB so)
+    tar cf - -C .device/stage build | xz -T0 --lzma2=preset=6,dict=192MiB > .device/build.tar.xz && rm -rf .device/stage
     libs=
     for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$(cd "$d" && pwd)/device-libs.sh; break; }; done
     [ -n "$libs" ] || { echo "device_gpu: device-libs.sh not found (../shared/tools)" >&2; exit 1; }

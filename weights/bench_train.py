@@ -23,7 +23,7 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
                  bench, before the mask was made contiguous): what the fused kernel gains
   graph-nchw     graph with the convolutions and head in NCHW (model v1's layout): what
                  channels-last gains
-  graph-b256     graph at batch 256 (also compile-graph-overlap-b256)
+  graph-b256     graph at batch 256 (also compile-graph-overlap-b256, compile-overlap-b256)
   compile-graph-overlap-v2h  compile-graph-overlap with recipe v2h's batches (grey clips, pattern
                  backgrounds, 12 % synthetic) and loss terms
   compile        sdpa + torch.compile'd Swin blocks, batch 128
@@ -42,7 +42,14 @@ in a default form (sdpa, graph, compile, compile-graph, each also with -overlap)
 took at most 85 s, so that data loading plus set-up stays under 90 s per training run; an
 overlap variant only when the feed check passed. A compile variant after another one finds
 Inductor's compiled code in its on-disk cache: put the one whose cold set-up matters first.
-Variants that would start after --budget seconds are skipped (and say so). First,
+--compile-cache DIR hot-loads DIR's bench compile cache before the first variant and saves what
+the run compiled at the end (weights/compile_cache.py): set-up then shows a warm compile on a
+fresh machine. Variants that would start after --budget seconds are skipped (and say so).
+--profile N adds, per variant, N more steps under torch.profiler (CUPTI: kernels inside a CUDA
+graph's replay included): the GPU time per kernel class (attention, GEMM, convolution,
+Triton-generated, optimiser, other) and the kernels with the most GPU time, beside the steps'
+wall time (busy = kernel time / wall time: above 1 the two streams overlapped, below it the GPU
+idled), and the same for N batches built alone. First,
 weights/check_attention.py (the training kernels vs the v1 code, fp32 and bf16, and which SDPA
 backend ran) and weights/check_feed.py (batches built ahead on the side stream are bit-identical
 to synchronous ones, also with both streams held busy; the gather-based augmentation and tile
@@ -62,6 +69,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
+import compile_cache  # noqa: E402
 from check_attention import describe_backends  # noqa: E402
 from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher  # noqa: E402
@@ -85,6 +93,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-overlap": ("compile", 128, "v2", {"feed": "overlap"}),
     "compile-graph-overlap": ("compile-graph", 128, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-b256": ("compile-graph", 256, "v2", {"feed": "overlap"}),
+    "compile-overlap-b256": ("compile", 256, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
 }
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
@@ -131,18 +140,61 @@ def sync(dev):
         torch.cuda.synchronize()
 
 
-def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_div=1, compile_backend="inductor"):
+KERNEL_CLASSES = (  # (class, substrings of the kernel name, lower case), first match wins
+    ("attention", ("fmha", "attention", "flash", "mem_eff")),
+    ("optimiser", ("adam", "multi_tensor", "foreach")),
+    ("triton", ("triton",)),
+    ("convolution", ("conv", "cudnn", "implicit", "wgrad", "dgrad", "fprop")),
+    ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "splitk")),
+    ("copy/elementwise", ("elementwise", "vectorized", "copy", "fill", "cat", "index", "gather", "reduce")),
+)
+
+
+def kernel_class(name: str) -> str:
+    n = name.lower()
+    return next((c for c, keys in KERNEL_CLASSES if any(k in n for k in keys)), "other")
+
+
+def profile_steps(one, steps: int, dev) -> dict:
+    """GPU time per kernel class and the top kernels over `steps` steps of one() under the
+    profiler; times in ms per step."""
+    from torch.profiler import ProfilerActivity, profile
+    sync(dev)
+    t = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            one(1e-4)
+        sync(dev)
+    wall = (time.perf_counter() - t) * 1000 / steps
+    per = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time_total > 0:
+            per[ev.name] = per.get(ev.name, 0.0) + ev.device_time_total / 1000 / steps
+    classes = {}
+    for k, ms in per.items():
+        c = kernel_class(k)
+        classes[c] = classes.get(c, 0.0) + ms
+    busy = sum(per.values())
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:25]
+    return {"steps": steps, "wall_ms_per_step": round(wall, 3), "kernel_ms_per_step": round(busy, 3),
+            "busy": round(busy / wall, 3) if wall else None,
+            "classes_ms": {c: round(v, 3) for c, v in sorted(classes.items(), key=lambda kv: -kv[1])},
+            "top_kernels_ms": [[k[:160], round(v, 3)] for k, v in top]}
+
+
+def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_div=1, compile_backend="inductor",
+                  profile=0):
     engine, B, recipe_name, opts = VARIANTS[name]
     with contextlib.ExitStack() as stack:
         if opts.get("sdpa_math"):
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         return _bench_variant(name, engine, max(2, B // batch_div), recipe_name, opts, frames, starts, tiles,
-                              dev, seconds, patch, log, compile_backend)
+                              dev, seconds, patch, log, compile_backend, profile)
 
 
 def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, dev, seconds, patch, log,
-                   compile_backend):
+                   compile_backend, profile=0):
     recipe = candidates.RECIPES[recipe_name]
     t0 = time.time()
     torch.manual_seed(0)
@@ -151,7 +203,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
     batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe["pattern_bg"])
     gen = torch.Generator(device=dev).manual_seed(2)
-    noise = NoiseRecipe() if recipe["noise"] == "v2" else None
+    noise = NoiseRecipe(compile=dev.type == "cuda") if recipe["noise"] == "v2" else None
 
     def make():
         return training_batch(batcher, gen, noise, B, patch, 0.5, recipe["synth_share"], recipe["pixel_loss"],
@@ -210,6 +262,10 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
         b.record()
         dms.append((a, b))
     sync(dev)
+    prof = profile_steps(one, profile, dev) if profile else None
+    if prof:
+        with torch.no_grad():
+            prof["batch_alone"] = profile_steps(lambda lr: make(), profile, dev)
     backends = eng.attention_backends(*batch())
     r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
          "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(),
@@ -221,7 +277,10 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
          "host_step_ms_median": round(statistics.median(host_s), 3),
          "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1), "peak_alloc_gib": peak,
          "mean_loss": round(acc.item() / (len(ev) + len(host_s)), 4), "sdpa_backends": backends,
-         "attention": describe_backends(backends), "fallbacks": eng.fallbacks}
+         "attention": describe_backends(backends), "fallbacks": eng.fallbacks,
+         "noise_compile_error": noise.compile_error if noise else None}
+    if prof:
+        r["profile"] = prof
     return r
 
 
@@ -237,6 +296,10 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--batch-div", type=int, default=1, help="divide every batch (CPU smoke tests)")
     ap.add_argument("--compile-backend", default="inductor")
+    ap.add_argument("--compile-cache", metavar="DIR",
+                    help="hot-load DIR's bench compile cache first and save it at the end (weights/compile_cache.py)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile N more steps of each variant (GPU time per kernel class, top kernels)")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -264,6 +327,7 @@ def main():
         out["feed_check"] = {"pass": not fails, "failures": fails, "notes": notes, "seconds": round(time.time() - t0, 1)}
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+    out["compile_cache_load"] = compile_cache.load(a.compile_cache, "bench") if a.compile_cache else None
     frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
     names = [n.strip() for n in a.variants.split(",") if n.strip()]
     for n in names:
@@ -276,7 +340,8 @@ def main():
             print(f"skip {n}: {el:.0f} s elapsed > budget {a.budget:.0f} s", flush=True)
             continue
         try:
-            r = bench_variant(n, frames, starts, tiles, dev, a.seconds, a.patch, log, a.batch_div, a.compile_backend)
+            r = bench_variant(n, frames, starts, tiles, dev, a.seconds, a.patch, log, a.batch_div, a.compile_backend,
+                              a.profile)
         except Exception as e:  # noqa: BLE001 (report, go on with the next variant)
             r = {"variant": n, "error": f"{type(e).__name__}: {str(e)[:500]}"}
         if dev.type == "cuda":   # the variant's model, optimiser and graph pool are gone: free them
@@ -293,6 +358,7 @@ def main():
     out["recommended"] = best["engine"] if best else None
     out["recommended_feed"] = best["feed"] if best else None
     out["fallback_events"] = events
+    out["compile_cache_save"] = compile_cache.save(a.compile_cache, "bench") if a.compile_cache else None
     out["total_seconds"] = round(time.time() - t_start, 1)
     if a.json:
         with open(a.json, "w") as f:
@@ -319,8 +385,27 @@ def main():
     for v in DEFAULT_FORMS:
         if v in by and f"{v}-overlap" in by:
             print(f"{v}-overlap / {v}: {by[v + '-overlap']['clips_per_s'] / by[v]['clips_per_s']:.3f}x")
+    for r in ok:
+        p = r.get("profile")
+        if not p:
+            continue
+        print(f"profile {r['variant']}: {p['wall_ms_per_step']:.2f} ms wall per step, kernels "
+              f"{p['kernel_ms_per_step']:.2f} ms (busy {p['busy']:.2f}); "
+              + ", ".join(f"{c} {ms:.2f}" for c, ms in p["classes_ms"].items()))
+        for k, ms in p["top_kernels_ms"][:15]:
+            print(f"  {ms:8.3f} ms  [{kernel_class(k)}] {k[:110]}")
+        d = p["batch_alone"]
+        print(f"  the batch alone (no step): kernels {d['kernel_ms_per_step']:.2f} ms per batch; "
+              + ", ".join(f"{c} {ms:.2f}" for c, ms in d["classes_ms"].items()))
+        for k, ms in d["top_kernels_ms"][:8]:
+            print(f"  {ms:8.3f} ms  [{kernel_class(k)}] {k[:110]}")
     for s in out["skipped"]:
         print("skipped:", s)
+    for k in ("compile_cache_load", "compile_cache_save"):
+        c = out[k]
+        if c:
+            print(f"compile cache {c['action']}: {c['result']}" + (f", {c['bytes'] / 2**20:.1f} MiB" if "bytes" in c else "")
+                  + (f" in {c['seconds']} s" if "seconds" in c else "") + (f" ({c['error']})" if "error" in c else ""))
     print(f"recommended: engine {out['recommended']}, feed {out['recommended_feed']}  (total {out['total_seconds']} s)")
 
 

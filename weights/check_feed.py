@@ -4,7 +4,7 @@ and with the gather-based augmentation and tile resampling of weights/data.py.
 
   python3 weights/check_feed.py [--device cpu|cuda]
 
-Six checks, on fresh random inputs (never zeros), each printing what differs:
+Seven checks, on fresh random inputs (never zeros), each printing what differs:
   augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
             transposition, time reversal, one after another), all 16 mask combinations: must be
             bit-identical (both only move samples).
@@ -27,6 +27,10 @@ Six checks, on fresh random inputs (never zeros), each printing what differs:
   pattern   data.Batcher pattern_bg: the share of synthetic clip pixels in a neutral 1-px pattern
             (R' = G' = B', each sample unlike its horizontal or vertical neighbours and like the
             one after them) is under 5 % at 0 and over 50 % at 1.
+  noise     noise_models.NoiseRecipe's noise models one at a time: RMS = sigma, AWGN's channels
+            uncorrelated, Poisson-Gaussian's variance per level, Y'CbCr 4:2:0's chroma constant on
+            2x2 blocks and its R'/B' covariance, 8-bit and clean clips; on CUDA the compiled mix
+            against the eager one (check_noise's docstring gives the tolerances).
   ops       the tensor ops one training batch of model v2's recipe dispatches (128 clips of
             128x128 at the recipes' largest synthetic share, 16 %, 10 % grey clips and pattern_bg
             0.25; counted with a TorchDispatchMode): each is a host-side launch of the training
@@ -48,7 +52,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
-from noise_models import NoiseRecipe  # noqa: E402
+from noise_models import NoiseRecipe, mix_noise  # noqa: E402
 
 
 def flip_transpose_steps(c, fx, fy, tr, ft):
@@ -229,6 +233,72 @@ def check_pattern(dev) -> list[str]:
                           f"{share[1.0]:.3f} at 1 (> 0.5)"]
 
 
+def check_noise(dev, g) -> list[str]:
+    """NoiseRecipe's noise, one model at a time (kinds (1,0,0), (0,1,0), (0,0,1)), sigma 30 on 16
+    clips of 7x3x64x64 of two levels (0.2 and 0.7: Poisson-Gaussian's variance differs between
+    them): the RMS noise is sigma within 3 % for every model; AWGN's channels are uncorrelated
+    (|r| < 0.03); Poisson-Gaussian's variance at level v is s^2 ((1 - f) + f v / mean) within 10 %
+    (mean 0.45); Y'CbCr 4:2:0's R' - B' (= 1.5748 Cr - 1.8556 Cb) is constant on each 2x2 block
+    and cov(R', B') = gy^2 within 10 %; 8-bit clips hold code values in [0, 1], clean clips are the
+    clean input; on CUDA the compiled mix matches the eager one within 1e-6."""
+    B, T, P = 16, 7, 64
+    clean = torch.full((B, T, 3, P, P), 0.2, device=dev)
+    clean[..., P // 2:] = 0.7
+    clean += torch.rand(clean.shape, device=dev, generator=g) * 1e-3      # not constant, never zero
+    fails, parts = [], []
+    sig = 30.0
+    for i, name in enumerate(("awgn", "pg", "ycc420")):
+        kinds = [0.0, 0.0, 0.0]
+        kinds[i] = 1.0
+        cdf = NoiseRecipe(kinds=kinds).cdf
+        n = torch.randn(clean.shape, device=dev, generator=g)
+        full = lambda v: torch.full((B,), v, device=dev)  # noqa: E731
+        no = torch.zeros(B, dtype=torch.bool, device=dev)
+        # sigma, kind (within the model's share of [0, 1)), pg's f = 0.8, ycc420's rho = 1
+        e = (mix_noise(clean, n, full(sig), full((0.0, 0.6, 0.9)[i]), full(0.8), full(1.0), no, no, *cdf[:2])
+             - clean) * 255.0
+        rms = e.square().mean().sqrt().item()
+        if abs(rms / sig - 1) > 0.03:
+            fails.append(f"noise: {name} RMS {rms:.2f} for sigma {sig:g}")
+        if name == "awgn":
+            rr = torch.corrcoef(e.transpose(0, 2).reshape(3, -1))[0, 1].item()
+            if abs(rr) > 0.03:
+                fails.append(f"noise: awgn R'/G' correlation {rr:.3f}")
+            parts.append(f"awgn rms {rms:.2f} r(R',G') {rr:+.3f}")
+        elif name == "pg":
+            m = clean.mean().item()
+            want = [sig ** 2 * (0.2 + 0.8 * v / m) for v in (0.2, 0.7)]
+            got = [e[..., :P // 2].square().mean().item(), e[..., P // 2:].square().mean().item()]
+            if any(abs(a / b - 1) > 0.1 for a, b in zip(got, want)):
+                fails.append(f"noise: pg variance {got[0]:.0f} / {got[1]:.0f}, want {want[0]:.0f} / {want[1]:.0f}")
+            parts.append(f"pg rms {rms:.2f} var {got[0]:.0f}/{got[1]:.0f} (want {want[0]:.0f}/{want[1]:.0f})")
+        else:
+            d = e[:, :, 0] - e[:, :, 2]
+            blk = (d[..., 0::2, 0::2] - d[..., 1::2, 1::2]).abs().max().item()
+            gy2 = sig ** 2 / (1 + 2.0591)
+            cov = (e[:, :, 0] * e[:, :, 2]).mean().item()
+            if blk > 1e-3 or abs(cov / gy2 - 1) > 0.1:
+                fails.append(f"noise: ycc420 R'-B' varies by {blk:.3g} in a 2x2 block or cov(R',B') {cov:.1f} != {gy2:.1f}")
+            parts.append(f"ycc420 rms {rms:.2f} cov(R',B') {cov:.0f} (want {gy2:.0f})")
+    rec = NoiseRecipe(clip8_share=0.5, zero_share=0.25)
+    noisy, smap, real = rec(clean, torch.Generator(device=dev).manual_seed(33))
+    z = real == 0
+    code = noisy * 255.0
+    q8 = ((code - code.round()).abs() < 1e-3).flatten(1).all(1) & (noisy >= 0).flatten(1).all(1) & (noisy <= 1).flatten(1).all(1)
+    if not torch.equal(noisy[z], clean[z]) or not q8.any():
+        fails.append("noise: a clean clip changed, or no clip quantised to 8 bit at clip8_share 0.5")
+    if dev.type == "cuda":
+        rc = NoiseRecipe(compile=True)
+        a = rc(clean, torch.Generator(device=dev).manual_seed(34))[0]
+        b = NoiseRecipe()(clean, torch.Generator(device=dev).manual_seed(34))[0]
+        dd = (a - b).abs().max().item()
+        parts.append(f"compiled vs eager {dd:.2g}" + (f" (compile failed: {rc.compile_error})" if rc.compile_error else ""))
+        if dd > 1e-6:
+            fails.append(f"noise: the compiled mix differs from the eager one by {dd:.3g}")
+    print(f"noise     sigma {sig:g}: " + "; ".join(parts) + ("  ok" if not fails else "  FAIL"))
+    return fails
+
+
 MAX_BATCH_OPS = 500
 
 
@@ -263,7 +333,7 @@ def check(dev) -> tuple[list[str], list[str]]:
     f, notes = check_resample(dev, g)
     fails += f
     f, n2 = check_feed(dev, g)
-    return fails + f + check_grey(dev, g) + check_pattern(dev) + check_ops(dev, g), notes + n2
+    return fails + f + check_grey(dev, g) + check_pattern(dev) + check_noise(dev, g) + check_ops(dev, g), notes + n2
 
 
 def main():

@@ -167,7 +167,8 @@ class Batcher:
     def _randint(self, hi, shape):
         return torch.randint(0, hi, shape, device=self.device, generator=self.g)
 
-    def video_clips(self, B: int, P: int) -> torch.Tensor:
+    def video_clips(self, B: int, P: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, 3, P, P) in [0, 1], written into out when given (one pass from the uint8 frames)."""
         Fr, H, W, _ = self.frames.shape
         s = self.starts[self._randint(len(self.starts), (B,))]
         y = self._randint(H - P + 1, (B,))
@@ -177,9 +178,10 @@ class Batcher:
         yi = (y[:, None] + ar)[:, None, :, None]
         xi = (x[:, None] + ar)[:, None, None, :]
         c = self.frames[ti, yi, xi]                                   # (B, T, P, P, 3)
-        return c.permute(0, 1, 4, 2, 3).float() / 255.0
+        return torch.div(c.permute(0, 1, 4, 2, 3), 255.0, out=out)    # float32, as c.float() / 255
 
-    def photo_clips(self, B: int, P: int) -> torch.Tensor:
+    def photo_clips(self, B: int, P: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, 3, P, P) in [0, 1], written into out when given."""
         T = self.T
         tiles = self.photos[self._randint(len(self.photos), (B,))]     # (B, TILE, TILE, 3)
         img = tiles.permute(0, 3, 1, 2).float() / 255.0
@@ -199,7 +201,7 @@ class Batcher:
         cos, sin = torch.cos(ang) * s, torch.sin(ang) * s
         theta = torch.stack([torch.stack([cos, -sin, 2 * cx / TILE], -1),
                              torch.stack([sin, cos, 2 * cy / TILE], -1)], -2)  # (B, T, 2, 3)
-        return resample_tiles(img, theta, P)
+        return resample_tiles(img, theta, P, out)
 
     def synthetic_clips(self, B: int, P: int) -> torch.Tensor:
         """Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
@@ -295,25 +297,27 @@ class Batcher:
 
     def clean(self, B: int, P: int, video_share: float = 0.5, synth_share: float = 0.0) -> torch.Tensor:
         """(B, T, 3, P, P): round(B * synth_share) synthetic clips, then video_share of the rest
-        from the videos and the remainder from the photos (all video when there are no photos)."""
-        parts = []
+        from the videos and the remainder from the photos (all video when there are no photos).
+        The video and photo clips are written straight into the batch (no concatenation pass)."""
         bs = int(round(B * synth_share))
         rest = B - bs
         bv = int(round(rest * video_share)) if self.frames is not None else 0
         if self.photos is None:
             bv = rest
+        out = torch.empty((B, self.T, 3, P, P), device=self.device)
         if bv:
-            parts.append(self.video_clips(bv, P))
+            self.video_clips(bv, P, out[:bv])
         if rest - bv:
-            parts.append(self.photo_clips(rest - bv, P))
+            self.photo_clips(rest - bv, P, out[bv:rest])
         if bs:
-            parts.append(self.synthetic_clips(bs, P))
-        return self.augment(torch.cat(parts))
+            out[rest:] = self.synthetic_clips(bs, P)
+        return self.augment(out)
 
 
-def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int) -> torch.Tensor:
+def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Tensor | None = None) -> torch.Tensor:
     """img (B, 3, TILE, TILE) in [0,1], theta (B, T, 2, 3) affine maps in F.affine_grid's
-    normalised coordinates (align_corners=False) -> clips (B, T, 3, P, P) in [0,1] (strided: a
+    normalised coordinates (align_corners=False) -> clips (B, T, 3, P, P) in [0,1], written into
+    dst when given (else a new contiguous tensor; the clipping is the one pass out of grid_sample's
     (B, 3, T, P, P) buffer). Bicubic grid_sample with reflection padding, clipped to [0,1]. The T
     frames of a clip are one grid of T*P rows over the clip's tile, so the tile is read in place
     instead of being copied T times; each output sample is computed from the same grid point and
@@ -322,7 +326,7 @@ def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int) -> torch.Tens
     grid = F.affine_grid(theta.reshape(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
     out = F.grid_sample(img, grid.view(B, T * P, P, 2), mode="bicubic", padding_mode="reflection",
                         align_corners=False)
-    return out.view(B, 3, T, P, P).transpose(1, 2).clamp(0, 1)
+    return torch.clamp(out.view(B, 3, T, P, P).transpose(1, 2), 0, 1, out=dst)
 
 
 def flip_transpose(c: torch.Tensor, fx: torch.Tensor, fy: torch.Tensor, tr: torch.Tensor,

@@ -16,6 +16,9 @@
 #                       (attention and batch-feed checks first; e.g. --variants
 #                       v1,compile-overlap,compile: model v1's recipe, the compiled step with and
 #                       without its batches built ahead on a side stream; needs no data pack)
+#                       Bench and main start from the portable compile caches (weights/compile_cache.py:
+#                       weights/compile-cache/*.bin.xz, and .data/resume/*-torch*.bin.xz carried in a
+#                       pack, seed $RUN/compile-cache); collect returns the main run's train-*.bin.xz
 #   study [ARGS]        (device) start weights/study.py in the background, return at once
 #                       (candidates one after another; results.md is rewritten as they end)
 #   main MINUTES [CAND] (device) start or resume the main run in the background: resume
@@ -145,12 +148,26 @@ cmd_wait_unpack() {
     echo "packs 1..$n unpacked"
 }
 
+# the portable compile caches (weights/compile_cache.py) a run starts from: the committed ones
+# (weights/compile-cache/) and those carried in a pack (.data/resume/*-torch*.bin.xz), unless this
+# machine already has a newer one
+seed_compile_cache() {
+    mkdir -p "$RUN/compile-cache"
+    for f in weights/compile-cache/*-torch*.bin.xz "$RUN"/resume/*-torch*.bin.xz; do
+        [ -f "$f" ] && [ ! -f "$RUN/compile-cache/$(basename "$f")" ] && cp "$f" "$RUN/compile-cache/"
+    done
+    return 0
+}
+
 cmd_bench() {
     mkdir -p "$RUN" "$OUT"
+    seed_compile_cache
     set -o pipefail
-    $PY weights/bench_train.py --json "$RUN/bench.json" ${DT_BENCH_ARGS:-} "$@" 2>&1 | tee "$RUN/bench.txt"
+    $PY weights/bench_train.py --json "$RUN/bench.json" --compile-cache "$RUN/compile-cache" ${DT_BENCH_ARGS:-} "$@" 2>&1 |
+        tee "$RUN/bench.txt"
     rc=$?
     cp "$RUN/bench.json" "$RUN/bench.txt" "$OUT/" 2>/dev/null
+    cp "$RUN"/compile-cache/bench-*.bin.xz "$OUT/" 2>/dev/null
     return $rc
 }
 
@@ -181,8 +198,9 @@ cmd_main() {
         cp "$RUN/resume/main_last.pt" "$RUN/main/last.pt"
         [ -f "$RUN/resume/main_train.log" ] && [ ! -f "$RUN/main/train.log" ] && cp "$RUN/resume/main_train.log" "$RUN/main/train.log"
     fi
+    seed_compile_cache
     args=(--photos "$DATA/photos" --videos $VIDEOS --cache "$DATA/cache" --out "$RUN/main" --minutes "$minutes"
-          --device "$DEVICE" --bench-json "$RUN/bench.json")
+          --device "$DEVICE" --bench-json "$RUN/bench.json" --compile-cache "$RUN/compile-cache")
     if [ -f "$RUN/main/last.pt" ]; then
         how="resume $RUN/main/last.pt"
     else
@@ -220,9 +238,9 @@ collect() {
         [ -f "$RUN/main/train.log" ] && { echo "main, last events:"; grep -E '"event": "(val|train|done|error|stopped|diverged)"' "$RUN/main/train.log" | tail -n 3 | cut -c1-400; }
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
     } >"$OUT/status.txt" 2>&1
-    # at most 8 files come back: status.txt, logs.tgz (bench, study without checkpoints, main
-    # logs), study_winner.pt, main_last.pt (or its 2 parts), main_train.log (+ finish: the weight
-    # file, finish.tgz)
+    # at most 9 files come back: status.txt, logs.tgz (bench, study without checkpoints, main
+    # logs), study_winner.pt, main_last.pt (or its 2 parts), main_train.log, the main run's
+    # compile cache (+ finish: the weight file, finish.tgz)
     logs=$(cd "$RUN" && ls -d bench.json bench.txt study main 2>/dev/null)
     [ -n "$logs" ] && (cd "$RUN" && tar -czf "$OUT/logs.tgz.tmp" --exclude='*.pt' --exclude='*.tmp' \
         --exclude='*.safetensors' $logs) && mv "$OUT/logs.tgz.tmp" "$OUT/logs.tgz"
@@ -241,6 +259,10 @@ collect() {
         else split -b 15M -d -a 1 "$RUN/main/last.pt" "$OUT/main_last.pt.part"; fi
     fi
     [ -f "$RUN/main/train.log" ] && cp "$RUN/main/train.log" "$OUT/main_train.log"
+    # the main run's compile cache, for weights/compile-cache/ (or .data/resume/) here
+    for f in "$RUN"/compile-cache/train-*.bin.xz; do
+        [ -f "$f" ] && [ "$(stat -c %s "$f")" -le $((16 * 1048576)) ] && cp "$f" "$OUT/"
+    done
     return 0
 }
 

@@ -48,7 +48,10 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     in the run's state; a resumed run keeps it unless given again (0 turns it off). --init from
     a checkpoint with an average: with --ema the run carries it on beside the live weights;
     without, the run starts from the average (start event: init_from_average).
-  - Log events: data, start, engine (with the feed; + engine_fallback), train (loss, lr,
+  - --compile-cache DIR: hot-load DIR's train compile cache before the first compile and save
+    what the run compiled once its first step is done (weights/compile_cache.py; events
+    compile_cache): set-up is then a warm compile on a fresh machine of the same kind.
+  - Log events: data, start, compile_cache, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
     AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
     (before, on the device: those figures differ; weights/val.py reproduces them for any weight
@@ -76,6 +79,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import candidates  # noqa: E402
+import compile_cache  # noqa: E402
 import sigma_reparam  # noqa: E402
 from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
 from data import VAL_DAVIS, VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
@@ -297,6 +301,7 @@ def main():
                     "its step; auto: the bench's recommendation (overlap where its feed check passed), else sync")
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--compile-backend", default="inductor")
+    ap.add_argument("--compile-cache", metavar="DIR", help="a folder for the portable compile cache (weights/compile_cache.py)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
     ap.add_argument("--val-minutes", type=float, default=4.0, help="trained minutes between validations")
@@ -449,7 +454,7 @@ def run(args, log, dev):
     def progress_value():
         return state["clips"] if plan["unit"] == "clips" else state["train_seconds"]
 
-    noise = NoiseRecipe() if recipe["noise"] == "v2" else None
+    noise = NoiseRecipe(compile=dev.type == "cuda") if recipe["noise"] == "v2" else None
     params = count_parameters(model)
     log(event="start", resumed=resumed, init=state.get("init"), candidate=state.get("candidate"),
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
@@ -463,6 +468,8 @@ def run(args, log, dev):
 
     # -- engine ----------------------------------------------------------------------------------
     engine_name = pick_engine(args.engine, args.bench_json, dev)
+    if args.compile_cache:
+        compile_cache.load(args.compile_cache, "train", log)
     accum = args.accum
 
     def build(accum):
@@ -573,7 +580,10 @@ def run(args, log, dev):
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             log(event="engine", **eng.describe(), feed=feed.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
-                setup_seconds_total=round(time.time() - t0, 1))
+                setup_seconds_total=round(time.time() - t0, 1),
+                noise_compile_error=noise.compile_error if noise else None)
+            if args.compile_cache:
+                compile_cache.save(args.compile_cache, "train", log)
             logged = True
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
         else:
