@@ -147,7 +147,8 @@ bool load_safetensors(const std::string &path, StFile *out, std::string *err) {
         t.data.resize(count);
         const unsigned char *p = data + b;
         if (esize == 4) {
-            std::memcpy(t.data.data(), p, count * 4);  // little-endian host assumed (x86-64, aarch64)
+            if (count)  // an empty tensor's data() may be null, and memcpy's arguments must not be
+                std::memcpy(t.data.data(), p, count * 4);  // little-endian host assumed (x86-64, aarch64)
         } else {
             for (uint64_t i = 0; i < count; ++i) {
                 uint32_t u = (uint32_t)(p[2 * i] | (p[2 * i + 1] << 8)) << 16;

@@ -57,6 +57,27 @@ TEST(Safetensors, SmallHeaderLengthWithJsonIsStillParsed) {
     EXPECT_TRUE(st.tensors.empty());
 }
 
+TEST(Safetensors, ZeroElementTensorsLoadEmpty) {
+    // shape [0] F32 and BF16 tensors with empty data_offsets beside a real one: they load, empty
+    // (under check-asan's UBSan a copy from or to an empty vector's null data() would stop here)
+    const std::string hdr = "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                            "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,0],\"data_offsets\":[0,0]},"
+                            "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    std::string b(8, '\0');
+    b[0] = (char)hdr.size();
+    b += hdr;
+    const float one = 1.0f;
+    b.append(reinterpret_cast<const char *>(&one), 4);
+    denoise::StFile st;
+    std::string err;
+    ASSERT_TRUE(denoise::load_safetensors(write_file("zero.safetensors", b), &st, &err)) << err;
+    ASSERT_EQ(st.tensors.size(), 3u);
+    EXPECT_TRUE(st.tensors.at("a").data.empty());
+    EXPECT_TRUE(st.tensors.at("b").data.empty());
+    ASSERT_EQ(st.tensors.at("c").data.size(), 1u);
+    EXPECT_EQ(st.tensors.at("c").data[0], 1.0f);
+}
+
 TEST(Safetensors, DirectoryIsNamedAndSaysWhy) {
     // model=/some/dir/ : the path as given (its base name would be empty) and the system's reason
     const std::string dir = ::testing::TempDir();

@@ -44,6 +44,7 @@ files = {
     "negative_dim": st({}, hdr_override=b'{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}', extra=f32(1)),
     "not_json": struct.pack("<Q", 5) + b"{nope",
     "metadata_not_string": st({}, metadata={"config": 5}),
+    "zero_elements": st({"a": ("F32", [0], b""), "b": ("BF16", [2, 0], b""), "c": ("F32", [1], f32(1))}),
 }
 for name, b in files.items():
     with open(os.path.join(out, name), "wb") as fh:
