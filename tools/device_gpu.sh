@@ -41,7 +41,9 @@ if [ "${1:-}" = --pack ]; then
     find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
     # the CUDA engine is linked into four of these files (libavfilter, the bench, gpu_check, fused_check):
     # a dictionary larger than the whole tree lets xz store it once (15.6 MB at xz's default, 6.2 MB so)
-    tar cf - -C .device/stage build | xz -T0 --lzma2=preset=6,dict=192MiB > .device/build.tar.xz && rm -rf .device/stage
+    (set -o pipefail; tar cf - -C .device/stage build | xz -T0 --lzma2=preset=6,dict=192MiB > .device/build.tar.xz) ||
+        { echo "device_gpu: packing build/ failed" >&2; rm -f .device/build.tar.xz; exit 1; }
+    rm -rf .device/stage
     libs=
     for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$(cd "$d" && pwd)/device-libs.sh; break; }; done
     [ -n "$libs" ] || { echo "device_gpu: device-libs.sh not found (../shared/tools)" >&2; exit 1; }

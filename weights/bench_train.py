@@ -42,7 +42,7 @@ in a default form (sdpa, graph, compile, compile-graph, each also with -overlap)
 took at most 85 s, so that data loading plus set-up stays under 90 s per training run; an
 overlap variant only when the feed check passed. A compile variant after another one finds
 Inductor's compiled code in its on-disk cache: put the one whose cold set-up matters first.
---compile-cache DIR hot-loads DIR's bench compile cache before the first variant and saves what
+--compile-cache DIR hot-loads DIR's bench compile cache before the checks and saves what
 the run compiled at the end (weights/compile_cache.py): set-up then shows a warm compile on a
 fresh machine. Variants that would start after --budget seconds are skipped (and say so).
 --profile N adds, per variant, N more steps under torch.profiler (CUPTI: kernels inside a CUDA
@@ -313,6 +313,7 @@ def main():
     out = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "torch": torch.__version__, "patch": a.patch, "frames": 7,
            "seconds_per_variant": a.seconds, "results": [], "skipped": [], "attention_check": None,
            "feed_check": None}
+    out["compile_cache_load"] = compile_cache.load(a.compile_cache, "bench") if a.compile_cache else None
     if not a.skip_check:
         from check_attention import check
         t0 = time.time()
@@ -327,7 +328,6 @@ def main():
         out["feed_check"] = {"pass": not fails, "failures": fails, "notes": notes, "seconds": round(time.time() - t0, 1)}
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    out["compile_cache_load"] = compile_cache.load(a.compile_cache, "bench") if a.compile_cache else None
     frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
     names = [n.strip() for n in a.variants.split(",") if n.strip()]
     for n in names:

@@ -148,12 +148,12 @@ cmd_wait_unpack() {
     echo "packs 1..$n unpacked"
 }
 
-# the portable compile caches (weights/compile_cache.py) a run starts from: the committed ones
-# (weights/compile-cache/) and those carried in a pack (.data/resume/*-torch*.bin.xz), unless this
-# machine already has a newer one
+# the portable compile caches (weights/compile_cache.py) a run starts from, unless this machine
+# already has one of that name: those carried in a pack (.data/resume/*-torch*.bin.xz, as collect
+# returned them: newer), else the committed ones (weights/compile-cache/)
 seed_compile_cache() {
     mkdir -p "$RUN/compile-cache"
-    for f in weights/compile-cache/*-torch*.bin.xz "$RUN"/resume/*-torch*.bin.xz; do
+    for f in "$RUN"/resume/*-torch*.bin.xz weights/compile-cache/*-torch*.bin.xz; do
         [ -f "$f" ] && [ ! -f "$RUN/compile-cache/$(basename "$f")" ] && cp "$f" "$RUN/compile-cache/"
     done
     return 0

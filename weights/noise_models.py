@@ -89,7 +89,7 @@ class NoiseRecipe:
     Per batch: one (8, B) draw of uniforms for the per-clip choices, one standard normal draw of
     the clips' shape, then mix_noise (compiled on CUDA with compile=True: about 4 passes over the
     batch instead of about 28 for the three models computed apart; it falls back to eager, the same
-    function, if the compile fails).
+    function, if the compile fails: compile_error says why).
     """
 
     def __init__(self, kinds=(0.5, 0.25, 0.25), clip8_share=0.35, sigma_max=55.0, zero_share=0.06,
@@ -126,6 +126,8 @@ class NoiseRecipe:
         mix = self._mixer(dev.type == "cuda")
         try:
             noisy = mix(*args)
+        except torch.cuda.OutOfMemoryError:
+            raise
         except Exception as e:  # noqa: BLE001 (a compile that fails: the same function, eager)
             if mix is mix_noise:
                 raise
