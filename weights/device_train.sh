@@ -259,9 +259,13 @@ collect() {
         else split -b 15M -d -a 1 "$RUN/main/last.pt" "$OUT/main_last.pt.part"; fi
     fi
     [ -f "$RUN/main/train.log" ] && cp "$RUN/main/train.log" "$OUT/main_train.log"
-    # the main run's compile cache, for weights/compile-cache/ (or .data/resume/) here
+    # the main run's compile cache, for weights/compile-cache/ (or .data/resume/) here, when the run
+    # saved one (not the seed it started from)
     for f in "$RUN"/compile-cache/train-*.bin.xz; do
-        [ -f "$f" ] && [ "$(stat -c %s "$f")" -le $((16 * 1048576)) ] && cp "$f" "$OUT/"
+        [ -f "$f" ] || continue
+        b=$(basename "$f")
+        cmp -s "$f" "weights/compile-cache/$b" || cmp -s "$f" "$RUN/resume/$b" && continue
+        [ "$(stat -c %s "$f")" -le $((16 * 1048576)) ] && cp "$f" "$OUT/"
     done
     return 0
 }

@@ -80,7 +80,7 @@ for d in "$W"/A/out_*; do [ "$(ls "$d" | wc -l)" -le 8 ] || fail "$d: more than 
 mkdir -p .data/resume
 cp "$W/A/out_main/main_last.pt" "$W/A/out_main/main_train.log" "$W/A/out_study/study_winner.pt" .data/resume/
 tar -xzf "$W/A/out_main/logs.tgz" -C .data/resume bench.json || fail "bench.json not in logs.tgz"
-DT_PACK_MB=6 step $D pack
+DT_PACK_MB=10 step $D pack
 export DT_DATA=$W/B/data DT_RUN=$W/B/run
 for n in $(packs); do OUT=$W/B/out_unpack$n step $D unpack "$n"; done
 export OUT=$W/B/out_main
