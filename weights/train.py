@@ -86,7 +86,7 @@ from data import VAL_DAVIS, VAL_T, Batcher, load_photo_tiles, load_videos  # noq
 from export import checkpoint_model  # noqa: E402
 from faithful import probe, summary  # noqa: E402
 from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
-from noise_models import NoiseRecipe  # noqa: E402
+from noise_models import NoiseRecipe, mix_noise  # noqa: E402
 from train_step import ENGINES, LossWeights, Schedule, StepEngine  # noqa: E402
 from weight_ema import WeightEMA  # noqa: E402
 
@@ -127,13 +127,22 @@ def make_val_davis(videos, device, cache=None, limit=0, P=256):
     return None if frames is None else make_val_set(None, frames, starts, device, n=16, P=P)
 
 
+VAL_NOISES = ("awgn", "awgn8", "pg", "ycc420")
+
+
 @torch.no_grad()
-def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0):
+def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise="awgn"):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
     the CPU, like the clips, so that any machine reproduces the figures). groups: optional
     {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips. map_scale:
     the network is given a sigma map of map_scale * sigma (1: the real noise; a network that
-    uses its map loses PSNR above 1, where it smooths more; one that ignores it does not)."""
+    uses its map loses PSNR above 1, where it smooths more; one that ignores it does not).
+    noise (weights/val.py --noise; training always validates on awgn): the training's other
+    noise models at the same sigma, from the same normal draw through noise_models.mix_noise:
+    awgn8 (AWGN clipped to [0, 1] and quantised to 8 bit), pg (Poisson-Gaussian, f = 0.5), ycc420
+    (4:2:0 chroma noise, rho = 0.75); the middles of the training's ranges."""
+    if noise not in VAL_NOISES:
+        raise ValueError(f"noise must be one of {VAL_NOISES}, got {noise!r}")
     model.eval()
     T = 2 * model.cfg.temporal_radius + 1
     c = val.shape[1] // 2
@@ -142,8 +151,16 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0):
     g.manual_seed(777)
     res = {}
     for s in sigmas:
-        noise = torch.randn(val.shape, generator=g).to(val.device)[:, c - T // 2:c + T // 2 + 1]
-        noisy = clips + s / 255.0 * noise
+        n = torch.randn(val.shape, generator=g).to(val.device)[:, c - T // 2:c + T // 2 + 1]
+        if noise == "awgn":
+            noisy = clips + s / 255.0 * n
+        else:
+            B = len(clips)
+            full = lambda v: torch.full((B,), float(v), device=val.device)  # noqa: E731
+            kind = {"awgn8": 0.0, "pg": 0.5, "ycc420": 0.9}[noise]   # kind < 1/3: awgn, < 2/3: pg, else ycc420
+            noisy = mix_noise(clips, n, full(s), full(kind), full(0.5), full(0.75),
+                              torch.full((B,), noise == "awgn8", device=val.device),
+                              torch.zeros(B, dtype=torch.bool, device=val.device), 1 / 3, 2 / 3)
         outs = []
         for i in range(0, len(clips), 8):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=val.is_cuda):
@@ -160,16 +177,17 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0):
     return res
 
 
-def validate_davis(model, val_davis) -> dict:
+def validate_davis(model, val_davis, noise="awgn") -> dict:
     """validate() on the DAVIS clips of the split (data.VAL_DAVIS), keys val_davis_*: sigma 10 / 30
     / 50 and their mean, and sigma 30 with a map 1.3x the noise on the same noise
     (val_davis_s30_map1.3; the sixth piece's events in weights/ckpt-v2/main_train.log drew
-    another noise for it). {} when val_davis is None."""
+    another noise for it). noise: validate's. {} when val_davis is None."""
     if val_davis is None:
         return {}
-    r = {k.replace("val_psnr", "val_davis"): v for k, v in validate(model, val_davis).items()}
+    r = {k.replace("val_psnr", "val_davis"): v for k, v in validate(model, val_davis, noise=noise).items()}
     # sigmas (10, 30): sigma 30's noise is then the same draw as in the call above
-    r["val_davis_s30_map1.3"] = validate(model, val_davis, sigmas=(10, 30), map_scale=1.3)["val_psnr_s30"]
+    r["val_davis_s30_map1.3"] = validate(model, val_davis, sigmas=(10, 30), map_scale=1.3,
+                                         noise=noise)["val_psnr_s30"]
     return r
 
 

@@ -2,7 +2,8 @@
 """Validate weight files on the held-out split exactly as weights/train.py's val events do.
 
   python3 weights/val.py WEIGHTS [WEIGHTS ...] [--photos DIR] [--videos DIR ...] [--device cpu|cuda]
-         [--bf16] [--jpeg Q] [--map-scale F] [--val-clips 24] [--val-patch 256]
+         [--bf16] [--jpeg Q] [--map-scale F] [--noise awgn|awgn8|pg|ycc420] [--val-clips 24]
+         [--val-patch 256]
 
 WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by weights/export.py's
 load_weights. The clips are train.py's make_val_set (24 clips of 9 frames, 256x256, from the val
@@ -20,6 +21,10 @@ never reads them. On 2026-12-03 it did not reproduce eval-davis4's ranking of v1
 (docs/model.md): the round trip smooths these already smooth clips further.
 --map-scale F: on the whole split the network is given a sigma map of F x the noise
 (train.validate's map_scale); the val_davis line keeps train.log's maps.
+--noise: the clips' noise, on the whole split and val_davis: awgn (train.log's), awgn8 (clipped and
+quantised), pg (Poisson-Gaussian, f 0.5) or ycc420 (4:2:0 chroma noise, rho 0.75), each at the
+same sigma from the same normal draw (train.validate): what a recipe's noise mix costs or buys on
+each model.
 Prints one line per file, the same PSNR over the video clips and over the photo clips (the
 first and last 4 of each group of 8: make_val_set's layout), and train.log's val_davis figures:
 16 clips of the DAVIS sequences of the split alone (data.VAL_DAVIS, make_val_set's seed), the
@@ -41,7 +46,7 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import VAL_DAVIS, VAL_T, load_photo_tiles, load_videos  # noqa: E402
 from export import load_weights  # noqa: E402
-from train import make_val_davis, make_val_set, validate, validate_davis  # noqa: E402
+from train import VAL_NOISES, make_val_davis, make_val_set, validate, validate_davis  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
@@ -68,6 +73,8 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="on the CPU: bf16 autocast (CUDA always uses it)")
     ap.add_argument("--jpeg", type=int, metavar="Q", help="clean clips round-tripped through JPEG at quality Q first")
     ap.add_argument("--map-scale", type=float, default=1.0, help="sigma map = F x the noise (default 1)")
+    ap.add_argument("--noise", choices=VAL_NOISES, default="awgn",
+                    help="the noise model of the whole split's and val_davis's clips (train.validate; default awgn)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
     args = ap.parse_args()
@@ -92,10 +99,11 @@ def main():
         bf16 = args.bf16 or dev.type == "cuda"
         ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and dev.type == "cpu" else contextlib.nullcontext()
         with ctx:
-            r = validate(model, val, groups=groups, map_scale=args.map_scale)
-            d = validate_davis(model, val_davis)
+            r = validate(model, val, groups=groups, map_scale=args.map_scale, noise=args.noise)
+            d = validate_davis(model, val_davis, noise=args.noise)
         jpeg = f" clean clips through JPEG q{args.jpeg}" if args.jpeg is not None else ""
         scaled = f" (map {args.map_scale:g}x the noise)" if args.map_scale != 1 else ""
+        scaled += f" noise {args.noise}" if args.noise != "awgn" else ""
         print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}{jpeg} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
               f"mean {r['val_psnr_mean']:.3f} dB{scaled}", flush=True)
