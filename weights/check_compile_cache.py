@@ -10,7 +10,8 @@ Four checks, each printing what it saw:
   saved    a process compiles a small function and saves: an xz file with Inductor entries.
   served   a second process with empty Inductor and Triton cache folders loads the file and compiles
            the same function: Inductor's FX graph cache is hit (counters fxgraph_cache_hit >= 1,
-           fxgraph_cache_miss 0), and the result is the first process's.
+           fxgraph_cache_miss 0), the result is the first process's, and its save leaves the file
+           as it was (nothing new to add).
   errors   a file that is not xz, an xz file that is not a cache and a folder that cannot be
            written give result "failed" with the reason, never an exception, and leave no
            temporary file.
@@ -38,7 +39,7 @@ mode, folder = sys.argv[2], sys.argv[3]
 load = compile_cache.load(folder, "check") if mode == "load" else None
 f = torch.compile(lambda x: (torch.sin(x) * 2 + x.square()).sum(), dynamic=False)
 y = f(torch.arange(64, dtype=torch.float32) / 64).item()
-save = compile_cache.save(folder, "check") if mode == "save" else None
+save = compile_cache.save(folder, "check")
 print(json.dumps({"load": load, "save": save, "y": y, "hit": counters["inductor"]["fxgraph_cache_hit"],
                   "miss": counters["inductor"]["fxgraph_cache_miss"]}))
 """
@@ -83,10 +84,12 @@ def check_round_trip(tmp: str) -> list[str]:
           f"{s.get('entries')}{'  ok' if ok else '  FAIL'}")
     fails = [] if ok else [f"saved: {s}"]
     second = child("load", folder, tmp)
-    ld = second["load"]
-    ok = ld["result"] == "loaded" and second["hit"] >= 1 and second["miss"] == 0 and second["y"] == first["y"]
+    ld, sv = second["load"], second["save"]
+    ok = (ld["result"] == "loaded" and second["hit"] >= 1 and second["miss"] == 0 and second["y"] == first["y"]
+          and sv["result"].startswith("unchanged"))
     print(f"served    load {ld['result']}; fresh Inductor cache: FX graph hits {second['hit']}, misses "
-          f"{second['miss']}; same result {second['y'] == first['y']}{'  ok' if ok else '  FAIL'}")
+          f"{second['miss']}; same result {second['y'] == first['y']}; save {sv['result']}"
+          f"{'  ok' if ok else '  FAIL'}")
     return fails + ([] if ok else [f"served: load {ld}, hits {second['hit']}, misses {second['miss']}"])
 
 
@@ -106,7 +109,8 @@ def check_errors(tmp: str) -> list[str]:
         os.makedirs(ro)
         os.chmod(ro, 0o500)
         import torch
-        torch.compile(lambda x: x.cos().sum(), dynamic=False)(torch.ones(8))
+        k = float(torch.rand(()))   # a constant of this run: a graph no on-disk cache holds, so there is something to save
+        torch.compile(lambda x: x.cos().sum() + k, dynamic=False)(torch.ones(8))
         cases = [compile_cache.load(d, "notxz"), compile_cache.load(d, "notcache")]
         if os.access(ro, os.W_OK):   # root writes anyway: a path below a file cannot be written by anyone
             ro = os.path.join(d, "notxz.bin.xz", "below")

@@ -60,14 +60,20 @@ def load(folder: str | None, job: str, log=None) -> dict:
 
 
 def save(folder: str | None, job: str, log=None) -> dict:
-    """Write everything this process compiled to folder's cache file for job (atomically)."""
+    """Write everything this process compiled to folder's cache file for job (atomically); left
+    as it is when every graph came from a cache (Inductor's FX graph cache missed none), as after
+    a load that served the whole run."""
+    from torch._dynamo.utils import counters
     r = {"event": "compile_cache", "action": "save", "job": job}
     tmp = None
     try:
         path = r["path"] = cache_path(folder, job) if folder else None
-        got = torch.compiler.save_cache_artifacts() if path else None
+        fresh = counters["inductor"]["fxgraph_cache_miss"]
+        got = torch.compiler.save_cache_artifacts() if path and fresh else None
         if path is None:
             r["result"] = "no folder or no CUDA"
+        elif not fresh and os.path.exists(path):
+            r["result"] = "unchanged (every graph came from a cache)"
         elif got is None:
             r["result"] = "nothing compiled"
         else:

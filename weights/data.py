@@ -318,8 +318,9 @@ def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Te
     """img (B, 3, TILE, TILE) in [0,1], theta (B, T, 2, 3) affine maps in F.affine_grid's
     normalised coordinates (align_corners=False) -> clips (B, T, 3, P, P) in [0,1], written into
     dst when given (else a new tensor with grid_sample's (B, 3, T, P, P) layout, transposed; the
-    clipping is the one pass out of grid_sample's buffer). Bicubic grid_sample with reflection padding, clipped to [0,1]. The T
-    frames of a clip are one grid of T*P rows over the clip's tile, so the tile is read in place
+    clipping is the one pass out of grid_sample's buffer). Bicubic grid_sample with reflection
+    padding, clipped to [0,1]. The T frames of a clip are one grid of T*P rows over the clip's
+    tile, so the tile is read in place
     instead of being copied T times; each output sample is computed from the same grid point and
     tile as with a (B*T)-image batch, so the result is the same."""
     B, T = theta.shape[:2]
