@@ -25,12 +25,17 @@ difference over the level's samples plus a box mean per tile: for R = 24 and 108
 over 130 k samples, 9 over 518 k and 9 over 2.07 M: about 45 M candidate samples, each a read, a
 subtraction and an absolute value. An output frame needs 4 pairs (the head's 2 are window t's):
 about 180 M samples, well under 1 % of the network's 313 GFLOP per 1080p frame in operations,
-memory-bound. Here every level's candidates are one gather of (N, K, H, W) samples with int64
-indices, so a training step adds a few kernels per level, not one per candidate, but moves many
-bytes: a step of 128 clips aligns 1,792 pairs of 128x128 crops (3 windows x 4 neighbours, and the
-head's 2), at R = 24 169 x 1,024 and 9 x 16,384 samples per pair, 2.1 to 2.5 GB of indices at each
-of those levels. On the H200 that step ran at 1,256 clips/s against 2,290 without the alignment
-(docs/model.md).
+memory-bound. A training step of 128 clips aligns 1,792 pairs of 128x128 crops (3 windows x 4
+neighbours, and the head's 2), at R = 24 169 x 1,024 and 9 x 16,384 samples per pair. Each level
+reads one (t + 2r)^2 patch of the other frame per tile (advanced indexing with a row and a column
+index per tile, no per-sample index), takes the K candidates as views of it (unfold) and writes
+|L_c - candidate| once, (N, K, H, W) float32, for avg_pool2d; the warp gathers with one int64
+index per sample. Counted per 384 pairs (one neighbour of a 128-clip step's windows; tensor
+bytes read and written per op, `python3 weights/check_align.py`'s bytes line): tile_shifts 1.9
+GiB read and 1.1 GiB written, shift_tiles 0.12 and 0.12, against 10.1 / 9.9 and 0.45 / 0.45 when
+every level gathered its (N, K, H, W) candidates with int64 indices built in several passes (the
+code the H200 ran at 1,256 clips/s against 2,290 without the alignment; docs/model.md). Same
+shifts, bit for bit (check_align.py compares with that definition).
 
 Shapes: frames (N, 3, H, W) float in [-1, 1], H and W multiples of tile, tile a multiple of 4;
 shifts (N, H / tile, W / tile, 2) int64 (dy, dx) in full-resolution pixels.
@@ -53,40 +58,48 @@ def _candidates(r: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return dy[order], dx[order]
 
 
-def _index(H: int, W: int, sy: torch.Tensor, sx: torch.Tensor) -> torch.Tensor:
-    """Per-sample shifts sy, sx (..., H, W) int64 -> the flat index y' W + x' of
-    (y', x') = clamp((y, x) + (sy, sx)) into an H x W image, same shape."""
-    y = (torch.arange(H, device=sy.device).view(H, 1) + sy).clamp(0, H - 1)
-    x = (torch.arange(W, device=sx.device).view(1, W) + sx).clamp(0, W - 1)
-    return y * W + x
+def _tile_source_index(shifts: torch.Tensor, H: int, W: int, t: int) -> torch.Tensor:
+    """(N, h, w, 2) per-tile shifts (h = H / t, w = W / t) -> (N, H W) int64: the flat index y' W + x'
+    of every sample's source (y', x') = (clamp(y + dy, 0, H - 1), clamp(x + dx, 0, W - 1)), (dy, dx)
+    its tile's shift; one pass, from a row term (N, h, t, w, 1) and a column term (N, h, 1, w, t)."""
+    N, h, w, _ = shifts.shape
+    i = torch.arange(t, device=shifts.device)
+    Y = (torch.arange(h, device=shifts.device).view(1, h, 1, 1) * t + i.view(1, 1, t, 1)
+         + shifts[..., 0].view(N, h, 1, w)).clamp(0, H - 1)
+    X = (torch.arange(w, device=shifts.device).view(1, 1, w, 1) * t + i + shifts[..., 1:]).clamp(0, W - 1)
+    return (Y.view(N, h, t, w, 1) * W + X.view(N, h, 1, w, t)).view(N, H * W)
 
 
-def _gather(img: torch.Tensor, sy: torch.Tensor, sx: torch.Tensor) -> torch.Tensor:
-    """img (N, C, H, W); sy, sx (N, H, W) int64 per-sample shifts -> img(clamp(y + sy, x + sx))."""
-    N, C, H, W = img.shape
-    idx = _index(H, W, sy, sx).view(N, 1, H * W).expand(N, C, H * W)
-    return img.reshape(N, C, H * W).gather(2, idx).view(N, C, H, W)
-
-
-def _per_sample(shifts: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, h, w, 2) per-tile shifts -> (sy, sx), each (N, h t, w t): the tile's shift at every
-    sample of the tile."""
-    s = shifts.repeat_interleave(t, dim=1).repeat_interleave(t, dim=2)
-    return s[..., 0], s[..., 1]
+def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
+           t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Luma lc, lo (N, 1, H, W) at one level, base (N, H/t, W/t, 2) shifts at that level -> (cost,
+    dy, dx): cost (N, K, H/t, W/t), the mean over each t x t tile of |lc - lo(p + base + s)| for the
+    K = (2r + 1)^2 candidates s = (dy[k], dx[k]) in _candidates' order (reads clamped to the frame).
+    Each tile reads one (t + 2r)^2 patch of lo around its base shift (clamped rows and columns, two
+    small index tensors broadcast by advanced indexing); the candidates are views of it (unfold), and
+    |lc - candidate| is written once, (N, K, H, W) in raster order of the candidates, for
+    avg_pool2d. Per element of that tensor: one read of the cached patch and one 4-byte write."""
+    N, _, H, W = lc.shape
+    h, w, p = H // t, W // t, t + 2 * r
+    dy, dx = _candidates(r, lc.device)
+    K1 = 2 * r + 1
+    a = torch.arange(p, device=lc.device) - r
+    ys = (torch.arange(h, device=lc.device).view(1, h, 1, 1) * t + a + base[..., :1]).clamp(0, H - 1)   # (N, h, w, p)
+    xs = (torch.arange(w, device=lc.device).view(1, 1, w, 1) * t + a + base[..., 1:]).clamp(0, W - 1)
+    n = torch.arange(N, device=lc.device).view(N, 1, 1, 1, 1)
+    patch = lo[:, 0][n, ys[..., :, None], xs[..., None, :]]                       # (N, h, w, p, p)
+    cand = patch.unfold(3, t, 1).unfold(4, t, 1).permute(0, 3, 4, 1, 5, 2, 6)   # (N, K1, K1, h, t, w, t)
+    diff = torch.empty((N, K1, K1, h, t, w, t), device=lc.device)
+    torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
+    cost = F.avg_pool2d(diff.view(N, K1 * K1, H, W), t)
+    return cost.index_select(1, (dy + r) * K1 + (dx + r)), dy, dx
 
 
 def _search(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int, t: int) -> torch.Tensor:
-    """Luma lc, lo (N, 1, H, W) at one level, base (N, H/t, W/t, 2) shifts at that level ->
-    base + the candidate in [-r, r]^2 with the least mean |lc - lo(p + s)| per t x t tile (the
-    first in _candidates' order among equal ones: argmin returns the first minimum). All K
-    candidates in one gather: (N, K, H, W) samples."""
-    N, _, H, W = lc.shape
-    dy, dx = _candidates(r, lc.device)
-    K = dy.numel()
-    by, bx = _per_sample(base, t)
-    idx = _index(H, W, by[:, None] + dy.view(1, K, 1, 1), bx[:, None] + dx.view(1, K, 1, 1))   # (N, K, H, W)
-    moved = lo.reshape(N, H * W).gather(1, idx.view(N, K * H * W)).view(N, K, H, W)
-    k = F.avg_pool2d((lc - moved).abs(), t).argmin(dim=1)                       # (N, H/t, W/t)
+    """base + the candidate with the least cost per tile (_costs), the first in _candidates' order
+    among equal ones (argmin returns the first minimum): (N, H/t, W/t, 2)."""
+    cost, dy, dx = _costs(lc, lo, base, r, t)
+    k = cost.argmin(dim=1)
     return base + torch.stack([dy[k], dx[k]], dim=-1)
 
 
@@ -109,9 +122,18 @@ def tile_shifts(centre: torch.Tensor, other: torch.Tensor, radius: int, tile: in
 
 
 def shift_tiles(frame: torch.Tensor, shifts: torch.Tensor, tile: int) -> torch.Tensor:
-    """frame (N, C, H, W), shifts (N, H / tile, W / tile, 2) -> frame(clamp(p + s_tile(p)))."""
-    sy, sx = _per_sample(shifts, tile)
-    return _gather(frame, sy, sx)
+    """frame (N, C, H, W), shifts (N, H / tile, W / tile, 2) -> frame(clamp(p + s_tile(p))), (N, C, H, W)."""
+    N, C, H, W = frame.shape
+    idx = _tile_source_index(shifts, H, W, tile)
+    return frame.reshape(N, C, H * W).gather(2, idx[:, None].expand(N, C, H * W)).view(N, C, H, W)
+
+
+def shift_tiles_nhwc(feat: torch.Tensor, shifts: torch.Tensor, tile: int) -> torch.Tensor:
+    """shift_tiles for feat (N, H, W, C), NHWC as the U-Net's features -> (N, H, W, C): each sample's
+    C channels are read as one row."""
+    N, H, W, C = feat.shape
+    idx = _tile_source_index(shifts, H, W, tile)
+    return feat.reshape(N, H * W, C).gather(1, idx[..., None].expand(N, H * W, C)).view(N, H, W, C)
 
 
 def align_features(feats: list, frames: torch.Tensor, radius: int, tile: int) -> list:
@@ -123,7 +145,7 @@ def align_features(feats: list, frames: torch.Tensor, radius: int, tile: int) ->
     out = list(feats)
     for k in (0, 2):
         s = torch.div(tile_shifts(frames[:, 1], frames[:, k], radius, tile), 2, rounding_mode="floor")
-        out[k] = shift_tiles(feats[k].permute(0, 3, 1, 2), s, tile // 2).permute(0, 2, 3, 1)
+        out[k] = shift_tiles_nhwc(feats[k], s, tile // 2)
     return out
 
 

@@ -26,6 +26,10 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
   graph-b256     graph at batch 256 (also compile-graph-overlap-b256, compile-overlap-b256)
   compile-graph-overlap-v2h  compile-graph-overlap with recipe v2h's batches (grey clips, pattern
                  backgrounds, 12 % synthetic) and loss terms
+  shipped-net    compile-graph-overlap-v2h on the shipped network's config (weights/
+                 denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24) with fresh
+                 weights: what a training piece runs (the others train Config()); shipped-net-noalign
+                 the same with the alignment off, so the two give what the alignment costs
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -95,7 +100,12 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-graph-overlap-b256": ("compile-graph", 256, "v2", {"feed": "overlap"}),
     "compile-overlap-b256": ("compile", 256, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
+    # the shipped network (weights/denoise-v2.safetensors' config: widths, depths, sigma gate, align
+    # 24), fresh weights: what a training piece runs, with and without its alignment
+    "shipped-net": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped"}),
+    "shipped-net-noalign": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped", "align": 0}),
 }
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "denoise-v2.safetensors")
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
 RECOMMENDABLE = DEFAULT_FORMS + tuple(f"{v}-overlap" for v in DEFAULT_FORMS)
 SETUP_LIMIT_S = 85.0   # compile / capture / first step; data loading takes the rest of 90 s
@@ -198,7 +208,14 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     recipe = candidates.RECIPES[recipe_name]
     t0 = time.time()
     torch.manual_seed(0)
-    model = Denoiser(Config()).to(dev)
+    cfg = Config()
+    if opts.get("config") == "shipped":
+        from safetensors import safe_open
+        with safe_open(SHIPPED, "pt") as f:
+            cfg = Config.from_json(f.metadata()["config"])
+        if "align" in opts:
+            cfg = dataclasses.replace(cfg, align=opts["align"])
+    model = Denoiser(cfg).to(dev)
     eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
     batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe["pattern_bg"])
