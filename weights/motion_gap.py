@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""How much of a network's temporal denoising real motion costs, on val_davis (never eval-davis4).
+
+  python3 weights/motion_gap.py WEIGHTS [WEIGHTS ...] [--videos DIR ...] [--subpixel 0.25,0.5]
+         [--per-clip] [--device cpu|cuda]
+
+For each weight file (.safetensors or training checkpoint), PSNR (dB) at sigma 10 / 30 / 50 on
+val_davis's 16 clips (train.make_val_davis; AWGN, noise seed 777, train.validate: fp32 on the
+CPU, bf16 autocast on CUDA) in three forms of the same clips:
+  real      the clips as they are: train.log's val_davis figures;
+  static    every frame replaced by the clip's centre frame, the noise still independent per
+            frame: the network's temporal denoising with perfect motion compensation, an upper
+            bound for what alignment could give;
+  subpixel  the static clips with the frame at offset k moved by k d px in x and 0.7 k d in y
+            (bicubic grid_sample, reflection at the borders): a global translation of d px per
+            frame, most of it below a pixel, which whole-pixel alignment cannot remove.
+--per-clip adds real and static per clip at sigma 10 and 30 with each clip's motion (the mean
+over tiles of max(|dy|, |dx|) of align.tile_shifts between the centre and the frames 3 away).
+Then, independent of the weights: the mean |neighbour - centre| of the clean clips in code values
+(luma and chroma together, R'G'B' samples), unaligned and after align.shift_tiles with shifts
+estimated on the clean frames (radius 24) at tiles 64 and 32, and at tile 8 refined by +-2 px
+from the tile-64 shifts, 1 and 3 frames away: what a per-tile whole-pixel translation leaves.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import align  # noqa: E402
+from data import VAL_T  # noqa: E402
+from export import load_weights  # noqa: E402
+from train import make_val_davis, psnr, validate  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+SIGMAS = (10, 30, 50)
+
+
+def static_clips(clips: torch.Tensor) -> torch.Tensor:
+    """(N, T, 3, H, W) -> every frame the centre frame (T // 2)."""
+    return clips[:, clips.shape[1] // 2:clips.shape[1] // 2 + 1].expand_as(clips).contiguous()
+
+
+def translated(clips: torch.Tensor, d: float) -> torch.Tensor:
+    """Static clips (N, T, 3, H, W) in [0, 1] -> frame k moved by (k - T // 2) (0.7 d, d) px (y, x),
+    bicubic, reflection padding, clipped to [0, 1]; the centre frame unchanged."""
+    N, T, _, H, W = clips.shape
+    out = clips.clone()
+    for k in range(T):
+        o = k - T // 2
+        if o == 0:
+            continue
+        theta = torch.tensor([[1.0, 0.0, 2 * o * d / W], [0.0, 1.0, 2 * o * 0.7 * d / H]], device=clips.device)
+        grid = F.affine_grid(theta.expand(N, 2, 3), (N, 3, H, W), align_corners=False)
+        out[:, k] = F.grid_sample(clips[:, k], grid, mode="bicubic", padding_mode="reflection",
+                                  align_corners=False).clamp(0, 1)
+    return out
+
+
+def figures(r: dict) -> str:
+    return " / ".join(f"{r[f'val_psnr_s{s}']:.3f}" for s in SIGMAS)
+
+
+@torch.no_grad()
+def per_clip(model, clips: torch.Tensor, sigma: float) -> torch.Tensor:
+    """PSNR per clip at one sigma, validate's noise (seed 777, the draw of the first sigma)."""
+    T = 2 * model.cfg.temporal_radius + 1
+    c = clips.shape[1] // 2
+    g = torch.Generator()
+    g.manual_seed(777)
+    x = clips[:, c - T // 2:c + T // 2 + 1]
+    noisy = x + sigma / 255.0 * torch.randn(clips.shape, generator=g).to(clips.device)[:, c - T // 2:c + T // 2 + 1]
+    model.eval()
+    y = torch.cat([model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(sigma), device=clips.device))
+                   for i in range(0, len(x), 8)])
+    return psnr((y.float() + 1) / 2, x[:, T // 2])
+
+
+@torch.no_grad()
+def residuals(clips: torch.Tensor) -> list[str]:
+    """Mean |neighbour - centre| (code values) of clean clips, unaligned and aligned (module docstring)."""
+    x = clips * 2 - 1
+    c = x.shape[1] // 2
+    lines = []
+    for away in (1, 3):
+        centre, other = x[:, c], x[:, c - away]
+        cv = lambda a: (a - centre).abs().mean().item() * 127.5  # noqa: E731
+        row = [f"unaligned {cv(other):.2f}"]
+        for tile in (64, 32):
+            row.append(f"tile {tile} {cv(align.shift_tiles(other, align.tile_shifts(centre, other, 24, tile), tile)):.2f}")
+        s64 = align.tile_shifts(centre, other, 24, 64)
+        base = s64.repeat_interleave(8, 1).repeat_interleave(8, 2)
+        s8 = align._search(centre.mean(1, keepdim=True), other.mean(1, keepdim=True), base, 2, 8).clamp(-24, 24)
+        row.append(f"tile 8 (+-2 px from tile 64) {cv(align.shift_tiles(other, s8, 8)):.2f}")
+        lines.append(f"clean |neighbour - centre|, {away} frame(s) away: " + ", ".join(row) + " code values")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("weights", nargs="+")
+    ap.add_argument("--videos", nargs="+", default=[os.path.join(DATA, d) for d in ("train-video", "train-video2")])
+    ap.add_argument("--subpixel", default="0.25,0.5", help="global motion in px per frame, comma-separated")
+    ap.add_argument("--per-clip", action="store_true")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device(args.device)
+    clips = make_val_davis(args.videos, dev)
+    if clips is None:
+        sys.exit(f"no val_davis sequence in {args.videos}")
+    assert clips.shape[1] == VAL_T
+    still = static_clips(clips)
+    for path in args.weights:
+        model = load_weights(path, dev)
+        model.set_engine(sdpa=True, channels_last=False)
+        real, stat = validate(model, clips), validate(model, still)
+        print(f"{path}: val_davis sigma 10 / 30 / 50 real {figures(real)}, static {figures(stat)} dB", flush=True)
+        for d in (float(v) for v in args.subpixel.split(",") if v.strip()):
+            print(f"  static with a global motion of {d:g} px per frame: {figures(validate(model, translated(still, d)))} dB",
+                  flush=True)
+        if args.per_clip:
+            x = clips * 2 - 1
+            c = x.shape[1] // 2
+            mot = sum(align.tile_shifts(x[:, c], x[:, c + o], 24, 64).abs().amax(-1).float().mean((1, 2))
+                      for o in (-3, 3)) / 2
+            for s in (10, 30):
+                pr, ps = per_clip(model, clips, s), per_clip(model, still, s)
+                print(f"  sigma {s}: " + ", ".join(f"clip {i} {pr[i]:.2f}/{ps[i]:.2f} ({mot[i]:.1f} px)"
+                                                   for i in range(len(pr))) + "  (real/static dB, motion)", flush=True)
+    for line in residuals(clips.cpu()):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
