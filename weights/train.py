@@ -312,7 +312,9 @@ def main():
     ap.add_argument("--lr-min", type=float, default=1e-6)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--decay", type=float, default=0.2, help="wsd: share of the plan spent decaying")
-    ap.add_argument("--video-share", type=float, default=0.5)
+    ap.add_argument("--video-share", type=float, default=0.5,
+                    help="share of the natural clips (not synthetic) cut from the videos, the rest photo "
+                    "pseudo-video (data.Batcher.clean; in the start event)")
     ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
     ap.add_argument("--feed", default="auto", choices=("auto",) + FEEDS,
                     help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
@@ -350,6 +352,8 @@ def main():
     args = ap.parse_args()
     if (args.minutes is None) == (args.clips is None):
         ap.error("give exactly one of --minutes and --clips")
+    if not 0.0 <= args.video_share <= 1.0:
+        ap.error(f"--video-share must be in [0, 1], got {args.video_share}")
 
     os.makedirs(args.out, exist_ok=True)
     log = Log(os.path.join(args.out, "train.log"))
@@ -477,6 +481,7 @@ def run(args, log, dev):
     log(event="start", resumed=resumed, init=state.get("init"), candidate=state.get("candidate"),
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
+        video_share=args.video_share,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
         sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
         ema_decay=state.get("ema_decay"), init_from_average=init_average,
