@@ -67,7 +67,7 @@ def _tile_source_index(shifts: torch.Tensor, H: int, W: int, t: int) -> torch.Te
     Y = (torch.arange(h, device=shifts.device).view(1, h, 1, 1) * t + i.view(1, 1, t, 1)
          + shifts[..., 0].view(N, h, 1, w)).clamp(0, H - 1)
     X = (torch.arange(w, device=shifts.device).view(1, 1, w, 1) * t + i + shifts[..., 1:]).clamp(0, W - 1)
-    return (Y.view(N, h, t, w, 1) * W + X.view(N, h, 1, w, t)).view(N, H * W)
+    return (Y.view(N, h, t, w, 1) * W + X.view(N, h, 1, w, t)).reshape(N, H * W)
 
 
 def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
@@ -77,8 +77,9 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
     K = (2r + 1)^2 candidates s = (dy[k], dx[k]) in _candidates' order (reads clamped to the frame).
     Each tile reads one (t + 2r)^2 patch of lo around its base shift (clamped rows and columns, two
     small index tensors broadcast by advanced indexing); the candidates are views of it (unfold), and
-    |lc - candidate| is written once, (N, K, H, W) in raster order of the candidates, for
-    avg_pool2d. Per element of that tensor: one read of the cached patch and one 4-byte write."""
+    |lc - candidate| goes into one (N, K, H, W) buffer in raster order of the candidates (a
+    subtraction, then abs in place) for avg_pool2d: per element, two 4-byte writes and two reads
+    of the buffer, besides reads of the patch, which is (1 + 2r/t)^2 samples per sample."""
     N, _, H, W = lc.shape
     h, w, p = H // t, W // t, t + 2 * r
     dy, dx = _candidates(r, lc.device)
@@ -89,7 +90,7 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
     n = torch.arange(N, device=lc.device).view(N, 1, 1, 1, 1)
     patch = lo[:, 0][n, ys[..., :, None], xs[..., None, :]]                       # (N, h, w, p, p)
     cand = patch.unfold(3, t, 1).unfold(4, t, 1).permute(0, 3, 4, 1, 5, 2, 6)   # (N, K1, K1, h, t, w, t)
-    diff = torch.empty((N, K1, K1, h, t, w, t), device=lc.device)
+    diff = torch.empty((N, K1, K1, h, t, w, t), dtype=lc.dtype, device=lc.device)
     torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
     cost = F.avg_pool2d(diff.view(N, K1 * K1, H, W), t)
     return cost.index_select(1, (dy + r) * K1 + (dx + r)), dy, dx

@@ -7,10 +7,11 @@
             tile_shifts finds every shift of the tiles whose matched block stays inside the frame
             (the border tiles see clamped reads), clean and with AWGN of sigma 10.
   flat      a flat frame keeps shift 0 on every tile (candidates scanned outward from (0, 0)).
-  reference tile_shifts and shift_tiles equal, bit for bit, the definitions written out below
-            (one int64 per-sample gather per candidate, in _candidates' order), on textured,
-            noisy, flat and quantised frames (ties) at radii 1..33 and tiles 16..64; the NHWC warp
-            equals the NCHW one, its gradient too.
+  reference tile_shifts, its per-candidate costs (align._costs) and shift_tiles equal, bit for
+            bit, the definitions written out below (one per-sample gather per candidate, the
+            candidates' order and the strictly-better rule written out), on textured, noisy,
+            flat, quantised and diagonal-stripe frames (ties) at radii 1..33 and tiles 16..64;
+            the NHWC warp equals the NCHW one, its gradient too.
   bytes     tensor bytes read and written per op (views excluded) by tile_shifts and shift_tiles
             for one neighbour of a 128-clip training step (384 pairs of 128x128, R 24, tile 64):
             at most 3.5 GiB and 0.3 GiB (3.0 and 0.24 now; 10.1 + 9.9 and 0.9 GiB when each level gathered its
@@ -60,13 +61,23 @@ def reference_shift_tiles(frame: torch.Tensor, shifts: torch.Tensor, tile: int) 
 
 
 def reference_tile_shifts(centre: torch.Tensor, other: torch.Tensor, radius: int, tile: int) -> torch.Tensor:
-    """tile_shifts' definition (module docstring of align.py), one candidate at a time."""
+    """tile_shifts' definition (module docstring of align.py), one candidate at a time: candidates
+    nearest to (0, 0) first (|dy| + |dx|, then dy, then dx), a later one only when strictly better.
+    Also asserts that align._costs gives the same cost per candidate and tile, bit for bit."""
     def search(lc, lo, base, r, t):
-        dy, dx = align._candidates(r, lc.device)
-        costs = [F.avg_pool2d((lc - reference_shift_tiles(lo, base + torch.tensor([a, b]), t)).abs(), t)
-                 for a, b in zip(dy.tolist(), dx.tolist())]
-        k = torch.cat(costs, 1).argmin(1)
-        return base + torch.stack([dy[k], dx[k]], -1)
+        cands = sorted(((a, b) for a in range(-r, r + 1) for b in range(-r, r + 1)),
+                       key=lambda c: (abs(c[0]) + abs(c[1]), c[0], c[1]))
+        costs = torch.cat([F.avg_pool2d((lc - reference_shift_tiles(lo, base + torch.tensor(c), t)).abs(), t)
+                           for c in cands], 1)
+        assert torch.equal(align._costs(lc, lo, base, r, t)[0], costs), \
+            f"reference: align._costs differs from the per-candidate costs (radius {r}, tile {t})"
+        best = costs[:, 0]
+        shift = torch.zeros_like(base)
+        for c, cost in zip(cands, costs.unbind(1)):
+            better = cost < best
+            best = torch.where(better, cost, best)
+            shift[better] = torch.tensor(c)
+        return base + shift
     lc0, lo0 = centre.float().mean(1, keepdim=True), other.float().mean(1, keepdim=True)
     s = torch.zeros(centre.shape[0], centre.shape[2] // tile, centre.shape[3] // tile, 2, dtype=torch.long)
     s = search(F.avg_pool2d(lc0, 4), F.avg_pool2d(lo0, 4), s, math.ceil(radius / 4), tile // 4)
@@ -76,7 +87,8 @@ def reference_tile_shifts(centre: torch.Tensor, other: torch.Tensor, radius: int
 
 class TensorBytes(TorchDispatchMode):
     """Sums, over the ops run under it (views excluded), the bytes of the tensors they read (at
-    most each operand's storage: a broadcast counts once) and write."""
+    most each operand's storage: a broadcast counts once; an out= tensor not) and write (an
+    in-place op's tensor is read and written)."""
     VIEWS = {"view", "_unsafe_view", "unfold", "permute", "expand", "slice", "select", "unsqueeze",
              "empty", "alias", "detach", "as_strided", "t", "transpose", "squeeze", "split", "unbind"}
 
@@ -88,8 +100,9 @@ class TensorBytes(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if func._overloadpacket.__name__ not in self.VIEWS:
             tensors = lambda v: [a for a in tree_flatten(v)[0] if isinstance(a, torch.Tensor)]  # noqa: E731
+            ins = {k: v for k, v in (kwargs or {}).items() if k != "out"}    # out= is written, not read
             self.read += sum(min(a.numel() * a.element_size(), a.untyped_storage().nbytes())
-                             for a in tensors((args, kwargs)))
+                             for a in tensors((args, ins)))
             self.written += sum(a.numel() * a.element_size() for a in tensors(out))
         return out
 
@@ -112,16 +125,19 @@ def main() -> int:
     print("flat      flat frame: shift 0 on every tile  ok")
 
     n_tiles = 0
-    for k in range(12):
+    for k in range(15):
         H, W = ((128, 128), (64, 192), (256, 64))[k % 3]
         tile, radius = (64, 32, 64, 16)[k % 4], (24, 8, 3, 33, 1, 12)[k % 6]
         c = textured(2, H, W, g)
+        if k % 5 == 4:                                              # diagonal stripes: ties along the stripes
+            v = torch.rand(2, 3, H + W, generator=g) * 2 - 1
+            c = v[..., torch.arange(H).view(H, 1) + torch.arange(W).view(1, W)]
         o = torch.roll(c, (k % 7 - 3, 5 - k % 11), (2, 3))
-        if k % 4 == 1:
+        if k % 5 == 1:
             c, o = c + 0.1 * torch.randn(c.shape, generator=g), o + 0.1 * torch.randn(o.shape, generator=g)
-        if k % 4 == 2:
+        if k % 5 == 2:
             c, o = (c * 4).round() / 4, (o * 4).round() / 4       # few levels: equal costs
-        if k % 4 == 3:
+        if k % 5 == 3:
             c = o = torch.full_like(c, 0.2)                         # flat: every candidate ties
         est = tile_shifts(c, o, radius, tile)
         ref = reference_tile_shifts(c, o, radius, tile)
@@ -139,8 +155,8 @@ def main() -> int:
         (b * w).sum().backward()
         assert torch.equal(a, b) and torch.allclose(fn.grad, fc.grad, rtol=1e-6, atol=1e-5), \
             f"reference: the NHWC warp or its gradient differs from the NCHW one (case {k})"
-    print(f"reference tile_shifts on {n_tiles} tiles (textured, noisy, quantised, flat; radius 1..33, "
-          f"tile 16..64) and shift_tiles (NCHW, NHWC, gradient) equal their definitions  ok")
+    print(f"reference tile_shifts and its costs on {n_tiles} tiles (textured, noisy, quantised, flat, diagonal; "
+          f"radius 1..33, tile 16..64) and shift_tiles (NCHW, NHWC, gradient) equal their definitions  ok")
 
     c = textured(384, 128, 128, g)
     o = torch.roll(c, (3, -5), (2, 3))
