@@ -28,14 +28,15 @@ about 180 M samples, well under 1 % of the network's 313 GFLOP per 1080p frame i
 memory-bound. A training step of 128 clips aligns 1,792 pairs of 128x128 crops (3 windows x 4
 neighbours, and the head's 2), at R = 24 169 x 1,024 and 9 x 16,384 samples per pair. Each level
 reads one (t + 2r)^2 patch of the other frame per tile (advanced indexing with a row and a column
-index per tile, no per-sample index), takes the K candidates as views of it (unfold) and writes
-|L_c - candidate| once, (N, K, H, W) float32, for avg_pool2d; the warp gathers with one int64
-index per sample. Counted per 384 pairs (one neighbour of a 128-clip step's windows; tensor
-bytes read and written per op, `python3 weights/check_align.py`'s bytes line): tile_shifts 1.9
-GiB read and 1.1 GiB written, shift_tiles 0.12 and 0.12, against 10.1 / 9.9 and 0.45 / 0.45 when
-every level gathered its (N, K, H, W) candidates with int64 indices built in several passes (the
-code the H200 ran at 1,256 clips/s against 2,290 without the alignment; docs/model.md). Same
-shifts, bit for bit (check_align.py compares with that definition).
+index per tile, no per-sample index), takes the K candidates as views of it (unfold) and puts
+|L_c - candidate| into one (N, K, H, W) float32 buffer (a subtraction, then abs in place) for
+avg_pool2d; the warp gathers with one int64 index per sample, built in one pass. Counted per 384
+pairs (one neighbour of a 128-clip step's windows; tensor bytes read and written per op,
+`python3 weights/check_align.py`'s bytes line): tile_shifts 1.36 GiB read and 1.13 GiB written,
+shift_tiles 0.12 and 0.12, against 10.14 / 9.90 and 0.45 / 0.45 when every level gathered its
+(N, K, H, W) candidates with int64 indices built in several passes (the code the H200 ran at
+1,256 clips/s against 2,290 without the alignment; docs/model.md). Same shifts, bit for bit
+(check_align.py compares with the definitions).
 
 Shapes: frames (N, 3, H, W) float in [-1, 1], H and W multiples of tile, tile a multiple of 4;
 shifts (N, H / tile, W / tile, 2) int64 (dy, dx) in full-resolution pixels.

@@ -27,9 +27,10 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
   compile-graph-overlap-v2h  compile-graph-overlap with recipe v2h's batches (grey clips, pattern
                  backgrounds, 12 % synthetic) and loss terms
   shipped-net    compile-graph-overlap-v2h on the shipped network's config (weights/
-                 denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24) with fresh
-                 weights: what a training piece runs (the others train Config()); shipped-net-noalign
-                 the same with the alignment off, so the two give what the alignment costs
+                 denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24), fresh plain
+                 qkv weights (a piece resumes with --qkv-reparam): the network a training piece
+                 runs (the others train Config()); shipped-net-noalign the same with the alignment
+                 off, so the two give what the alignment costs
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
@@ -101,7 +102,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-overlap-b256": ("compile", 256, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
     # the shipped network (weights/denoise-v2.safetensors' config: widths, depths, sigma gate, align
-    # 24), fresh weights: what a training piece runs, with and without its alignment
+    # 24), fresh weights: the network a training piece runs, with and without its alignment
     "shipped-net": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped"}),
     "shipped-net-noalign": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped", "align": 0}),
 }

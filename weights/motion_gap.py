@@ -15,7 +15,8 @@ CPU, bf16 autocast on CUDA) in three forms of the same clips:
             (bicubic grid_sample, reflection at the borders): a global translation of d px per
             frame, most of it below a pixel, which whole-pixel alignment cannot remove.
 --per-clip adds real and static per clip at sigma 10 and 30 with each clip's motion (the mean
-over tiles of max(|dy|, |dx|) of align.tile_shifts between the centre and the frames 3 away).
+over tiles of max(|dy|, |dx|) of align.tile_shifts between the centre and the frames 3 away, at
+radius 24: a tile that moves further counts as 24).
 Then, independent of the weights: the mean |neighbour - centre| of the clean clips in code values
 (luma and chroma together, R'G'B' samples), unaligned and after align.shift_tiles with shifts
 estimated on the clean frames (radius 24) at tiles 64 and 32, and at tile 8 refined by +-2 px
@@ -67,7 +68,8 @@ def figures(r: dict) -> str:
 
 @torch.no_grad()
 def per_clip(model, clips: torch.Tensor, sigma: float) -> torch.Tensor:
-    """PSNR per clip at one sigma, validate's noise (seed 777, the draw of the first sigma)."""
+    """PSNR per clip at one sigma, validate's noise (seed 777, the draw of the first sigma) and
+    precision (bf16 autocast on CUDA, fp32 on the CPU)."""
     T = 2 * model.cfg.temporal_radius + 1
     c = clips.shape[1] // 2
     g = torch.Generator()
@@ -75,8 +77,10 @@ def per_clip(model, clips: torch.Tensor, sigma: float) -> torch.Tensor:
     x = clips[:, c - T // 2:c + T // 2 + 1]
     noisy = x + sigma / 255.0 * torch.randn(clips.shape, generator=g).to(clips.device)[:, c - T // 2:c + T // 2 + 1]
     model.eval()
-    y = torch.cat([model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(sigma), device=clips.device))
-                   for i in range(0, len(x), 8)])
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=clips.is_cuda):
+        y = torch.cat([model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(sigma),
+                                                                device=clips.device))
+                       for i in range(0, len(x), 8)])
     return psnr((y.float() + 1) / 2, x[:, T // 2])
 
 
