@@ -27,6 +27,12 @@ Seven checks, on fresh random inputs (never zeros), each printing what differs:
   pattern   data.Batcher pattern_bg: the share of synthetic clip pixels in a neutral 1-px pattern
             (R' = G' = B', each sample unlike its horizontal or vertical neighbours and like the
             one after them) is under 5 % at 0 and over 50 % at 1.
+  warp      data.Batcher photo_warp A: on photo tiles that are ramps (R' = x, G' = y, exact under
+            bicubic resampling) the displacement of each sample is read back in px: the centre
+            frame and the static clips are bit-identical to a Batcher without the warp, the outer
+            frames move by at most 1.3 A (mean at least 0.25 A over the moving clips), frame t-1
+            by a third of frame t-3's (within 0.05 A: PyTorch's bicubic, a = -0.75, reproduces a
+            ramp only to about 0.05 px), smoothly (neighbouring samples within 0.2 A).
   noise     noise_models.NoiseRecipe's noise models one at a time: RMS = sigma, AWGN's channels
             uncorrelated, Poisson-Gaussian's variance per level, Y'CbCr 4:2:0's chroma constant on
             2x2 blocks and its R'/B' covariance, 8-bit and clean clips; on CUDA the compiled mix
@@ -223,6 +229,38 @@ def pattern_share(clips: torch.Tensor) -> float:
     return (neutral & (h[:, 1:-1] | v[:, :, 1:-1])).float().mean().item()
 
 
+def check_warp(dev) -> list[str]:
+    A, B, P = 3.0, 24, 64
+    ramp = torch.arange(TILE, device=dev, dtype=torch.float32) * (255.0 / TILE)    # / 255 in photo_clips: x / TILE
+    tiles = torch.stack([ramp.view(1, TILE).expand(TILE, TILE), ramp.view(TILE, 1).expand(TILE, TILE),
+                         torch.zeros(TILE, TILE, device=dev)], -1).expand(4, TILE, TILE, 3).contiguous()
+    a = Batcher(tiles, None, None, dev, seed=21).photo_clips(B, P)
+    b = Batcher(tiles, None, None, dev, seed=21, photo_warp=A).photo_clips(B, P)
+    c = a.shape[1] // 2
+    static = (a - a[:, c:c + 1]).abs().flatten(1).amax(1) == 0
+    d = (b - a)[:, :, :2] * TILE                                   # (B, T, 2, P, P): displacement (x, y) in px
+    core = (slice(None), slice(None), slice(4, -4), slice(4, -4))
+    outer, inner = d[~static, 0][core], d[~static, c - 1][core]
+    fails = []
+    if not torch.equal(a[:, c], b[:, c]) or not torch.equal(a[static], b[static]):
+        fails.append("warp: the centre frame or a static clip changed")
+    if not (outer.abs().amax() <= 1.3 * A and outer.abs().mean() >= 0.25 * A):
+        fails.append(f"warp: outer frames moved by max {outer.abs().amax():.2f} / mean {outer.abs().mean():.2f} px "
+                     f"(limits {1.3 * A:g} / at least {0.25 * A:g})")
+    lin = (inner - outer / c).abs().amax().item()
+    if lin > 0.05 * A:
+        fails.append(f"warp: frame t-1 is not a third of frame t-3's displacement (max error {lin:.2g} px, "
+                     f"limit {0.05 * A:g})")
+    rough = max((outer[..., 1:] - outer[..., :-1]).abs().amax().item(),
+                (outer[..., 1:, :] - outer[..., :-1, :]).abs().amax().item())
+    if rough > 0.2 * A:
+        fails.append(f"warp: neighbouring samples' displacements differ by up to {rough:.2f} px (limit {0.2 * A:g})")
+    print(f"warp      photo_warp {A:g} px: centre and {int(static.sum())} static clips bit-identical, outer frames "
+          f"max {outer.abs().amax():.2f} / mean {outer.abs().mean():.2f} px, t-1 = t-3 / 3 within {lin:.2f} px, "
+          f"neighbours within {rough:.2f} px{'  ok' if not fails else ''}")
+    return fails
+
+
 def check_pattern(dev) -> list[str]:
     share = {bg: pattern_share(Batcher(None, None, None, dev, seed=17, pattern_bg=bg).synthetic_clips(128, 64))
              for bg in (0.0, 1.0)}
@@ -379,7 +417,8 @@ def check(dev) -> tuple[list[str], list[str]]:
     f, notes = check_resample(dev, g)
     fails += f
     f, n2 = check_feed(dev, g)
-    return fails + f + check_grey(dev, g) + check_pattern(dev) + check_noise(dev, g) + check_ops(dev, g), notes + n2
+    return (fails + f + check_grey(dev, g) + check_pattern(dev) + check_warp(dev) + check_noise(dev, g)
+            + check_ops(dev, g), notes + n2)
 
 
 def main():

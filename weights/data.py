@@ -10,7 +10,10 @@ Clips are (B, T, 3, P, P) float in [0,1], T = 2R+1 frames (7 for model v1):
     frame equally likely, so a sequence weighs by its length);
   - photo pseudo-video: a 256x256 tile of a photo, seen through a P x P window moving along a
     smooth random trajectory (translation with constant velocity plus acceleration, small zoom
-    and rotation), resampled with bicubic grid_sample;
+    and rotation), resampled with bicubic grid_sample; optionally (Batcher photo_warp) deformed
+    by a smooth random displacement field that grows with the distance from the centre frame,
+    the kind of motion a per-tile translation does not describe (docs/model.md, "Where
+    val_davis's remaining error is");
   - synthetic clips (model v2's faithfulness share): flat or slowly varying backgrounds, flat
     rectangles with sharp edges, saturated 1-3 px lines and outlines, neutral 1-px checkerboards
     and stripes, static or moving by whole pixels;
@@ -153,11 +156,13 @@ class Batcher:
     """Builds batches of clean clips (B, T, 3, P, P) in [0,1] on the data's device."""
 
     def __init__(self, photos: torch.Tensor | None, frames: torch.Tensor | None,
-                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T, pattern_bg: float = 0.0):
+                 starts: torch.Tensor | None, device, seed: int = 0, T: int = T, pattern_bg: float = 0.0,
+                 photo_warp: float = 0.0):
         """pattern_bg: the probability that a synthetic clip's background is its neutral 1-px
-        pattern (synthetic_clips)."""
+        pattern (synthetic_clips). photo_warp: the amplitude (px) of the moving photo clips'
+        deformation (photo_clips; 0: none, and the batches are those of a Batcher without it)."""
         self.photos, self.frames, self.starts = photos, frames, starts
-        self.device, self.T, self.pattern_bg = device, T, pattern_bg
+        self.device, self.T, self.pattern_bg, self.photo_warp = device, T, pattern_bg, photo_warp
         self.g = torch.Generator(device=device)
         self.g.manual_seed(seed)
 
@@ -201,7 +206,13 @@ class Batcher:
         cos, sin = torch.cos(ang) * s, torch.sin(ang) * s
         theta = torch.stack([torch.stack([cos, -sin, 2 * cx / TILE], -1),
                              torch.stack([sin, cos, 2 * cy / TILE], -1)], -2)  # (B, T, 2, 3)
-        return resample_tiles(img, theta, P, out)
+        flow = None
+        if self.photo_warp > 0:
+            # frame k is displaced by field * k / (T // 2): 0 at the centre frame (the target stays
+            # exact), the whole field at the clip's ends; static clips stay static
+            field = smooth_field(self._rand(B, 2, 4, 4) * 2 - 1, P) * self.photo_warp * moving[:, :, None, None]
+            flow = (field[:, None] * (k / max(1, T // 2)).view(1, T, 1, 1, 1)) * (2 / TILE)
+        return resample_tiles(img, theta, P, out, flow)
 
     def synthetic_clips(self, B: int, P: int) -> torch.Tensor:
         """Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
@@ -314,17 +325,29 @@ class Batcher:
         return self.augment(out)
 
 
-def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Tensor | None = None) -> torch.Tensor:
+def smooth_field(u: torch.Tensor, P: int) -> torch.Tensor:
+    """u (B, 2, n, n) control values -> (B, P, P, 2): u bicubically interpolated over a P x P crop
+    (align_corners=True: the corner values at the corner samples), channel 0 -> the last dimension's
+    x, channel 1 its y. With u uniform in [-1, 1] the field is smooth on the scale of P / (n - 1)
+    px and within about [-1.25, 1.25] (bicubic overshoot)."""
+    return F.interpolate(u, size=(P, P), mode="bicubic", align_corners=True).permute(0, 2, 3, 1)
+
+
+def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Tensor | None = None,
+                   flow: torch.Tensor | None = None) -> torch.Tensor:
     """img (B, 3, TILE, TILE) in [0,1], theta (B, T, 2, 3) affine maps in F.affine_grid's
-    normalised coordinates (align_corners=False) -> clips (B, T, 3, P, P) in [0,1], written into
-    dst when given (else a new tensor with grid_sample's (B, 3, T, P, P) layout, transposed; the
-    clipping is the one pass out of grid_sample's buffer). Bicubic grid_sample with reflection
-    padding, clipped to [0,1]. The T frames of a clip are one grid of T*P rows over the clip's
-    tile, so the tile is read in place
-    instead of being copied T times; each output sample is computed from the same grid point and
-    tile as with a (B*T)-image batch, so the result is the same."""
+    normalised coordinates (align_corners=False), flow (B, T, P, P, 2) or None: a displacement
+    (x, y) added to every frame's sampling grid, in the same coordinates -> clips (B, T, 3, P, P)
+    in [0,1], written into dst when given (else a new tensor with grid_sample's (B, 3, T, P, P)
+    layout, transposed; the clipping is the one pass out of grid_sample's buffer). Bicubic
+    grid_sample with reflection padding, clipped to [0,1]. The T frames of a clip are one grid of
+    T*P rows over the clip's tile, so the tile is read in place instead of being copied T times;
+    each output sample is computed from the same grid point and tile as with a (B*T)-image batch,
+    so the result is the same."""
     B, T = theta.shape[:2]
     grid = F.affine_grid(theta.reshape(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
+    if flow is not None:
+        grid = grid + flow.reshape(B * T, P, P, 2)
     out = F.grid_sample(img, grid.view(B, T * P, P, 2), mode="bicubic", padding_mode="reflection",
                         align_corners=False)
     return torch.clamp(out.view(B, 3, T, P, P).transpose(1, 2), 0, 1, out=dst)

@@ -315,6 +315,9 @@ def main():
     ap.add_argument("--video-share", type=float, default=0.5,
                     help="share of the natural clips (not synthetic) cut from the videos, the rest photo "
                     "pseudo-video (data.Batcher.clean; in the start event)")
+    ap.add_argument("--photo-warp", type=float, default=0.0, metavar="PX",
+                    help="moving photo clips deformed by a smooth random field of up to about PX px at the clip's "
+                    "ends (data.Batcher photo_warp; 0: none; in the start event)")
     ap.add_argument("--engine", default="auto", choices=("auto",) + ENGINES)
     ap.add_argument("--feed", default="auto", choices=("auto",) + FEEDS,
                     help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
@@ -354,6 +357,8 @@ def main():
         ap.error("give exactly one of --minutes and --clips")
     if not 0.0 <= args.video_share <= 1.0:
         ap.error(f"--video-share must be in [0, 1], got {args.video_share}")
+    if not 0.0 <= args.photo_warp <= 16.0:
+        ap.error(f"--photo-warp must be in [0, 16] px, got {args.photo_warp}")
 
     os.makedirs(args.out, exist_ok=True)
     log = Log(os.path.join(args.out, "train.log"))
@@ -481,7 +486,7 @@ def run(args, log, dev):
     log(event="start", resumed=resumed, init=state.get("init"), candidate=state.get("candidate"),
         config=json.loads(cfg.to_json()), recipe=recipe_name, params=params,
         gflop_1080p=round(gflop_per_frame(cfg, 1080, 1920), 1), batch=args.batch, patch=args.patch,
-        video_share=args.video_share,
+        video_share=args.video_share, photo_warp=args.photo_warp,
         plan=plan, qkv_reparam=state["qkv_reparam"], qkv_reparam_switched_on=reparam_on,
         sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
         ema_decay=state.get("ema_decay"), init_from_average=init_average,
@@ -508,7 +513,7 @@ def run(args, log, dev):
         ema = WeightEMA(model, state["ema_decay"], saved)
 
     batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T,
-                      pattern_bg=recipe["pattern_bg"])
+                      pattern_bg=recipe["pattern_bg"], photo_warp=args.photo_warp)
     gen = torch.Generator(device=dev)
     gen.manual_seed(2000 + state["step"] + args.seed)
     feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
