@@ -59,16 +59,24 @@ def _candidates(r: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return dy[order], dx[order]
 
 
-def _tile_source_index(shifts: torch.Tensor, H: int, W: int, t: int) -> torch.Tensor:
-    """(N, h, w, 2) per-tile shifts (h = H / t, w = W / t) -> (N, H W) int64: the flat index y' W + x'
-    of every sample's source (y', x') = (clamp(y + dy, 0, H - 1), clamp(x + dx, 0, W - 1)), (dy, dx)
-    its tile's shift; one pass, from a row term (N, h, t, w, 1) and a column term (N, h, 1, w, t)."""
+def _tile_rows_cols(shifts: torch.Tensor, H: int, W: int, t: int, r: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, h, w, 2) per-tile shifts (dy, dx) (h = H / t, w = W / t) -> rows, cols, each (N, h, w, t + 2r)
+    int64: rows[n, ty, tx, a] = clamp(ty t + a - r + dy, 0, H - 1), cols likewise with tx, dx and W: the
+    source rows and columns of the tile's samples, widened by r on each side."""
     N, h, w, _ = shifts.shape
-    i = torch.arange(t, device=shifts.device)
-    Y = (torch.arange(h, device=shifts.device).view(1, h, 1, 1) * t + i.view(1, 1, t, 1)
-         + shifts[..., 0].view(N, h, 1, w)).clamp(0, H - 1)
-    X = (torch.arange(w, device=shifts.device).view(1, 1, w, 1) * t + i + shifts[..., 1:]).clamp(0, W - 1)
-    return (Y.view(N, h, t, w, 1) * W + X.view(N, h, 1, w, t)).reshape(N, H * W)
+    a = torch.arange(t + 2 * r, device=shifts.device) - r
+    rows = (torch.arange(h, device=shifts.device).view(1, h, 1, 1) * t + a + shifts[..., :1]).clamp(0, H - 1)
+    cols = (torch.arange(w, device=shifts.device).view(1, 1, w, 1) * t + a + shifts[..., 1:]).clamp(0, W - 1)
+    return rows, cols
+
+
+def _tile_source_index(shifts: torch.Tensor, H: int, W: int, t: int) -> torch.Tensor:
+    """(N, h, w, 2) per-tile shifts -> (N, H W) int64: the flat index y' W + x' of every sample's
+    source (_tile_rows_cols), built in one pass in the samples' order (N, h, t, w, t)."""
+    N, h, w, _ = shifts.shape
+    rows, cols = _tile_rows_cols(shifts, H, W, t)
+    row_term = (rows * W).permute(0, 1, 3, 2).contiguous()                  # (N, h, t, w): small
+    return (row_term[..., None] + cols[:, :, None]).view(N, H * W)
 
 
 def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
@@ -82,12 +90,10 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
     subtraction, then abs in place) for avg_pool2d: per element, two 4-byte writes and two reads
     of the buffer, besides reads of the patch, which is (1 + 2r/t)^2 samples per sample."""
     N, _, H, W = lc.shape
-    h, w, p = H // t, W // t, t + 2 * r
+    h, w = H // t, W // t
     dy, dx = _candidates(r, lc.device)
     K1 = 2 * r + 1
-    a = torch.arange(p, device=lc.device) - r
-    ys = (torch.arange(h, device=lc.device).view(1, h, 1, 1) * t + a + base[..., :1]).clamp(0, H - 1)   # (N, h, w, p)
-    xs = (torch.arange(w, device=lc.device).view(1, 1, w, 1) * t + a + base[..., 1:]).clamp(0, W - 1)
+    ys, xs = _tile_rows_cols(base, H, W, t, r)                                  # (N, h, w, t + 2r)
     n = torch.arange(N, device=lc.device).view(N, 1, 1, 1, 1)
     patch = lo[:, 0][n, ys[..., :, None], xs[..., None, :]]                       # (N, h, w, p, p)
     cand = patch.unfold(3, t, 1).unfold(4, t, 1).permute(0, 3, 4, 1, 5, 2, 6)   # (N, K1, K1, h, t, w, t)

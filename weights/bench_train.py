@@ -79,6 +79,7 @@ import compile_cache  # noqa: E402
 from check_attention import describe_backends  # noqa: E402
 from batch_feed import BatchFeed, training_batch  # noqa: E402
 from data import TILE, Batcher  # noqa: E402
+from export import load_weights  # noqa: E402
 from model import Config, Denoiser  # noqa: E402
 from noise_models import NoiseRecipe  # noqa: E402
 from train_step import LossWeights, StepEngine  # noqa: E402
@@ -211,9 +212,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     torch.manual_seed(0)
     cfg = Config()
     if opts.get("config") == "shipped":
-        from safetensors import safe_open
-        with safe_open(SHIPPED, "pt") as f:
-            cfg = Config.from_json(f.metadata()["config"])
+        cfg = load_weights(SHIPPED).cfg
         if "align" in opts:
             cfg = dataclasses.replace(cfg, align=opts["align"])
     model = Denoiser(cfg).to(dev)

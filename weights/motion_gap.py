@@ -14,7 +14,8 @@ CPU, bf16 autocast on CUDA) in three forms of the same clips:
   subpixel  the static clips with the frame at offset k moved by k d px in x and 0.7 k d in y
             (bicubic grid_sample, reflection at the borders): a global translation of d px per
             frame, most of it below a pixel, which whole-pixel alignment cannot remove.
---per-clip adds real and static per clip at sigma 10 and 30 with each clip's motion (the mean
+--per-clip adds real and static per clip at sigma 10 and 30 (validate's groups, the same noise)
+with each clip's motion (the mean
 over tiles of max(|dy|, |dx|) of align.tile_shifts between the centre and the frames 3 away, at
 radius 24: a tile that moves further counts as 24).
 Then, independent of the weights: the mean |neighbour - centre| of the clean clips in code values
@@ -67,24 +68,6 @@ def figures(r: dict) -> str:
 
 
 @torch.no_grad()
-def per_clip(model, clips: torch.Tensor, sigma: float) -> torch.Tensor:
-    """PSNR per clip at one sigma, validate's noise (seed 777, the draw of the first sigma) and
-    precision (bf16 autocast on CUDA, fp32 on the CPU)."""
-    T = 2 * model.cfg.temporal_radius + 1
-    c = clips.shape[1] // 2
-    g = torch.Generator()
-    g.manual_seed(777)
-    x = clips[:, c - T // 2:c + T // 2 + 1]
-    noisy = x + sigma / 255.0 * torch.randn(clips.shape, generator=g).to(clips.device)[:, c - T // 2:c + T // 2 + 1]
-    model.eval()
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=clips.is_cuda):
-        y = torch.cat([model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(sigma),
-                                                                device=clips.device))
-                       for i in range(0, len(x), 8)])
-    return psnr((y.float() + 1) / 2, x[:, T // 2])
-
-
-@torch.no_grad()
 def residuals(clips: torch.Tensor) -> list[str]:
     """Mean |neighbour - centre| (code values) of clean clips, unaligned and aligned (module docstring)."""
     x = clips * 2 - 1
@@ -93,10 +76,9 @@ def residuals(clips: torch.Tensor) -> list[str]:
     for away in (1, 3):
         centre, other = x[:, c], x[:, c - away]
         cv = lambda a: (a - centre).abs().mean().item() * 127.5  # noqa: E731
-        row = [f"unaligned {cv(other):.2f}"]
-        for tile in (64, 32):
-            row.append(f"tile {tile} {cv(align.shift_tiles(other, align.tile_shifts(centre, other, 24, tile), tile)):.2f}")
         s64 = align.tile_shifts(centre, other, 24, 64)
+        row = [f"unaligned {cv(other):.2f}", f"tile 64 {cv(align.shift_tiles(other, s64, 64)):.2f}",
+               f"tile 32 {cv(align.shift_tiles(other, align.tile_shifts(centre, other, 24, 32), 32)):.2f}"]
         base = s64.repeat_interleave(8, 1).repeat_interleave(8, 2)
         s8 = align._search(centre.mean(1, keepdim=True), other.mean(1, keepdim=True), base, 2, 8).clamp(-24, 24)
         row.append(f"tile 8 (+-2 px from tile 64) {cv(align.shift_tiles(other, s8, 8)):.2f}")
@@ -133,10 +115,13 @@ def main() -> int:
             c = x.shape[1] // 2
             mot = sum(align.tile_shifts(x[:, c], x[:, c + o], 24, 64).abs().amax(-1).float().mean((1, 2))
                       for o in (-3, 3)) / 2
+            groups = {str(i): torch.tensor([i]) for i in range(len(clips))}
+            pr, ps = validate(model, clips, (10, 30), groups), validate(model, still, (10, 30), groups)
             for s in (10, 30):
-                pr, ps = per_clip(model, clips, s), per_clip(model, still, s)
-                print(f"  sigma {s}: " + ", ".join(f"clip {i} {pr[i]:.2f}/{ps[i]:.2f} ({mot[i]:.1f} px)"
-                                                   for i in range(len(pr))) + "  (real/static dB, motion)", flush=True)
+                key = f"val_psnr_s{s}_"
+                print(f"  sigma {s}: " + ", ".join(f"clip {i} {pr[key + str(i)]:.2f}/{ps[key + str(i)]:.2f} "
+                                                   f"({mot[i]:.1f} px)" for i in range(len(clips)))
+                      + "  (real/static dB, motion)", flush=True)
     for line in residuals(clips.cpu()):
         print(line, flush=True)
     return 0
