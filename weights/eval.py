@@ -68,6 +68,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     model = load_weights(args.weights, dev).eval()
     seqs = sorted(glob.glob(os.path.join(args.data, "*.mkv")))
+    if not seqs:
+        sys.exit(f"eval.py: no *.mkv sequences in {args.data} (--data)")
     table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (weights/awgn.py), RGB PSNR peak 1, "
                          "SSIM 11x11 Gaussian, per frame -> per sequence -> mean" % args.seed,
              "weights": os.path.basename(args.weights), "precision": "bf16" if args.bf16 else "fp32",
