@@ -2,7 +2,7 @@
 """How much of a network's temporal denoising real motion costs, on val_davis (never eval-davis4).
 
   python3 weights/motion_gap.py WEIGHTS [WEIGHTS ...] [--videos DIR ...] [--subpixel 0.25,0.5]
-         [--per-clip] [--flow] [--by-residual] [--device cpu|cuda]
+         [--per-clip] [--flow] [--flow-noisy] [--by-residual] [--device cpu|cuda]
 
 For each weight file (.safetensors or training checkpoint), PSNR (dB) at sigma 10 / 30 / 50 on
 val_davis's 16 clips (train.make_val_davis; AWGN, noise seed 777, train.validate: fp32 on the
@@ -23,6 +23,9 @@ centre and the frames 3 away, at radius 24: a tile that moves further counts as 
             medium, on BT.601 luma; bicubic cv2.remap, reflection at the borders), then the noise
             added: what per-pixel motion compensation could give at best, its interpolation
             leaving the noise untouched.
+--flow-noisy adds the same with the flow estimated, at each sigma, on noisy frames (an
+  independent AWGN draw, seed 1000 + sigma, luma blurred by a Gaussian of 1 + sigma / 20 px
+  before DIS): what dense flow from the network's own input could give.
 --by-residual splits each network's squared error on the centre frame (sigma 10 and 30, real and
 static, one noise draw, seed 777) by the clean residual of the network's own fusion window: the
 mean over its frames of |aligned neighbour - centre| (align.tile_shifts / shift_tiles with the
@@ -76,23 +79,30 @@ def translated(clips: torch.Tensor, d: float) -> torch.Tensor:
     return out
 
 
-def flow_warped(clips: torch.Tensor) -> torch.Tensor:
+def flow_warped(clips: torch.Tensor, sigma: float = 0.0) -> torch.Tensor:
     """Clips (N, T, 3, H, W) in [0, 1] -> every frame but the centre one warped onto the centre
-    frame by DIS optical flow estimated on the clean 8-bit luma (module docstring), clipped to
-    [0, 1]; the centre frame unchanged."""
+    frame by DIS optical flow estimated on 8-bit luma (module docstring): of the clean frames
+    (sigma 0), or of the frames with AWGN of sigma (code values; seed 1000 + sigma) blurred by a
+    Gaussian of 1 + sigma / 20 px. Clipped to [0, 1]; the centre frame unchanged."""
     import cv2
     import numpy as np
     N, T, _, H, W = clips.shape
     c = T // 2
     dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
     rgb = clips.permute(0, 1, 3, 4, 2).cpu().numpy().astype(np.float32)
-    luma = lambda f: cv2.cvtColor((f * 255).round().astype(np.uint8), cv2.COLOR_RGB2GRAY)  # noqa: E731
+    guide = rgb
+    if sigma:
+        g = torch.Generator()
+        g.manual_seed(1000 + int(sigma))
+        guide = rgb + sigma / 255.0 * torch.randn(rgb.shape, generator=g).numpy()
+        guide = np.stack([[cv2.GaussianBlur(f, (0, 0), 1 + sigma / 20) for f in clip] for clip in guide])
+    luma = lambda f: cv2.cvtColor((np.clip(f, 0, 1) * 255).round().astype(np.uint8), cv2.COLOR_RGB2GRAY)  # noqa: E731
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     out = clips.clone()
     for i in range(N):
-        centre = luma(rgb[i, c])
+        centre = luma(guide[i, c])
         for k in (k for k in range(T) if k != c):
-            f = dis.calc(centre, luma(rgb[i, k]), None)      # centre(p) ~ frame k(p + f(p))
+            f = dis.calc(centre, luma(guide[i, k]), None)    # centre(p) ~ frame k(p + f(p))
             w = cv2.remap(rgb[i, k], gx + f[..., 0], gy + f[..., 1], cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT)
             out[i, k] = torch.from_numpy(np.clip(w, 0, 1)).permute(2, 0, 1).to(clips.device)
     return out
@@ -149,7 +159,8 @@ def figures(r: dict) -> str:
 
 
 @torch.no_grad()
-def residuals(clips: torch.Tensor, flowed: torch.Tensor | None = None) -> list[str]:
+def residuals(clips: torch.Tensor, flowed: torch.Tensor | None = None,
+              noisy_flowed: dict | None = None) -> list[str]:
     """Mean |neighbour - centre| (code values) of clean clips, unaligned and aligned (module docstring)."""
     x = clips * 2 - 1
     c = x.shape[1] // 2
@@ -165,6 +176,8 @@ def residuals(clips: torch.Tensor, flowed: torch.Tensor | None = None) -> list[s
         row.append(f"tile 8 (+-2 px from tile 64) {cv(align.shift_tiles(other, s8, 8)):.2f}")
         if flowed is not None:
             row.append(f"DIS flow {cv(flowed[:, c - away] * 2 - 1):.2f}")
+        for s, w in (noisy_flowed or {}).items():
+            row.append(f"DIS flow from sigma {s:g} {cv(w[:, c - away] * 2 - 1):.2f}")
         lines.append(f"clean |neighbour - centre|, {away} frame(s) away: " + ", ".join(row) + " code values")
     return lines
 
@@ -176,6 +189,7 @@ def main() -> int:
     ap.add_argument("--subpixel", default="0.25,0.5", help="global motion in px per frame, comma-separated")
     ap.add_argument("--per-clip", action="store_true")
     ap.add_argument("--flow", action="store_true", help="add the flow form (module docstring; needs OpenCV)")
+    ap.add_argument("--flow-noisy", action="store_true", help="add the flow form with the flow from noisy frames")
     ap.add_argument("--by-residual", action="store_true", help="split the error by the fusion window's clean residual")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
@@ -188,6 +202,7 @@ def main() -> int:
     assert clips.shape[1] == VAL_T
     still = static_clips(clips)
     flowed = flow_warped(clips) if args.flow else None
+    noisy_flowed = {s: flow_warped(clips, s) for s in SIGMAS} if args.flow_noisy else {}
     for path in args.weights:
         model = load_weights(path, dev)
         model.set_engine(sdpa=True, channels_last=False)
@@ -195,6 +210,9 @@ def main() -> int:
         print(f"{path}: val_davis sigma 10 / 30 / 50 real {figures(real)}, static {figures(stat)} dB", flush=True)
         if flowed is not None:
             print(f"  flow-warped clean frames, then the noise: {figures(validate(model, flowed))} dB", flush=True)
+        if noisy_flowed:
+            r = {f"val_psnr_s{s}": validate(model, w)[f"val_psnr_s{s}"] for s, w in noisy_flowed.items()}
+            print(f"  the same with the flow from noisy frames: {figures(r)} dB", flush=True)
         for d in (float(v) for v in args.subpixel.split(",") if v.strip()):
             print(f"  static with a global motion of {d:g} px per frame: {figures(validate(model, translated(still, d)))} dB",
                   flush=True)
@@ -213,7 +231,8 @@ def main() -> int:
         if args.by_residual:
             for line in by_residual(model, clips):
                 print(line, flush=True)
-    for line in residuals(clips.cpu(), None if flowed is None else flowed.cpu()):
+    for line in residuals(clips.cpu(), None if flowed is None else flowed.cpu(),
+                          {s: w.cpu() for s, w in noisy_flowed.items()}):
         print(line, flush=True)
     return 0
 
