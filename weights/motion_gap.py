@@ -36,8 +36,8 @@ whole excess (real - static error): large residuals (occlusion, deformation) or 
 Then, independent of the weights: the mean |neighbour - centre| of the clean clips in code values
 (luma and chroma together, R'G'B' samples), unaligned and after align.shift_tiles with shifts
 estimated on the clean frames (radius 24) at tiles 64 and 32, and at tile 8 refined by +-2 px
-from the tile-64 shifts (and with --flow after the flow warp), 1 and 3 frames away: what a
-per-tile whole-pixel translation leaves.
+from the tile-64 shifts (and after the flow warps of --flow and --flow-noisy), 1 and 3 frames
+away: what a per-tile whole-pixel translation leaves.
 """
 from __future__ import annotations
 
