@@ -29,7 +29,8 @@ centre and the frames 3 away, at radius 24: a tile that moves further counts as 
 --by-residual splits each network's squared error on the centre frame (sigma 10 and 30, real and
 static, one noise draw, seed 777) by the clean residual of the network's own fusion window: the
 mean over its frames of |aligned neighbour - centre| (align.tile_shifts / shift_tiles with the
-network's radius and tile, on the clean frames), over R'G'B', 5x5 box mean, in code values. Per
+network's radius and tile, on the clean frames; unaligned for a network without alignment), over
+R'G'B', 5x5 box mean, in code values. Per
 bin: the share of pixels, PSNR of the pooled error real and static, and the bin's share of the
 whole excess (real - static error): large residuals (occlusion, deformation) or small ones
 (texture moved by less than the noise).
@@ -45,6 +46,8 @@ import argparse
 import os
 import sys
 
+import cv2
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -52,7 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import align  # noqa: E402
 from data import VAL_T  # noqa: E402
 from export import load_weights  # noqa: E402
-from train import make_val_davis, psnr, validate  # noqa: E402
+from train import centre_outputs, make_val_davis, validate  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 SIGMAS = (10, 30, 50)
@@ -84,8 +87,6 @@ def flow_warped(clips: torch.Tensor, sigma: float = 0.0) -> torch.Tensor:
     frame by DIS optical flow estimated on 8-bit luma (module docstring): of the clean frames
     (sigma 0), or of the frames with AWGN of sigma (code values; seed 1000 + sigma) blurred by a
     Gaussian of 1 + sigma / 20 px. Clipped to [0, 1]; the centre frame unchanged."""
-    import cv2
-    import numpy as np
     N, T, _, H, W = clips.shape
     c = T // 2
     dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
@@ -108,17 +109,11 @@ def flow_warped(clips: torch.Tensor, sigma: float = 0.0) -> torch.Tensor:
     return out
 
 
-@torch.no_grad()
 def centre_sq_error(model, clips: torch.Tensor, noise: torch.Tensor, sigma: float) -> torch.Tensor:
     """Squared error (N, H, W) of the network's centre frame, R'G'B' mean, [0, 1] units, on
     clips + sigma / 255 * noise (clips and noise (N, T, 3, H, W), T the network's window)."""
-    noisy = clips + sigma / 255.0 * noise
-    errs = []
-    for i in range(0, len(clips), 8):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=clips.is_cuda):
-            y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(sigma), device=clips.device))
-        errs.append((((y.float() + 1) / 2 - clips[i:i + 8, clips.shape[1] // 2]) ** 2).mean(1))
-    return torch.cat(errs)
+    out = centre_outputs(model, clips + sigma / 255.0 * noise, float(sigma))
+    return ((out - clips[:, clips.shape[1] // 2]) ** 2).mean(1)
 
 
 def by_residual(model, clips: torch.Tensor) -> list[str]:
@@ -128,10 +123,10 @@ def by_residual(model, clips: torch.Tensor) -> list[str]:
     clips = clips[:, c - T // 2:c + T // 2 + 1]
     x = clips * 2 - 1
     c = T // 2
-    R, tile = model.cfg.align or 24, model.cfg.align_tile
+    R, tile = model.cfg.align, model.cfg.align_tile
     res = []
     for o in [o for o in range(-model.cfg.fusion_radius, model.cfg.fusion_radius + 1) if o]:
-        moved = align.shift_tiles(x[:, c + o], align.tile_shifts(x[:, c], x[:, c + o], R, tile), tile)
+        moved = align.shift_tiles(x[:, c + o], align.tile_shifts(x[:, c], x[:, c + o], R, tile), tile) if R else x[:, c + o]
         res.append((moved - x[:, c]).abs().mean(1) * 127.5)
     r = F.avg_pool2d(torch.stack(res).mean(0)[:, None], 5, 1, 2, count_include_pad=False)[:, 0]
     g = torch.Generator()
@@ -188,7 +183,7 @@ def main() -> int:
     ap.add_argument("--videos", nargs="+", default=[os.path.join(DATA, d) for d in ("train-video", "train-video2")])
     ap.add_argument("--subpixel", default="0.25,0.5", help="global motion in px per frame, comma-separated")
     ap.add_argument("--per-clip", action="store_true")
-    ap.add_argument("--flow", action="store_true", help="add the flow form (module docstring; needs OpenCV)")
+    ap.add_argument("--flow", action="store_true", help="add the flow form (module docstring)")
     ap.add_argument("--flow-noisy", action="store_true", help="add the flow form with the flow from noisy frames")
     ap.add_argument("--by-residual", action="store_true", help="split the error by the fusion window's clean residual")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

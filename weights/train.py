@@ -131,6 +131,19 @@ VAL_NOISES = ("awgn", "awgn8", "pg", "ycc420")
 
 
 @torch.no_grad()
+def centre_outputs(model, noisy: torch.Tensor, sigma: float) -> torch.Tensor:
+    """The network's centre frames (N, 3, H, W) in [0, 1], fp32, for noisy clips (N, T, 3, H, W)
+    in [0, 1] (T the network's window) and a sigma map of sigma code values; 8 clips at a time,
+    bf16 autocast on CUDA, fp32 on the CPU."""
+    outs = []
+    for i in range(0, len(noisy), 8):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=noisy.is_cuda):
+            y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), sigma, device=noisy.device))
+        outs.append((y.float() + 1) / 2)
+    return torch.cat(outs)
+
+
+@torch.no_grad()
 def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise="awgn"):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
     the CPU, like the clips, so that any machine reproduces the figures). groups: optional
@@ -161,14 +174,7 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise=
             noisy = mix_noise(clips, n, full(s), full(kind), full(0.5), full(0.75),
                               torch.full((B,), noise == "awgn8", device=val.device),
                               torch.zeros(B, dtype=torch.bool, device=val.device), 1 / 3, 2 / 3)
-        outs = []
-        for i in range(0, len(clips), 8):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=val.is_cuda):
-                y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), float(s) * map_scale,
-                                                             device=val.device))
-            outs.append((y.float() + 1) / 2)
-        out = torch.cat(outs)
-        p = psnr(out, clips[:, T // 2])
+        p = psnr(centre_outputs(model, noisy, float(s) * map_scale), clips[:, T // 2])
         res[f"val_psnr_s{s}"] = round(p.mean().item(), 3)
         for name, idx in (groups or {}).items():
             res[f"val_psnr_s{s}_{name}"] = round(p[idx].mean().item(), 3)
