@@ -118,11 +118,10 @@ def centre_sq_error(model, clips: torch.Tensor, noise: torch.Tensor, sigma: floa
 
 def by_residual(model, clips: torch.Tensor) -> list[str]:
     """--by-residual's lines (module docstring) for one network."""
-    T = 2 * model.cfg.temporal_radius + 1
-    c = clips.shape[1] // 2
-    clips = clips[:, c - T // 2:c + T // 2 + 1]
+    c = model.cfg.temporal_radius
+    mid = clips.shape[1] // 2
+    clips = clips[:, mid - c:mid + c + 1]
     x = clips * 2 - 1
-    c = T // 2
     R, tile = model.cfg.align, model.cfg.align_tile
     res = []
     for o in [o for o in range(-model.cfg.fusion_radius, model.cfg.fusion_radius + 1) if o]:
