@@ -15,6 +15,10 @@ measures what the faithfulness recipe costs in AWGN PSNR.
   deep            depths 2/4/6/4/2                                          313.7
   frame32         per-frame encoder E 32 (features once per frame, reused)  255.7
   frame32-r3      frame32 with temporal radius 4 (9 frames)                 274.9
+  deep-34643      depths 3/4/6/4/3 (model v3's study: depth where the fine     347.9
+                  texture is, the finest level's 32 channels)
+  deep-44644      depths 4/4/6/4/4                                          382.1
+  deep-36663      depths 3/6/6/6/3                                          407.8
 
 Recipes (weights/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
@@ -66,6 +70,9 @@ CANDIDATES = {
     "deep": (Config(depths=dict(DEEP)), "v2"),
     "frame32": (Config(fusion="frame", frame_channels=32), "v2"),
     "frame32-r3": (Config(fusion="frame", frame_channels=32, fusion_radius=3), "v2"),
+    "deep-34643": (Config(depths=dict(enc0=3, enc1=4, mid=6, dec1=4, dec0=3)), "v2"),
+    "deep-44644": (Config(depths=dict(enc0=4, enc1=4, mid=6, dec1=4, dec0=4)), "v2"),
+    "deep-36663": (Config(depths=dict(enc0=3, enc1=6, mid=6, dec1=6, dec0=3)), "v2"),
 }
 
 # what a recipe leaves out: model v2's noise, no synthetic clips, no extra loss terms, the
