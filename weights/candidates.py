@@ -15,8 +15,7 @@ measures what the faithfulness recipe costs in AWGN PSNR.
   deep            depths 2/4/6/4/2                                          313.7
   frame32         per-frame encoder E 32 (features once per frame, reused)  255.7
   frame32-r3      frame32 with temporal radius 4 (9 frames)                 274.9
-  deep-34643      depths 3/4/6/4/3 (model v3's study: depth where the fine     347.9
-                  texture is, the finest level's 32 channels)
+  deep-34643      depths 3/4/6/4/3 (v3 study: blocks at the finest level)   347.9
   deep-44644      depths 4/4/6/4/4                                          382.1
   deep-36663      depths 3/6/6/6/3                                          407.8
 
