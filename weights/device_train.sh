@@ -54,7 +54,7 @@ DEVICE=${DT_DEVICE:-cuda}
 PLAN=${DT_PLAN_MINUTES:-100}
 export PYTHONUNBUFFERED=1
 PY=python3
-VIDEOS="$DATA/videos $DATA/videos2"
+VIDEOS="$DATA/videos $DATA/videos2 $DATA/videos3"
 
 die() { echo "device_train.sh: $*" >&2; exit 1; }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -82,7 +82,7 @@ cmd_pack() {
     # first-fit decreasing over the files, resume files (.data/resume/*) among them
     {
         for f in .data/resume/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") resume $f"; done
-        dirs="train-photos:photos train-video:videos train-video2:videos2"
+        dirs="train-photos:photos train-video:videos train-video2:videos2 train-video3:videos3"
         [ "${DT_PACK_EVAL:-0}" = 1 ] && dirs="$dirs eval-davis4:eval"
         for d in $dirs; do
             for f in "$SRC/${d%%:*}"/*; do [ -f "$f" ] && echo "$(stat -L -c %s "$f") ${d#*:} $f"; done
@@ -110,20 +110,20 @@ cmd_unpack() {
     [[ $n =~ ^[0-9]+$ ]] || die "unpack: pack number expected, got '$n'"
     p=.data/pack$n
     [ -d "$p" ] || die "$p not found (was it carried?)"
-    mkdir -p "$DATA/photos" "$DATA/videos" "$DATA/videos2" "$RUN/resume"
+    mkdir -p "$DATA/photos" "$DATA/videos" "$DATA/videos2" "$DATA/videos3" "$RUN/resume"
     rm -f "$DATA/.unpacked-$n" "$DATA/.unpack-failed-$n"
     # one unpack at a time (calls start them in the background): data.py scans the folders
     # that another unpack would still be copying into
     exec 9>"$DATA/.unpack.lock"
     flock 9
     trap 'touch "$DATA/.unpack-failed-$n"' EXIT
-    for sub in photos videos videos2 eval; do
+    for sub in photos videos videos2 videos3 eval; do
         [ -d "$p/$sub" ] && cp -r "$p/$sub/." "$DATA/$sub/"
     done
     [ -d "$p/resume" ] && cp -r "$p/resume/." "$RUN/resume/"
     rm -rf "$p"
     $PY weights/data.py --cache "$DATA/cache" --photos "$DATA/photos" --videos $VIDEOS || die "decoding failed"
-    echo "data: $(ls "$DATA/photos" | wc -l) photos, $(ls "$DATA/videos" | wc -l) + $(ls "$DATA/videos2" | wc -l) videos; resume: $(ls "$RUN/resume" | tr '\n' ' ')"
+    echo "data: $(ls "$DATA/photos" | wc -l) photos, $(ls "$DATA/videos" | wc -l) + $(ls "$DATA/videos2" | wc -l) + $(ls "$DATA/videos3" | wc -l) videos; resume: $(ls "$RUN/resume" | tr '\n' ' ')"
     [ -f "$RUN/resume/bench.json" ] && [ ! -f "$RUN/bench.json" ] && cp "$RUN/resume/bench.json" "$RUN/bench.json"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
     trap - EXIT

@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import signal
+import re
 import subprocess
 import sys
 import time
@@ -70,10 +71,17 @@ def read_log(path: str) -> list[dict]:
     return out
 
 
+def seeded(name: str) -> tuple[str, int]:
+    """A study entry "CANDIDATE-seedN" trains CANDIDATE with train.py --seed N (a repeat that
+    measures the seed spread of a ranking); a plain name is seed 0. -> (candidate, seed)."""
+    m = re.fullmatch(r"(.+)-seed(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, 0)
+
+
 def summarise(name: str, folder: str, K: int, half: int) -> dict:
     """A candidate's figures from its train.log (whatever it has logged so far)."""
     ev = read_log(os.path.join(folder, "train.log"))
-    cfg, recipe = candidates.get(name)
+    cfg, recipe = candidates.get(seeded(name)[0])
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
          "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K}
     trains = [e for e in ev if e.get("event") == "train"]
@@ -195,13 +203,13 @@ def main():
 
     names = [n.strip() for n in a.candidates.split(",") if n.strip()]
     for n in names:
-        why = candidates.engine_limits(candidates.get(n)[0])
+        why = candidates.engine_limits(candidates.get(seeded(n)[0])[0])
         if why:
             sys.exit(f"study.py: candidate {n} is outside what the engines run: {'; '.join(why)}")
     K = max(1, a.clips // a.batch) * a.batch
     half = (K // a.batch // 2) * a.batch
     v1g = gflop_per_frame(Config(), 1080, 1920)
-    cost = {n: gflop_per_frame(candidates.get(n)[0], 1080, 1920) / v1g for n in names}
+    cost = {n: gflop_per_frame(candidates.get(seeded(n)[0])[0], 1080, 1920) / v1g for n in names}
     b = bench_choice(a.bench_json, a.engine, K)
     engine = b["engine"] if b else ("graph" if a.engine == "auto" else a.engine)
     feed = a.feed if a.feed != "auto" else (b.get("feed", "sync") if b else "auto")
@@ -250,7 +258,7 @@ def main():
         d = os.path.join(a.out, n)
         os.makedirs(d, exist_ok=True)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--photos", a.photos, "--videos", *a.videos,
-               "--out", d, "--candidate", n, "--clips", str(K), "--batch", str(a.batch), "--lr", str(a.lr),
+               "--out", d, "--candidate", seeded(n)[0], "--seed", str(seeded(n)[1]), "--clips", str(K), "--batch", str(a.batch), "--lr", str(a.lr),
                "--warmup", str(a.warmup), "--engine", engine, "--feed", feed, "--val-minutes", "1e9",
                "--val-at", str(half),
                "--ckpt-minutes", "1.5"]
