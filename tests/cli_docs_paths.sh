@@ -2,9 +2,9 @@
 # tests/cli_docs_paths.sh: every repository path the docs name exists.
 #
 # Reads README.md, docs/*.md and docs/journal/*.md. Checked:
-#   - in code (inline `...` spans, also across lines of a paragraph, and fenced blocks): every word
-#     that starts with a top-level entry of the repository (configure, Makefile, filter/, kernels/,
-#     weights/, tests/, tools/, samples/, docs/, examples/, mk/, .ci/), relative to the root;
+#   - everywhere in the text (prose, inline `...` code and fenced blocks): every word that starts
+#     with a top-level entry of the repository (configure, Makefile, filter/, kernels/, weights/,
+#     tests/, tools/, samples/, docs/, examples/, mk/, .ci/), relative to the root;
 #   - every markdown link or image target that is not a URL or an anchor, relative to the doc.
 # Exempt: build outputs (build/... is not a top-level entry; git-ignored paths such as
 # filter/denoise_config.h), globs and placeholders (a path
@@ -34,7 +34,7 @@ function paths(s,    pre, m, p, rest, nxt) {
         rest = substr(s, RSTART + RLENGTH)
         s = rest
         if (pre ~ /[A-Za-z0-9_.\/~$-]$/) continue          # inside a longer path or word
-        if (pre ~ /[^ \t(`"=]:$/) continue                # REV:path
+        if (pre ~ /[^ \t(`"=*]:$/) continue               # REV:path
         if ((p == "configure" || p == "Makefile") && rest ~ /^[A-Za-z0-9_]/) continue
         nxt = substr(rest, 1, 1)
         if (nxt == "*" || nxt == "<" || nxt == "{" || rest ~ /^\.\.\./) continue   # glob, placeholder
@@ -43,14 +43,12 @@ function paths(s,    pre, m, p, rest, nxt) {
         emit("code", p)
     }
 }
-FNR == 1 { fence = 0; tick = 0 }
+FNR == 1 { fence = 0 }
 /^[ \t]*```/ { fence = !fence; next }
 fence { paths($0); next }
 {
-    line = $0
-    if (line ~ /^[ \t]*$/) tick = 0                      # a code span ends with its paragraph
     # markdown links and images: [text](target)
-    s = line
+    s = $0
     while (match(s, /\]\([^) \t]+\)/)) {
         t = substr(s, RSTART + 2, RLENGTH - 3)
         s = substr(s, RSTART + RLENGTH)
@@ -58,12 +56,8 @@ fence { paths($0); next }
         sub(/#.*/, "", t)
         if (t != "") emit("link", t)
     }
-    # inline code: the parts of the line between backticks (a span may continue from the line before)
-    n = split(line, part, "`")
-    for (i = 1; i <= n; i++) {
-        if (i > 1) tick = !tick
-        if (tick) paths(part[i])
-    }
+    # the text, inline code included (a backtick ends a word, as a space does)
+    paths($0)
 }' $docs > "$TMP/candidates"
 
 # paths that have left the tree, with a commit that has them (docs/journal/README.md)
