@@ -33,7 +33,7 @@
 # $OUT/cuda_frames/ (else to a temporary folder); the summary table is last.
 set -u
 TEST_NAME=check_cuda_frames
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/../tests/common/lib.sh"
 
 need_build
 pick_model
