@@ -305,15 +305,12 @@ tools: $(TOOLS)
 #   the warp emulator): GoogleTest, -> build/tests/NAME_test, linked with libdenoise;
 #   NAME_lavfi_test also with the built FFmpeg libraries (build/lib/pkgconfig). Helpers
 #   tests/common/*.cpp go into build/tests/libtesthelpers.a, linked into every test.
-#   tests/gpu/NAME_check.cpp: GPU checks (one program per area, own harness, not GoogleTest),
-#   -> build/tests/gpu/NAME_check, built with the CUDA engine so that `make check` compiles them;
-#   the other tests/gpu/*.cpp (the harness and the shared API helpers) go into
-#   build/tests/gpu/libgpucheck.a. run_tests.sh runs them (exit 77 without a GPU: skipped).
+#   tests/gpu/NAME_check.cpp: GPU checks (one program per area on the harness tests/gpu/harness.h,
+#   not GoogleTest), -> build/tests/gpu/NAME_check, built with the CUDA engine so that `make check`
+#   compiles them; run_tests.sh runs them (exit 77 without a GPU: skipped).
 TEST_SRCS := $(sort $(wildcard $(TOP)/tests/unit/*_test.cpp) $(wildcard $(TOP)/tests/emu/*_test.cpp))
 GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu/*_check.cpp))
-GPU_HELPER_SRCS := $(filter-out $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/gpu/*.cpp)))
 GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/gpu/%.cpp,$(B)/tests/gpu/%,$(GPU_CHECK_SRCS)))
-GPU_HELPER_LIB := $(B)/tests/gpu/libgpucheck.a
 HELPER_SRCS := $(sort $(wildcard $(TOP)/tests/common/*.cpp))
 test_bin = $(B)/tests/$(basename $(notdir $(1)))
 test_obj = $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(1))
@@ -348,14 +345,10 @@ $(call test_bin,$(1)): $(call test_obj,$(1)) $(HELPER_LIB) $(LIBDENOISE) $(if $(
 endef
 $(foreach t,$(TEST_SRCS),$(eval $(call test_rule,$(t))))
 
-$(GPU_HELPER_LIB): $(call test_obj,$(GPU_HELPER_SRCS))
+# tests/gpu/api_run.h writes the tiles checks' crops as PNG (libpng)
+$(GPU_CHECKS): $(B)/tests/gpu/%: $(OBJ)/tests/gpu/%.o $(LIBDENOISE)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
-
-# the tiles check writes its crops as PNG (libpng)
-$(GPU_CHECKS): $(B)/tests/gpu/%: $(OBJ)/tests/gpu/%.o $(GPU_HELPER_LIB) $(LIBDENOISE)
-	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(GPU_HELPER_LIB) $(LIBDENOISE) $(ENGINE_LIBS) -lpng
+	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS) -lpng
 
 # FF_STAMP is made by the ffmpeg target
 $(FF_STAMP): | ffmpeg

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/fused_check.sh: the fused Swin block kernel and the tensor-core head on a GPU machine, in
 # one go (about 2-3 min on an H200); builds nothing:
-#   1. build/tests/fused_check: every instantiated tile against the CPU reference block, the mma
+#   1. build/tests/gpu/fused_check: every instantiated tile against the CPU reference block, the mma
 #      count self-check, the refusals, the tensor-core head vs the two-pass head vs the CPU head,
 #      the correct-first sequence (whole and chunked) against the CPU, then the timings (fused vs
 #      the correct-first op sequence vs the cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K,
@@ -19,7 +19,7 @@
 # memcheck.log, racecheck.log, device.txt. Prints a summary and a final "N passed, N failed"
 # (each sanitizer pass counts as one check). Exit 0 only when nothing failed. With --merge, the
 # patch merge / expand checks and timings instead (see the --merge section below).
-# Needs build/tests/fused_check: built here, or unpacked from .device/build.tar.xz
+# Needs build/tests/gpu/fused_check: built here, or unpacked from .device/build.tar.xz
 # (tools/device_gpu.sh --pack) when that is carried instead; and, on a machine without the build
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
 # ../shared/tools/device-libs.sh, unpacked here.
@@ -28,12 +28,12 @@ MODE=()
 [ "${1:-}" = --head ] && MODE=(--head)
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
-BIN=$BUILD/tests/fused_check
+BIN=$BUILD/tests/gpu/fused_check
 OUT=${OUT:-$(mktemp -d /tmp/fused_check.XXXXXX)}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
 if [ ! -x "$BIN" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
-    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/fused_check || exit 1
+    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/gpu/fused_check || exit 1
 fi
 if [ ${#MODE[@]} -gt 0 ] && [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
     tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/bin/denoise-cuda-bench || exit 1
