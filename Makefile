@@ -274,8 +274,6 @@ ff_pkg = PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig pkg-config $(1) $(FF_PC)
 RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
 
 TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
-# tools/cuda_*.cpp need the CUDA engine (cuda_bench: CUDA events, kernels/cuda/ops.h)
-TOOL_SRCS := $(if $(HAVE_CUDA),$(TOOL_SRCS),$(filter-out $(TOP)/tools/cuda_%,$(TOOL_SRCS)))
 tool_bin = $(B)/bin/denoise-$(subst _,-,$(basename $(notdir $(1))))
 TOOLS := $(foreach t,$(TOOL_SRCS),$(call tool_bin,$(t)))
 CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(PLACEBO_CFLAGS) $(CUDA_DEFS)
@@ -295,6 +293,16 @@ $(call tool_bin,$(1)): $(OBJ)/tools/$(notdir $(1)).o $(LIBDENOISE) $(if $(findst
 endef
 $(foreach t,$(TOOL_SRCS),$(eval $(call tool_rule,$(t))))
 $(filter $(OBJ)/tools/%_lavfi.c.o $(OBJ)/tools/%_lavfi.cpp.o,$(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(TOOL_SRCS))): $(FF_STAMP)
+
+# tools/cuda_bench/*.cpp (one file per mode): one program, build/bin/denoise-cuda-bench, with the
+# CUDA engine; it shares the tests' host bf16 helper and the fused Swin block's device harness
+CUDA_BENCH_SRCS := $(if $(HAVE_CUDA),$(sort $(wildcard $(TOP)/tools/cuda_bench/*.cpp)))
+CUDA_BENCH := $(if $(CUDA_BENCH_SRCS),$(B)/bin/denoise-cuda-bench)
+TOOLS += $(CUDA_BENCH)
+$(OBJ)/tools/cuda_bench/%.cpp.o: CFLAGS_TOOLS += -I$(TOP)/tests/common -I$(TOP)/tests/gpu
+$(CUDA_BENCH): $(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(CUDA_BENCH_SRCS)) $(LIBDENOISE)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $(filter %.o,$^) -Wl,--as-needed $(LIBDENOISE) $(ENGINE_LIBS) -lm
 
 .PHONY: tools
 tools: $(TOOLS)
