@@ -1,12 +1,10 @@
 // fused_check: the fused Swin block kernel (kernels/cuda/swin_block_fused.cu) and the tensor-core
-// head (kernels/cuda/head_tc.cu) on a GPU: checks, then timings; with --merge the fused patch merge / expand
-// (kernels/cuda/patch_tc.cu). Built with the CUDA engine; run by tools/fused_check.sh.
-// Not GoogleTest: one line per check, the last line "N passed, N failed".
-//
-// Every host <-> device transfer and fill here is queued on the context's compute stream (a
-// non-blocking stream, like the engine's) and waited for: a plain cudaMemcpy / cudaMemset runs on
-// the legacy default stream, which such a stream does not wait for, and a pageable upload may
-// still be in flight when cudaMemcpy returns, so a kernel could read a map half uploaded.
+// head (kernels/cuda/head_tc.cu) on a GPU; with --merge the fused patch merge / expand
+// (kernels/cuda/patch_tc.cu). Built with the CUDA engine; run by tools/fused_check.sh and
+// tests/run_tests.sh (--quick). Not GoogleTest: one line per check, the last line "N passed, N
+// failed". Their timings are denoise-cuda-bench's (--swin, --head, --patch: tools/cuda_bench/).
+// The device side (buffers, transfers, the block's weights, the op sequence, guarded maps) is
+// tests/gpu/swin_block_dev.h.
 //
 // Checks (every instantiated tile, fp32 and bf16 residual stream, shift 0 and 4):
 //  1. against the CPU reference block (kernels/cpu ops as kernels/cpu/unet.cpp runs them) on fresh
@@ -33,24 +31,11 @@
 //     bands of 1 row to the backend's, output and change forms; outputs poisoned (NaN) between
 //     guard bands; pass: all finite, rel L2 < 1e-5 and max abs < 1e-4 pairwise (fp32 summation
 //     order only), guards intact, some outputs clamped; then its refusals.
-// Timings (full mode, CUDA events after 3 warm-ups, --iters samples, default 30; each line gives
-// the median and the min): the token grids of 960x540, 1920x1080 and 3840x2160 frames (padded to
-// multiples of 64 px) for model v1's stages (C 32 at h/2, C 64 at h/4, C 128 at h/8): the fused
-// block per tile, fp32 and bf16 residual, shift 0 and 4, the correct-first op sequence (and its
-// per-op split), a bf16 cuBLASLt 8192^3 matmul and a device-to-device copy as the machine's
-// ceilings in the same run; the whole-frame total of model v1's eleven blocks. Then the C 32 size
-// sweep, the diagnostic of the level-0 block between the 1080p and the 4K grid: per grid and tile,
-// CTAs, resident CTAs per SM, waves, min / median / max, ns per token against 1080p's, with the L2
-// flushed before each launch for the default tile, and the 4K grid run as four 1080p-sized bands.
-// Last the head at 1080p and 4K: tensor-core vs two-pass (and its GEMMs and stencil alone), ms,
-// TFLOP/s, GB/s of the least DRAM traffic.
-// A median far above its min (> 1.3x and > 0.5 ms) means something else ran on the GPU during the
-// samples (another process's time slices): such lines are marked '!' and counted at the end.
 // With --merge: instead of all that, the fused patch merge / patch expand (kernels/cuda/patch_tc.cu)
-// against a host reference and the op sequence, refusals, then the timings of both at 1080p / 4K
-// (section "patch merge / patch expand" below). With --head: instead of all that, the head's
-// checks (5.) and timings only. Both flags together run both sets.
-// Usage: fused_check [--quick] [--merge] [--head] [--iters N]   (--quick: checks on small maps only,
+// against a host reference and the op sequence, and refusals (section "patch merge / patch expand"
+// below). With --head: instead of all that, the head's checks (5.) only. Both flags together run
+// both sets.
+// Usage: fused_check [--quick] [--merge] [--head]   (--quick: checks on small maps only,
 //   for compute-sanitizer memcheck / racecheck)
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
@@ -72,6 +57,7 @@
 #include "cuda/swin_weight_image.h"
 #include "denoise.h"
 #include "check_tally.h"
+#include "swin_block_dev.h"
 #include "swin_ref.h"
 
 using namespace denoise;
@@ -80,214 +66,7 @@ using check_tally::result;
 
 namespace {
 
-constexpr float kEps = 1e-5f;
-Ctx g_ctx;
-
-// A failure after which nothing can be checked: its FAIL line, the summary, exit 1.
-[[noreturn]] void fatal(const std::string &what) {
-    result(false, "%s", what.c_str());
-    std::exit(check_tally::summary());
-}
-
-void ck(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) fatal(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-void ok_or_die(int rc, const char *what) {
-    if (rc) fatal(std::string(what) + " returned " + std::to_string(rc) + ": " + g_ctx.err);
-}
-
-struct Dev {
-    void *p = nullptr;
-    size_t bytes = 0;
-    explicit Dev(size_t n) : bytes(n) { ck(cudaMalloc(&p, n ? n : 16), "cudaMalloc"); }
-    ~Dev() { cudaFree(p); }
-    Dev(const Dev &) = delete;
-    Dev &operator=(const Dev &) = delete;
-    template <typename T>
-    T *as() const {
-        return static_cast<T *>(p);
-    }
-};
-
-// Transfers and fills, ordered on the compute stream and waited for (see the top).
-void h2d(void *dst, const void *src, size_t n) {
-    ck(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_ctx.stream), "cudaMemcpyAsync H2D");
-    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (H2D)");
-}
-void d2h(void *dst, const void *src, size_t n) {
-    ck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, g_ctx.stream), "cudaMemcpyAsync D2H");
-    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (D2H)");
-}
-void fill(void *dst, int byte, size_t n) {
-    ck(cudaMemsetAsync(dst, byte, n, g_ctx.stream), "cudaMemsetAsync");
-    ck(cudaStreamSynchronize(g_ctx.stream), "cudaStreamSynchronize (memset)");
-}
-void upload(Dev &d, const void *src, size_t n) { h2d(d.p, src, n); }
-
-std::vector<uint16_t> bf16_of(const float *p, size_t n) {
-    std::vector<uint16_t> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = bf16_host::from_float(p[i]);
-    return v;
-}
-
-// One block's weights on the device, for the fused kernel (the image) and for the correct-first
-// op sequence (bf16 GEMM weights, fp32 + bf16 biases, fp32 norms and gathered bias table).
-struct DevBlock {
-    int C, heads;
-    uint8_t *image = nullptr;
-    std::vector<Dev *> bufs;
-    bf16 *qkv_w, *proj_w, *fc1_w, *fc2_w, *qkv_b16;
-    float *proj_b32, *fc1_b32, *fc2_b32, *n1g, *n1b, *n2g, *n2b, *relb;
-    DevBlock(const swin_ref::RandomBlock &rb) : C(rb.C), heads(rb.heads) {
-        ok_or_die(swin_weight_image_upload(g_ctx, rb.w, C, heads, &image, nullptr), "swin_weight_image_upload");
-        auto put16 = [&](const std::vector<float> &v) {
-            std::vector<uint16_t> h = bf16_of(v.data(), v.size());
-            Dev *d = new Dev(2 * h.size());
-            upload(*d, h.data(), 2 * h.size());
-            bufs.push_back(d);
-            return d->as<bf16>();
-        };
-        auto put32 = [&](const float *p, size_t n) {
-            Dev *d = new Dev(4 * n);
-            upload(*d, p, 4 * n);
-            bufs.push_back(d);
-            return d->as<float>();
-        };
-        qkv_w = put16(rb.qkvw);
-        proj_w = put16(rb.projw);
-        fc1_w = put16(rb.fc1w);
-        fc2_w = put16(rb.fc2w);
-        qkv_b16 = put16(rb.qkvb);
-        proj_b32 = put32(rb.projb.data(), rb.projb.size());
-        fc1_b32 = put32(rb.fc1b.data(), rb.fc1b.size());
-        fc2_b32 = put32(rb.fc2b.data(), rb.fc2b.size());
-        n1g = put32(rb.n1g.data(), C);
-        n1b = put32(rb.n1b.data(), C);
-        n2g = put32(rb.n2g.data(), C);
-        n2b = put32(rb.n2b.data(), C);
-        relb = put32(rb.w.rel_bias.data(), rb.w.rel_bias.size());
-    }
-    ~DevBlock() {
-        dev_free(g_ctx, image);
-        for (Dev *d : bufs) delete d;
-    }
-};
-
-// Workspace of the correct-first sequence: chunk buffers for wper windows (the attention half)
-// and tper tokens (the MLP half) of C channels, each holding only its chunk from its start, as
-// Net::block's buffers do (kernels/cuda/network.cu).
-struct SeqWs {
-    int wper;
-    int64_t tper;
-    Dev tb, qkv, att, hidf, hid;
-    SeqWs(int wper_, int64_t tper_, int C)
-        : wper(wper_),
-          tper(tper_),
-          tb(2 * (size_t)std::max<int64_t>(64 * (int64_t)wper_, tper_) * C),
-          qkv(6 * 64 * (size_t)wper_ * C),
-          att(2 * 64 * (size_t)wper_ * C),
-          hidf(16 * (size_t)tper_ * C),
-          hid(8 * (size_t)tper_ * C) {}
-};
-
-// kernels/cuda/network.cu's Net::block, op for op and chunk for chunk; ev (10 events, may be null:
-// only with the whole map in one chunk) brackets the ops.
-int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, SeqWs &ws, cudaEvent_t *ev) {
-    Ctx &ctx = g_ctx;
-    const int C = B.C, Ch = 4 * C;
-    const int64_t n = (int64_t)H * W;
-    const int nwin = (H / 8) * (W / 8);
-    if (ev && (ws.wper < nwin || ws.tper < n)) fatal("unfused_block: per-op events need the map in one chunk");
-    bf16 *tb = ws.tb.as<bf16>(), *qkv = ws.qkv.as<bf16>(), *att = ws.att.as<bf16>(), *hid = ws.hid.as<bf16>();
-    float *hidf = ws.hidf.as<float>();
-    int rc;
-    int e = 0;
-    auto mark = [&] {
-        if (ev) cudaEventRecord(ev[e++], ctx.stream);
-    };
-    for (int w0 = 0; w0 < nwin; w0 += ws.wper) {
-        const int w1 = std::min(nwin, w0 + ws.wper);
-        const int64_t nc = (int64_t)(w1 - w0) * 64;
-        mark();
-        if ((rc = layernorm_window(ctx, x, H, W, C, 8, shift, w0, w1, B.n1g, B.n1b, kEps, tb))) return rc;
-        mark();
-        if ((rc = linear(ctx, tb, nc, C, C, B.qkv_w, B.qkv_b16, 3 * C, qkv, false, 3 * C, 0.f))) return rc;
-        mark();
-        if ((rc = window_attention(ctx, qkv, nullptr, H, W, C, B.heads, 8, shift, w0, w1, B.relb, att))) return rc;
-        mark();
-        float *pf = ws.qkv.as<float>();  // the proj output in fp32, in qkv's room (qkv is consumed)
-        if ((rc = linear(ctx, att, nc, C, C, B.proj_w, B.proj_b32, C, pf, true, C, 0.f))) return rc;
-        mark();
-        if ((rc = window_scatter_add(ctx, pf, nullptr, H, W, C, 8, shift, w0, w1, x))) return rc;
-    }
-    for (int64_t t0 = 0; t0 < n; t0 += ws.tper) {
-        const int64_t nc = std::min(n, t0 + ws.tper) - t0;
-        float *xt = x + t0 * C;
-        mark();
-        if ((rc = layernorm_rows(ctx, xt, nc, C, B.n2g, B.n2b, kEps, tb))) return rc;
-        mark();
-        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b32, Ch, hidf, true, Ch, 0.f))) return rc;
-        mark();
-        if ((rc = gelu_tanh(ctx, hidf, nc, Ch, nullptr, hid))) return rc;
-        mark();
-        if ((rc = linear(ctx, hid, nc, Ch, Ch, B.fc2_w, B.fc2_b32, C, xt, true, C, 1.f))) return rc;
-    }
-    mark();
-    return 0;
-}
-const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
-
-using Tile = swin_ref::FusedTile;
-
-// The residual map on the device between two guard bands of 0xFF bytes.
-struct GuardedMap {
-    static constexpr size_t kGuard = 4096;
-    size_t bytes;
-    Dev d;
-    explicit GuardedMap(size_t b) : bytes(b), d(b + 2 * kGuard) { fill(d.p, 0xFF, b + 2 * kGuard); }
-    void *map() const { return d.as<uint8_t>() + kGuard; }
-    bool guards_intact() const {
-        std::vector<uint8_t> g(kGuard);
-        for (int side = 0; side < 2; ++side) {
-            d2h(g.data(), d.as<uint8_t>() + (side ? kGuard + bytes : 0), kGuard);
-            for (uint8_t b : g)
-                if (b != 0xFF) return false;
-        }
-        return true;
-    }
-};
-
-// x0 (H, W, C) through the fused block on the GPU -> out (fp32 values). bf16: x0 is bf16-exact.
-void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, int shift, bool bf16, const Tile &t,
-               bool one_cta, std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
-    const size_t n = x0.size(), es = bf16 ? 2 : 4;
-    GuardedMap m(n * es);
-    std::vector<uint16_t> xb;
-    if (bf16) {
-        xb = bf16_of(x0.data(), n);
-        h2d(m.map(), xb.data(), 2 * n);
-    } else {
-        h2d(m.map(), x0.data(), 4 * n);
-    }
-    Dev cnt(8);
-    fill(cnt.p, 0, 8);
-    SwinFusedParams p;
-    p.tw = t.TW;
-    p.nw = t.NW;
-    p.one_cta_regs = one_cta;
-    p.mma_count = mma ? cnt.as<unsigned long long>() : nullptr;
-    ok_or_die(swin_block_fused(g_ctx, B.image, B.C, B.heads, kEps, m.map(), bf16, H, W, shift, &p), "swin_block_fused");
-    ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel");
-    out->resize(n);
-    if (bf16) {
-        d2h(xb.data(), m.map(), 2 * n);
-        for (size_t i = 0; i < n; ++i) (*out)[i] = bf16_host::to_float(xb[i]);
-    } else {
-        d2h(out->data(), m.map(), 4 * n);
-    }
-    *guards_ok = m.guards_intact();
-    if (mma) d2h(mma, cnt.p, 8);
-}
+using namespace swin_dev;
 
 // Where element i of an (H, W, C) map is, for failure lines: "token (y, x) window (wy, wx) ch c".
 std::string where(int64_t i, int W, int C) {
@@ -478,255 +257,6 @@ void check_unfused(int C, int H, int W, int shift, int wper, int64_t tper) {
            "correct-first op sequence C %d %dx%d shift %d %s vs CPU: rel L2 %.2e, change rel L2 %.2e, max abs %.2e, "
            "non-finite %lld, worst at %s",
            C, W, H, shift, chunks, e.rel_l2, e.delta_rel_l2, e.max_abs, (long long)e.nonfinite, where(e.worst, W, C).c_str());
-}
-
-// ---- timing
-struct Stat {
-    double min = 0, med = 0, max = 0;  // ms
-    // another process's time slices land inside most samples: the median sits far above the min
-    bool contended() const { return med > 1.3 * min && med - min > 0.5; }
-    const char *flag() const { return contended() ? "!" : " "; }
-};
-int g_timed = 0, g_contended = 0;
-
-// f() timed `iters` times after 3 warm-ups, each sample between two events on the compute stream;
-// pre() runs before each sample's first event (queued work that is not timed, e.g. an L2 flush).
-template <class F, class P>
-Stat time_ms(int iters, F &&f, P &&pre) {
-    for (int i = 0; i < 3; ++i) ok_or_die(f(), "warm-up");
-    std::vector<cudaEvent_t> ev(2 * iters);
-    for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
-    for (int i = 0; i < iters; ++i) {
-        pre();
-        ck(cudaEventRecord(ev[2 * i], g_ctx.stream), "cudaEventRecord");
-        ok_or_die(f(), "timed call");
-        ck(cudaEventRecord(ev[2 * i + 1], g_ctx.stream), "cudaEventRecord");
-    }
-    ck(cudaStreamSynchronize(g_ctx.stream), "timed calls");
-    std::vector<double> t(iters);
-    for (int i = 0; i < iters; ++i) {
-        float ms = 0;
-        ck(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
-        t[i] = ms;
-    }
-    for (auto &e : ev) cudaEventDestroy(e);
-    std::sort(t.begin(), t.end());
-    Stat st;
-    st.min = t.front();
-    st.med = t[iters / 2];
-    st.max = t.back();
-    ++g_timed;
-    if (st.contended()) ++g_contended;
-    return st;
-}
-template <class F>
-Stat time_ms(int iters, F &&f) {
-    return time_ms(iters, f, [] {});
-}
-
-struct Ceiling {
-    double tflops = 0, gbs = 0;  // at the min
-};
-
-Ceiling measure_ceilings(int iters) {
-    Ceiling c;
-    const int64_t N = 8192;
-    Dev a(2 * N * N), w(2 * N * N), o(2 * N * N);
-    std::vector<uint16_t> h(N * N);
-    const std::vector<float> r = swin_ref::random_map((size_t)1 << 20, 3);  // random data, repeated
-    for (size_t i = 0; i < h.size(); ++i) h[i] = bf16_host::from_float(r[i & ((1u << 20) - 1)]);
-    upload(a, h.data(), 2 * h.size());
-    upload(w, h.data(), 2 * h.size());
-    const Stat g = time_ms(iters, [&] {
-        return linear(g_ctx, a.as<bf16>(), N, (int)N, (int)N, w.as<bf16>(), nullptr, (int)N, o.p, false, (int)N, 0.f);
-    });
-    c.tflops = 2.0 * N * N * N / (g.min * 1e-3) / 1e12;
-    std::printf("ceiling:%s cuBLASLt bf16 GEMM 8192^3 (fp32 accumulate, bf16 out): median %.3f ms, min %.3f ms = %.0f "
-                "TFLOP/s (at the min; %.0f at the median)\n",
-                g.flag(), g.med, g.min, c.tflops, 2.0 * N * N * N / (g.med * 1e-3) / 1e12);
-    const size_t bytes = (size_t)1 << 30;
-    Dev s(bytes), d(bytes);
-    fill(s.p, 1, bytes);
-    const Stat cp = time_ms(iters, [&] {
-        return cuda_check(g_ctx, cudaMemcpyAsync(d.p, s.p, bytes, cudaMemcpyDeviceToDevice, g_ctx.stream), "copy");
-    });
-    c.gbs = 2.0 * bytes / (cp.min * 1e-3) / 1e9;
-    std::printf("ceiling:%s device-to-device copy of 1 GiB: median %.3f ms, min %.3f ms = %.0f GB/s (read + write, at "
-                "the min)\n",
-                cp.flag(), cp.med, cp.min, c.gbs);
-    return c;
-}
-
-struct StageTime {
-    double fused[2][2] = {};      // [bf16][shift 4]: the default tile and build, median
-    double fused_min[2][2] = {};  // the same, min
-    double best[2] = {};          // [bf16]: the fastest tile and build (mean of both shifts' medians)
-    std::string best_name[2];
-    double unfused[2] = {};  // [shift 4], median
-};
-
-StageTime time_stage(const char *frame, const char *stage, int C, int H, int W, int iters, const Ceiling &ceil) {
-    StageTime st;
-    const int heads = C / 32, nwin = (H / 8) * (W / 8);
-    const int64_t n = (int64_t)H * W;
-    const double gflop = swin_block_flop(C, n) / 1e9;
-    swin_ref::RandomBlock rb(C, heads, 0, 4242 + C);
-    DevBlock B(rb);
-    std::vector<float> x0 = swin_ref::random_map((size_t)n * C, 4243 + C);
-    Dev x32(4 * n * C), x16(2 * n * C);
-    upload(x32, x0.data(), 4 * n * C);
-    {
-        std::vector<uint16_t> h = bf16_of(x0.data(), x0.size());
-        upload(x16, h.data(), 2 * h.size());
-    }
-    const std::vector<SwinFusedTile> ts = swin_fused_tiles(C, heads);
-    for (size_t ti = 0; ti < ts.size(); ++ti)
-        for (int one = 0; one < 2; ++one)
-            for (int bf = 0; bf < 2; ++bf) {
-                double both = 0;
-                for (int sh = 0; sh < 2; ++sh) {
-                    SwinFusedParams p;
-                    p.tw = ts[ti].tw;
-                    p.nw = ts[ti].nw;
-                    p.one_cta_regs = one == 1;
-                    void *x = bf ? x16.p : x32.p;
-                    const Stat t = time_ms(iters, [&] {
-                        return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, H, W, sh ? 4 : 0, &p);
-                    });
-                    if (ti == 0 && one == 0) {
-                        st.fused[bf][sh] = t.med;
-                        st.fused_min[bf][sh] = t.min;
-                    }
-                    both += t.med / 2;
-                    const double tf = gflop / t.med, gb = swin_block_bytes_per_token(C, bf == 1) * (double)n / (t.med * 1e-3) / 1e9;
-                    std::printf("time%s %-9s %-4s C %3d %4dx%-4d fused tile %d/%d %-13s%s %s shift %d: %8.4f ms (min %.4f) "
-                                "%6.1f TFLOP/s (%4.1f%% of GEMM ceiling) %6.0f GB/s\n",
-                                t.flag(), frame, stage, C, W, H, ts[ti].tw, ts[ti].nw, one ? "1-CTA build" : "default build",
-                                ti == 0 && one == 0 ? "*" : " ", bf ? "bf16" : "fp32", sh ? 4 : 0, t.med, t.min, tf,
-                                100.0 * tf / ceil.tflops, gb);
-                }
-                if (st.best[bf] == 0 || both < st.best[bf]) {
-                    st.best[bf] = both;
-                    st.best_name[bf] = std::to_string(ts[ti].tw) + "/" + std::to_string(ts[ti].nw) + (one ? " 1cta" : "");
-                }
-            }
-    SeqWs ws(nwin, n, C);
-    for (int sh = 0; sh < 2; ++sh) {
-        const Stat t = time_ms(iters, [&] { return unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, nullptr); });
-        st.unfused[sh] = t.med;
-        // per-op split of the sequence (separate runs, events between the ops)
-        std::vector<std::vector<double>> per(9);
-        std::vector<cudaEvent_t> ev(10);
-        for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
-        for (int i = 0; i < iters; ++i) {
-            ok_or_die(unfused_block(B, x32.as<float>(), H, W, sh ? 4 : 0, ws, ev.data()), "correct-first sequence");
-            ck(cudaStreamSynchronize(g_ctx.stream), "sequence");
-            for (int k = 0; k < 9; ++k) {
-                float ms = 0;
-                ck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "cudaEventElapsedTime");
-                per[k].push_back(ms);
-            }
-        }
-        for (auto &e : ev) cudaEventDestroy(e);
-        std::printf("time%s %-9s %-4s C %3d %4dx%-4d correct-first sequence shift %d: %8.4f ms (min %.4f) %6.1f TFLOP/s | "
-                    "medians:",
-                    t.flag(), frame, stage, C, W, H, sh ? 4 : 0, t.med, t.min, gflop / t.med);
-        double sum = 0;
-        for (int k = 0; k < 9; ++k) {
-            std::sort(per[k].begin(), per[k].end());
-            sum += per[k][per[k].size() / 2];
-            std::printf(" %s %.4f", kSeqOps[k], per[k][per[k].size() / 2]);
-        }
-        std::printf(" (sum %.4f)\n", sum);
-    }
-    std::fflush(stdout);
-    return st;
-}
-
-// The level-0 block (C 32) between the 1080p and the 4K token grid: what changes with the size.
-// Per grid, tile and residual precision (default build, shift 0): CTAs, resident CTAs per SM
-// (cudaOccupancy...), waves (CTAs / (SMs x resident)), min / median / max ms, ns per token at the
-// min and its ratio to the 1080p grid's. Then the default tile fp32 with a 256 MiB memset before
-// each sample (the map and the weight image start cold in L2), and the 4K grid as four bands of
-// 272 rows, one launch each (shift 0 never crosses a band: the same work as one launch).
-void size_sweep(int iters) {
-    const int C = 32, heads = 1;
-    swin_ref::RandomBlock rb(C, heads, 0, 777);
-    DevBlock B(rb);
-    const struct {
-        int W, H;
-        const char *what;
-    } grids[] = {{960, 544, "1080p L0"}, {1920, 544, "2x"}, {960, 1088, "2x (tall)"}, {1920, 816, "3x"}, {1920, 1088, "4K L0"}};
-    const int64_t nmax = (int64_t)1920 * 1088;
-    Dev x32(4 * (size_t)nmax * C), x16(2 * (size_t)nmax * C);
-    const size_t flush_bytes = (size_t)256 << 20;
-    Dev flush(flush_bytes);
-    {
-        const std::vector<float> x0 = swin_ref::random_map((size_t)nmax * C, 778);
-        upload(x32, x0.data(), x32.bytes);
-        const std::vector<uint16_t> h = bf16_of(x0.data(), x0.size());
-        upload(x16, h.data(), x16.bytes);
-    }
-    int sms = 0;
-    ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g_ctx.device), "cudaDeviceGetAttribute");
-    const std::vector<SwinFusedTile> ts = swin_fused_tiles(C, heads);
-    std::printf("\nC 32 size sweep (shift 0, default build; ns/token at the min, 'x 1080p' = that over the 1080p grid's; "
-                "! = median > 1.3 x min: contended):\n");
-    std::printf("  %-9s %-10s %8s %-4s %-4s %-5s %7s %6s %6s | %8s %8s %8s | %7s %7s %7s\n", "grid", "", "tokens", "tile",
-                "res", "L2", "CTAs", "CTA/SM", "waves", "min ms", "median", "max", "ns/tok", "x 1080p", "TFLOP/s");
-    std::vector<double> base(2 * ts.size() + 1, 0);  // ns/token at 1080p: [2 ti + bf], last: cold
-    auto row = [&](const char *grid, const char *what, int64_t n, const SwinFusedTile &t, bool bf, bool cold, int64_t ctas,
-                   int occ, const Stat &s, double &b) {
-        const double ns = s.min * 1e6 / (double)n;
-        if (b == 0) b = ns;
-        std::printf("%s %-9s %-10s %8lld %d/%-2d %-4s %-5s %7lld %6d %6.1f | %8.4f %8.4f %8.4f | %7.3f %7.2f %7.1f\n", s.flag(),
-                    grid, what, (long long)n, t.tw, t.nw, bf ? "bf16" : "fp32", cold ? "cold" : "warm", (long long)ctas,
-                    occ, occ ? (double)ctas / ((double)sms * occ) : 0.0, s.min, s.med, s.max, ns, ns / b,
-                    swin_block_flop(C, n) / 1e9 / s.min);
-    };
-    for (const auto &g : grids) {
-        const int64_t n = (int64_t)g.W * g.H, nwin = n / 64;
-        char grid[32];
-        std::snprintf(grid, sizeof grid, "%dx%d", g.W, g.H);
-        for (size_t ti = 0; ti < ts.size(); ++ti)
-            for (int bf = 0; bf < 2; ++bf) {
-                SwinFusedParams p;
-                p.tw = ts[ti].tw;
-                p.nw = ts[ti].nw;
-                int occ = 0;
-                ok_or_die(swin_block_fused_occupancy(g_ctx, C, heads, bf == 1, &p, &occ), "swin_block_fused_occupancy");
-                void *x = bf ? x16.p : x32.p;
-                const Stat s = time_ms(iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, x, bf == 1, g.H, g.W, 0, &p); });
-                row(grid, g.what, n, ts[ti], bf == 1, false, (nwin + p.tw - 1) / p.tw, occ, s, base[2 * ti + bf]);
-            }
-        SwinFusedParams p;
-        p.tw = ts[0].tw;
-        p.nw = ts[0].nw;
-        int occ = 0;
-        ok_or_die(swin_block_fused_occupancy(g_ctx, C, heads, false, &p, &occ), "swin_block_fused_occupancy");
-        int k = 0;
-        const Stat s = time_ms(
-            iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, x32.p, false, g.H, g.W, 0, &p); },
-            [&] { ck(cudaMemsetAsync(flush.p, ++k & 0xff, flush_bytes, g_ctx.stream), "cudaMemsetAsync (L2 flush)"); });
-        row(grid, g.what, n, ts[0], false, true, (nwin + p.tw - 1) / p.tw, occ, s, base.back());
-    }
-    // 4K as four 1920x272 bands (default tile, fp32, warm)
-    SwinFusedParams p;
-    p.tw = ts[0].tw;
-    p.nw = ts[0].nw;
-    double smin = 0, smed = 0;
-    bool cont = false;
-    for (int band = 0; band < 4; ++band) {
-        float *xb = x32.as<float>() + (size_t)band * 272 * 1920 * C;
-        const Stat s = time_ms(iters, [&] { return swin_block_fused(g_ctx, B.image, C, heads, kEps, xb, false, 272, 1920, 0, &p); });
-        smin += s.min;
-        smed += s.med;
-        cont = cont || s.contended();
-    }
-    std::printf("%s %-20s %8lld %d/%-2d fp32 warm  4 launches of 1920x272 | sum of mins %.4f ms, of medians %.4f ms (%.3f "
-                "ns/token at the min)\n",
-                cont ? "!" : " ", "1920x1088 as 4 bands", (long long)nmax, p.tw, p.nw, smin, smed, smin * 1e6 / (double)nmax);
-    std::fflush(stdout);
 }
 
 // ---- patch merge / patch expand (kernels/cuda/patch_tc.cu), `fused_check --merge`: the fused
@@ -1068,123 +598,9 @@ void check_refusals() {
     g_ctx.err.clear();
 }
 
-// One op at one size: the sequence (whole map in one chunk, per-op split) vs fused.
-struct OpRow {
-    std::string what;
-    double gflop, gb, seq, fused, fused_min;
-    std::string split;
-};
-std::vector<OpRow> g_rows;
 
-template <class Seq, class Fused>
-void time_op(const std::string &what, double gflop, double gb, int nev, const char *const *names, Seq &&seq, Fused &&fused,
-             int iters) {
-    const Stat s = time_ms(iters, [&] { return seq(nullptr); });
-    const Stat f = time_ms(iters, fused);
-    std::vector<cudaEvent_t> ev(nev);
-    for (auto &e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
-    std::vector<std::vector<double>> per(nev - 1);
-    for (int i = 0; i < iters; ++i) {
-        ok_or_die(seq(ev.data()), "op sequence");
-        ck(cudaStreamSynchronize(g_ctx.stream), "op sequence");
-        for (int k = 0; k + 1 < nev; ++k) {
-            float ms = 0;
-            ck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "cudaEventElapsedTime");
-            per[k].push_back(ms);
-        }
-    }
-    for (auto &e : ev) cudaEventDestroy(e);
-    std::string split;
-    for (int k = 0; k + 1 < nev; ++k) {
-        std::sort(per[k].begin(), per[k].end());
-        char b[64];
-        std::snprintf(b, sizeof b, "%s%s %.4f", k ? ", " : "", names[k], per[k][per[k].size() / 2]);
-        split += b;
-    }
-    std::printf("time%s%s %-36s sequence %8.4f ms (min %.4f; %s) | fused %8.4f ms (min %.4f) %7.1f GB/s %6.1f TFLOP/s | %5.1fx\n",
-                s.flag(), f.flag(), what.c_str(), s.med, s.min, split.c_str(), f.med, f.min, gb / f.med, gflop / f.med,
-                s.med / f.med);
-    std::fflush(stdout);
-    g_rows.push_back({what, gflop, gb, s.med, f.med, f.min, split});
-}
-
-void timings(int iters) {
-    const struct {
-        const char *name;
-        int W, H;
-    } frames[] = {{"1920x1080", 1920, 1080}, {"3840x2160", 3840, 2160}};
-    const int c0 = 32, c1 = 64, c2 = 128;
-    std::mt19937 rng(99);
-    MergeW m0(c0, c1, rng), m1(c1, c2, rng);
-    ExpandW e1(c2, c1, rng), e0(c1, c0, rng);
-    const char *mnames[2] = {"s2d+LN", "linear"};
-    const char *enames[4] = {"cast", "expand linear", "d2s+concat", "skip linear"};
-    for (const auto &fr : frames) {
-        const int h0 = (fr.H + 63) / 64 * 32, w0 = (fr.W + 63) / 64 * 32;  // token grid of the padded frame
-        const int64_t n0 = (int64_t)h0 * w0, n1 = n0 / 4, n2 = n0 / 16;
-        Dev x0(4 * (size_t)n0 * c0), x1(4 * (size_t)n1 * c1), x2(4 * (size_t)n2 * c2), y(4 * (size_t)n0 * c0);
-        {
-            const std::vector<float> r = token_map((size_t)n0, c0, rng);
-            upload(x0, r.data(), x0.bytes);
-            upload(x1, r.data(), x1.bytes);  // n1 c1 = n0 c0 / 2 values
-            upload(x2, r.data(), x2.bytes);
-        }
-        Dev a(2 * (size_t)n1 * 4 * std::max(4 * c0, e0.Kz)), q(2 * (size_t)n1 * 2 * c1);  // the largest chunk buffers (one chunk)
-        auto merge_row = [&](const char *lvl, const MergeW &m, const Dev &x, int H, int W, Dev &out) {
-            const int64_t nt = (int64_t)(H / 2) * (W / 2);
-            const double gflop = 2.0 * nt * 4 * m.C * m.Co / 1e9, gb = (16.0 * m.C + 4.0 * m.Co) * nt / 1e9;
-            char what[96];
-            std::snprintf(what, sizeof what, "%s %s C %d -> %d %dx%d", fr.name, lvl, m.C, m.Co, W, H);
-            time_op(
-                what, gflop, gb, 3, mnames,
-                [&](cudaEvent_t *ev) { return seq_merge(m, x.as<float>(), H, W, out.as<float>(), a.as<bf16>(), H / 2, ev); },
-                [&] { return patch_merge_tc(g_ctx, x.as<float>(), H, W, m.C, m.wp, m.gp, m.bp, m.Co, kEps, out.as<float>()); },
-                iters);
-        };
-        auto expand_row = [&](const char *lvl, const ExpandW &e, const Dev &lo, int h, int w, const Dev &skip, Dev &out) {
-            const int64_t nl = (int64_t)h * w;
-            const double gflop = (2.0 * e.C * e.C2 + 8.0 * e.Kz * e.Co) * nl / 1e9,
-                         gb = (4.0 * e.C + 16.0 * e.Cs + 16.0 * e.Co) * nl / 1e9;
-            char what[96];
-            std::snprintf(what, sizeof what, "%s %s C %d + %d -> %d %dx%d", fr.name, lvl, e.C, e.Cs, e.Co, w, h);
-            // out in its own buffer so that every sample reads the same skip map
-            time_op(
-                what, gflop, gb, 5, enames,
-                [&](cudaEvent_t *ev) {
-                    return seq_expand(e, lo.as<float>(), h, w, skip.as<float>(), out.as<float>(), a.as<bf16>(), q.as<bf16>(), h,
-                                      ev);
-                },
-                [&] {
-                    return patch_expand_tc(g_ctx, lo.as<float>(), h, w, e.C, e.wep, e.bep, e.C2, skip.as<float>(), e.Cs, e.wsp,
-                                           e.bs32, e.Co, out.as<float>());
-                },
-                iters);
-        };
-        merge_row("merge0", m0, x0, h0, w0, x1);
-        merge_row("merge1", m1, x1, h0 / 2, w0 / 2, x2);
-        expand_row("expand1", e1, x2, h0 / 4, w0 / 4, x1, y);
-        expand_row("expand0", e0, x1, h0 / 2, w0 / 2, x0, y);
-    }
-    std::printf("\nper op, patch merge / expand (ms, medians; sequence: the correct-first ops on the whole map in one chunk; "
-                "GB: the fused kernel's DRAM traffic, maps read once and written once):\n");
-    std::printf("%-40s %8s %8s | %9s | %9s %9s %8s %8s | %7s\n", "op", "GFLOP", "GB", "sequence", "fused", "fused min", "GB/s",
-                "TFLOP/s", "speedup");
-    double ts[2] = {0, 0}, tf[2] = {0, 0};
-    for (size_t i = 0; i < g_rows.size(); ++i) {
-        const OpRow &r = g_rows[i];
-        std::printf("%-40s %8.2f %8.3f | %9.4f | %9.4f %9.4f %8.0f %8.1f | %6.1fx\n", r.what.c_str(), r.gflop, r.gb, r.seq,
-                    r.fused, r.fused_min, r.gb / r.fused * 1e3, r.gflop / r.fused, r.seq / r.fused);
-        ts[i / 4] += r.seq;
-        tf[i / 4] += r.fused;
-    }
-    for (int f = 0; f < 2; ++f)
-        std::printf("%-40s %8s %8s | %9.4f | %9.4f %9s %8s %8s | %6.1fx\n",
-                    (std::string(frames[f].name) + " all four per frame").c_str(), "", "", ts[f], tf[f], "", "", "",
-                    ts[f] / tf[f]);
-}
-
-// `fused_check --merge [--quick]`: the checks, then (not --quick) the timings
-void run(bool quick, int iters) {
+// `fused_check --merge [--quick]`: the checks
+void run(bool quick) {
     uint32_t seed = 7000;
     g_seq = !quick;
     // model v1's merges (C 32 at the level-0 grid, C 64 at level 1) and a deeper model's C 128;
@@ -1209,7 +625,6 @@ void run(bool quick, int iters) {
         check_expand(64, 136, 240, true, 34, seed++);
         check_expand(64, 136, 240, false, 1000, seed++);
         check_expand(256, 34, 60, true, 1000, seed++);
-        timings(iters);
     }
 }
 
@@ -1401,42 +816,6 @@ void check_head_refusals() {
            head_conv3d_tc_smem(), why.c_str());
 }
 
-// Timings on the token maps of 1080p and 4K frames (padded to 64 px, as the engine runs them;
-// model v1's Cout 12, the change form): the tensor-core head, the two-pass head in the backend's
-// bands (32 MiB of G), its GEMMs alone and its stencil alone; FLOP (issued / the conv's) and the
-// least DRAM bytes of each form (kernels/cuda/ops.h head_*_flop / _bytes).
-void time_head(int iters) {
-    std::printf("\nhead (ms, median of %d after 3 warm-ups, min in brackets; GB = the least DRAM traffic of the form; "
-                "! = contended):\n", iters);
-    std::printf("  %-10s %10s | %-28s | %-28s | %9s %9s | %7s\n", "frame", "tokens", "tensor-core (TFLOP/s, GB/s)",
-                "two-pass (GB/s)", "GEMMs", "stencil", "speedup");
-    const struct {
-        const char *name;
-        int w, h;
-    } sizes[] = {{"1920x1080", 960, 544}, {"3840x2160", 1920, 1088}};
-    for (const auto &s : sizes) {
-        const HeadCase c(s.h, s.w, 12, 9000 + s.w);
-        const int band = (int)std::max<int64_t>(1, ((int64_t)32 << 20) / ((int64_t)s.w * 112 * 4) - 2);
-        const DevHead d(c, band);
-        Dev out(4 * (size_t)s.h * s.w * 12);
-        const Stat tc = time_ms(iters, [&] { return d.tc(c, out.as<float>(), true); });
-        const Stat tp = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true); });
-        const Stat gm = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true, 1); });
-        const Stat st = time_ms(iters, [&] { return d.two_pass(c, out.as<float>(), true, 2); });
-        const int64_t n = (int64_t)s.h * s.w;
-        const double gtc = head_conv3d_tc_bytes(n, 12) / 1e9, g2 = head_two_pass_bytes(n, 12) / 1e9;
-        char a[64], b[64];
-        std::snprintf(a, sizeof a, "%s%.4f (%.4f) %5.0f %5.0f", tc.flag(), tc.med, tc.min, head_conv3d_tc_flop(n) / 1e9 / tc.med,
-                      gtc / (tc.med * 1e-3));
-        std::snprintf(b, sizeof b, "%s%.4f (%.4f) %5.0f", tp.flag(), tp.med, tp.min, g2 / (tp.med * 1e-3));
-        std::printf("  %-10s %10lld | %-28s | %-28s | %9.4f %9.4f | %6.1fx\n", s.name, (long long)n, a, b, gm.med, st.med,
-                    tp.med / tc.med);
-        std::printf("  %-10s %10s   GFLOP issued %.1f (conv %.1f), GB %.3f | two-pass GB %.3f, bands of %d rows\n", "", "",
-                    head_conv3d_tc_flop(n) / 1e9, head_conv3d_flop(n, 12) / 1e9, gtc, g2, band);
-    }
-    std::fflush(stdout);
-}
-
 void head_checks(bool quick) {
     check_head(1, 1, 12, false, 7, 501);    // every tap but the centre outside the map
     check_head(2, 19, 12, true, 1, 502);    // every token an edge token; a band per row
@@ -1457,7 +836,6 @@ void head_checks(bool quick) {
 
 int main(int argc, char **argv) {
     bool quick = false, merge = false, head_only = false;
-    int iters = 30;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick"))
             quick = true;
@@ -1465,10 +843,8 @@ int main(int argc, char **argv) {
             merge = true;
         else if (!std::strcmp(argv[i], "--head"))
             head_only = true;
-        else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc)
-            iters = std::max(20, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: %s [--quick] [--merge] [--head] [--iters N (>= 20)]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--merge] [--head]\n", argv[0]);
             return 2;
         }
     }
@@ -1484,11 +860,8 @@ int main(int argc, char **argv) {
                 prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.sharedMemPerBlockOptin / 1024);
     ok_or_die(ctx_create(g_ctx, 0, true), "ctx_create");
     if (merge || head_only) {
-        if (merge) patchchk::run(quick, iters);
-        if (head_only) {
-            head_checks(quick);
-            if (!quick) time_head(iters);
-        }
+        if (merge) patchchk::run(quick);
+        if (head_only) head_checks(quick);
         const int rc = check_tally::summary();
         ctx_destroy(g_ctx);
         return rc;
@@ -1546,78 +919,6 @@ int main(int argc, char **argv) {
     check_unfused(128, 16, 24, 4, 0, 0);
     check_unfused(128, 16, 24, 4, 2, 100);
     check_unfused(64, 24, 40, 0, 4, 256);
-
-    // timings
-    const Ceiling ceil = measure_ceilings(iters);
-    const struct {
-        const char *name;
-        int W, H;
-    } frames[] = {{"960x540", 960, 540}, {"1920x1080", 1920, 1080}, {"3840x2160", 3840, 2160}};
-    const struct {
-        const char *name;
-        int C, div;
-    } stages[] = {{"L0", 32, 2}, {"L1", 64, 4}, {"mid", 128, 8}};
-    std::vector<std::vector<StageTime>> tab;
-    for (const auto &f : frames) {
-        const int hp = (f.H + 63) / 64 * 64, wp = (f.W + 63) / 64 * 64;
-        tab.emplace_back();
-        for (const auto &s : stages) tab.back().push_back(time_stage(f.name, s.name, s.C, hp / s.div, wp / s.div, iters, ceil));
-    }
-    std::printf("\nper block (ms, medians, mean of shift 0 and 4; fused: the default tile and build, min: its fastest "
-                "sample; best: the fastest tile and build):\n");
-    std::printf("%-10s %-4s %4s %10s %7s | %9s %9s %7s %7s | %9s %7s | %-19s | %-19s | %10s %8s\n", "frame", "st", "C",
-                "tokens", "GFLOP", "fused f32", "f32 min", "TFLOP/s", "GB/s", "fused b16", "GB/s", "best f32 (tile)",
-                "best b16 (tile)", "sequence", "speedup");
-    for (size_t fi = 0; fi < 3; ++fi) {
-        const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
-        for (size_t si = 0; si < 3; ++si) {
-            const StageTime &st = tab[fi][si];
-            const int C = stages[si].C;
-            const int64_t n = (int64_t)(hp / stages[si].div) * (wp / stages[si].div);
-            const double g = swin_block_flop(C, n) / 1e9;
-            const double f32 = (st.fused[0][0] + st.fused[0][1]) / 2, b16 = (st.fused[1][0] + st.fused[1][1]) / 2,
-                         seq = (st.unfused[0] + st.unfused[1]) / 2, f32min = (st.fused_min[0][0] + st.fused_min[0][1]) / 2;
-            char bf[2][64];
-            for (int b = 0; b < 2; ++b) std::snprintf(bf[b], sizeof bf[b], "%.4f (%s)", st.best[b], st.best_name[b].c_str());
-            std::printf("%-10s %-4s %4d %10lld %7.2f | %9.4f %9.4f %7.1f %7.0f | %9.4f %7.0f | %-19s | %-19s | %10.4f %7.1fx\n",
-                        frames[fi].name, stages[si].name, C, (long long)n, g, f32, f32min, g / f32,
-                        swin_block_bytes_per_token(C, false) * (double)n / (f32 * 1e-3) / 1e9, b16,
-                        swin_block_bytes_per_token(C, true) * (double)n / (b16 * 1e-3) / 1e9, bf[0], bf[1], seq,
-                        seq / f32);
-        }
-    }
-    // model v1: enc0 + dec0 (2 + 2 blocks at L0, shifts 0, 4), enc1 + dec1 (2 + 2 at L1), mid (3:
-    // shifts 0, 4, 0)
-    std::printf("\nmodel v1's eleven Swin blocks per frame (ms; GEMM ceiling %.0f TFLOP/s, copy %.0f GB/s):\n", ceil.tflops,
-                ceil.gbs);
-    std::printf("%-10s %8s | %10s %10s %10s | %9s %9s | %10s | %8s\n", "frame", "GFLOP", "fused f32", "f32 min",
-                "fused b16", "best f32", "best b16", "sequence", "speedup");
-    for (size_t fi = 0; fi < 3; ++fi) {
-        const int hp = (frames[fi].H + 63) / 64 * 64, wp = (frames[fi].W + 63) / 64 * 64;
-        auto total = [&](auto get) {
-            double t = 0;
-            for (int si = 0; si < 2; ++si) t += 2 * (get(tab[fi][si], 0) + get(tab[fi][si], 1));
-            return t + 2 * get(tab[fi][2], 0) + get(tab[fi][2], 1);
-        };
-        const double f32 = total([](const StageTime &s, int sh) { return s.fused[0][sh]; });
-        const double f32min = total([](const StageTime &s, int sh) { return s.fused_min[0][sh]; });
-        const double b16 = total([](const StageTime &s, int sh) { return s.fused[1][sh]; });
-        const double seq = total([](const StageTime &s, int sh) { return s.unfused[sh]; });
-        const double bb32 = total([](const StageTime &s, int) { return s.best[0]; });
-        const double bb16 = total([](const StageTime &s, int) { return s.best[1]; });
-        double g = 0;
-        for (int si = 0; si < 3; ++si)
-            g += (si == 2 ? 3 : 4) * swin_block_flop(stages[si].C, (int64_t)(hp / stages[si].div) * (wp / stages[si].div)) / 1e9;
-        std::printf("%-10s %8.1f | %10.3f %10.3f %10.3f | %9.3f %9.3f | %10.3f | %7.1fx\n", frames[fi].name, g, f32, f32min,
-                    b16, bb32, bb16, seq, seq / f32);
-    }
-    size_sweep(iters);
-    time_head(iters);
-    std::printf("\ntiming: %d of %d measurements contended (median > 1.3 x min and > 0.5 ms above it)%s\n", g_contended,
-                g_timed,
-                g_contended ? ": something else ran on the GPU (another process's time slices); the min columns are "
-                              "the better estimate; rerun with the GPU to itself"
-                            : "");
     const int rc = check_tally::summary();
     ctx_destroy(g_ctx);
     return rc;

@@ -6,9 +6,9 @@ namespace cuda_bench {
 // --head: the output head alone (3 feature maps of 32 channels -> 12, random bf16 features and
 // weights, residual in [-1.2, 1.2]) on a token map of W x H, the change form the engine uses:
 // the tensor-core kernel (head_conv3d_tc, the fused path's) and the two-pass head (three cuBLASLt
-// GEMMs into G + head_stencil, in the backend's bands of 32 MiB of G: DENOISE_CUDA_FUSED=0's path)
-// side by side in one run, each timed with CUDA events after 3 warm-ups, median of `iters`,
-// interleaved; GFLOP = tensor-core FLOP issued (N padded to 16) and the conv's own (2 x 27 x 32 x
+// GEMMs into G + head_stencil, in the backend's bands of 32 MiB of G: DENOISE_CUDA_FUSED=0's path,
+// and its GEMMs alone and its stencil alone) side by side in one run, each timed with CUDA events
+// after 3 warm-ups, median of `iters`, interleaved; GFLOP = tensor-core FLOP issued (N padded to 16) and the conv's own (2 x 27 x 32 x
 // 12 per token); GB = the least DRAM traffic of each form (ops.h head_conv3d_tc_bytes /
 // head_two_pass_bytes: G written and read in the two-pass form); and the largest difference
 // between the two outputs (both fp32 sums of the same bf16 products: ~1e-6 expected).
@@ -75,13 +75,15 @@ int bench_head(int w, int h, int iters) {
         for (auto &o : out) CK(cuda::dev_alloc(ctx, (void **)&o, n * Co * 4, "out"));
         CU(cudaStreamSynchronize(ctx.stream));
     }
-    auto two_pass = [&]() -> int {
+    // Net::head's two-pass loop; parts: 1 the GEMMs only, 2 the stencil only, 3 both
+    auto two_pass = [&](int parts) -> int {
         for (int r0 = 0; r0 < h; r0 += band) {
             const int r1 = std::min(h, r0 + band), g0 = std::max(0, r0 - 1), g1 = std::min(h, r1 + 1);
-            for (int dt = 0; dt < 3; ++dt)
-                CK(cuda::linear(ctx, F[dt] + (size_t)g0 * w * c0, (int64_t)(g1 - g0) * w, c0, c0, wt[dt], nullptr, Gc, G,
-                                true, Gc, dt ? 1.f : 0.f));
-            CK(cuda::head_stencil(ctx, G, Gc, g0, h, w, r0, r1, bias, Co, res, out[1], true));
+            if (parts & 1)
+                for (int dt = 0; dt < 3; ++dt)
+                    CK(cuda::linear(ctx, F[dt] + (size_t)g0 * w * c0, (int64_t)(g1 - g0) * w, c0, c0, wt[dt], nullptr, Gc,
+                                    G, true, Gc, dt ? 1.f : 0.f));
+            if (parts & 2) CK(cuda::head_stencil(ctx, G, Gc, g0, h, w, r0, r1, bias, Co, res, out[1], true));
         }
         return 0;
     };
@@ -90,21 +92,25 @@ int bench_head(int w, int h, int iters) {
         CK(cuda::head_conv3d_tc(ctx, Fp, h, w, wtc, bias, Co, res, out[0], true));
         return 0;
     };
-    const char *names[2] = {"tensor-core", "two-pass"};
+    // the two forms, then the two-pass form's GEMMs alone and its stencil alone
+    const char *names[4] = {"tensor-core", "two-pass", "two-pass GEMMs", "two-pass stencil"};
     cudaEvent_t a, b;
     CU(cudaEventCreate(&a));
     CU(cudaEventCreate(&b));
-    std::vector<float> ms[2];
+    std::vector<float> ms[4];
     for (int i = 0; i < 3 + iters; ++i)
-        for (int v = 0; v < 2; ++v) {
+        for (int v = 0; v < 4; ++v) {
             CU(cudaEventRecord(a, ctx.stream));
-            if (v ? two_pass() : tc()) return 1;
+            if (v ? two_pass(v == 1 ? 3 : v - 1) : tc()) return 1;
             CU(cudaEventRecord(b, ctx.stream));
             CU(cudaEventSynchronize(b));
             float t = 0;
             CU(cudaEventElapsedTime(&t, a, b));
             if (i >= 3) ms[v].push_back(t);
         }
+    // the stencil-alone samples read G as the last GEMMs left it: the full two-pass head once more
+    // for the comparison
+    if (two_pass(3)) return 1;
     double max_diff = 0, max_ref = 0;
     {
         std::vector<float> o0(n * Co), o1(n * Co);
@@ -131,6 +137,11 @@ int bench_head(int w, int h, int iters) {
                           ctx.peak / 1073741824.0});
     }
     const bool ok = max_diff <= 1e-4 * std::max(1.0, max_ref);
+    for (int v = 2; v < 4; ++v) {
+        std::sort(ms[v].begin(), ms[v].end());
+        std::printf("cuda-bench head %5dx%-5d tokens %-16s %8.3f ms (min %.3f)\n", w, h, names[v], ms[v][ms[v].size() / 2],
+                    ms[v][0]);
+    }
     std::printf("cuda-bench head %5dx%-5d tokens tensor-core %.2fx faster; max |tensor-core - two-pass| %.2e (max |out| "
                 "%.2e)%s\n",
                 w, h, med[1] / med[0], max_diff, max_ref, ok ? "" : "  MISMATCH");

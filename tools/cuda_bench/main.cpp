@@ -1,4 +1,4 @@
-// cuda_bench (build/bin/denoise-cuda-bench): speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
+// cuda_bench (tools/cuda_bench/, build/bin/denoise-cuda-bench): speed and memory of the CUDA engine (built with it; run by tools/bench.sh).
 // For each frame size (yuv420p frames of real-looking content: smooth gradients and noise):
 //  kernels  the steady-state GPU work of one output frame as the backend runs it for whole frames
 //           (frame_in of the newest frame, one U-Net pass, the head, frame_out), timed with CUDA
@@ -36,11 +36,15 @@
 // --patch times the patch merges and expands alone, the op sequence vs the fused kernels, on the
 // token grids of --sizes (bench_patch), then the kernels line and per-op table of each size, and
 // nothing else.
+// --swin times the fused Swin block alone (swin.cpp: per tile and build on model v1's stage grids
+// at 540p, 1080p and 4K, the op sequence's per-op split, the size sweep; --sizes is not used) and
+// nothing else.
 // Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
 //        denoise-cuda-bench --plans [--weights FILE] [--sizes WxH,...]
 //        denoise-cuda-bench --fusion-conv [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --head [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --patch [--weights FILE] [--iters N] [--sizes WxH,...]
+//        denoise-cuda-bench --swin [--iters N]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include "cuda_bench.h"
 
@@ -51,13 +55,14 @@ int main(int argc, char **argv) {
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;
-    bool plans = false, fusion_conv = false, head = false, patch = false;
+    bool plans = false, fusion_conv = false, head = false, patch = false, swin = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--plans") plans = true;
         else if (a == "--fusion-conv") fusion_conv = true;
         else if (a == "--head") head = true;
         else if (a == "--patch") patch = true;
+        else if (a == "--swin") swin = true;
         else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
@@ -71,7 +76,7 @@ int main(int argc, char **argv) {
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch | --swin] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -103,6 +108,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "denoise-cuda-bench: no usable GPU: %s\n", why.c_str());
         return 77;
     }
+    if (swin) return bench_swin(iters);
     if (fusion_conv || head) {
         int rc = 0;
         for (auto &d : dims) rc |= fusion_conv ? bench_fusion_conv(d.first, d.second, iters) : bench_head(d.first, d.second, iters);
