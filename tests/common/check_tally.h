@@ -1,5 +1,5 @@
-// The report of the GPU check harnesses (gpu_check, fused_check; not GoogleTest): one line
-// "PASS ..." or "FAIL ..." per check, counted, and a last line "N passed, N failed" that
+// The report of the GPU checks (tests/gpu/: the area checks and fused_check; not GoogleTest): one
+// line "PASS ..." or "FAIL ..." per check, counted, and a last line "N passed, N failed" that
 // tests/run_tests.sh and tools/check_gpu.sh read.
 #ifndef DENOISE_TESTS_CHECK_TALLY_H
 #define DENOISE_TESTS_CHECK_TALLY_H

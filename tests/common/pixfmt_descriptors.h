@@ -1,5 +1,5 @@
 // FFmpeg pixel formats as the denoise filter describes them to the engine, for the tests that
-// build native frames (engine_frames_test, cuda_host_test, gpu_check, ...). The values are those of
+// build native frames (engine_frames_test, cuda_host_test, the GPU checks, ...). The values are those of
 // FFmpeg's libavutil/pixdesc.c: each colour component's AVComponentDescriptor (plane, offset, step,
 // shift, depth; alpha left out, components in descriptor order Y', Cb, Cr or R', G', B'), the
 // chroma subsampling of Y'CbCr formats, and the plane count of a frame (av_pix_fmt_count_planes,

@@ -174,7 +174,7 @@ void centre_output_through_api(const std::string &wpath, const StTensor &clip, f
     DenoiseEngine *e = denoise_alloc();
     ASSERT_NE(e, nullptr);
     // CPU explicitly: with the CUDA engine built and a GPU present, AUTO would pick CUDA
-    // (tests/gpu_check.cpp compares that one).
+    // (tests/gpu/api_check.cpp compares that one).
     DenoiseParams p = cpu_params(wpath.c_str(), sigma, Wd, H, rgb_f32_format());
     ASSERT_EQ(denoise_open(e, &p), 0) << denoise_last_error(e);
     EXPECT_EQ(denoise_backend(e), DENOISE_BACKEND_CPU);

@@ -193,7 +193,7 @@ TEST_F(Loader, BackendReason) {
 
 TEST_F(Loader, AutoPicksCpuAndCudaIsNotBuilt) {
 #ifdef DENOISE_HAVE_CUDA
-    GTEST_SKIP() << "built with the CUDA engine: backend selection is checked by tests/gpu_check.cpp";
+    GTEST_SKIP() << "built with the CUDA engine: backend selection is checked by tests/gpu/api_check.cpp";
 #endif
     DenoiseEngine *e = denoise_alloc();
     std::string path = data_dir() + "/golden_weights.safetensors";

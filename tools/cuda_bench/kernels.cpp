@@ -323,7 +323,7 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         den += v * v;
     }
     std::printf("cuda-bench %5dx%-5d fused vs correct-first: %.2fx faster, features F rel L2 %.2e (bf16 roundings "
-                "only; the CPU comparison is gpu_check's)\n",
+                "only; the CPU comparison is tests/gpu/network_check's)\n",
                 W, H, med[1] / med[0], den > 0 ? std::sqrt(num / den) : std::sqrt(num));
     cudaEventDestroy(a);
     cudaEventDestroy(b);
