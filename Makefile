@@ -4,7 +4,7 @@
 #   make check        all, then tests/run_tests.sh
 #   make demo         all, then tools/demo.sh
 #   make check-gpu | bench | eval      tools/check_gpu.sh | bench.sh | eval.sh
-#   make check-faithful  all, then tests/cli_faithful.sh alone (also part of make check)
+#   make check-faithful  all, then tests/cli/cli_faithful.sh alone (also part of make check)
 #   make install PREFIX=DIR
 #   make clean        engine/tests/tools objects (keeps FFmpeg's build)
 #   make distclean    everything under build/ and config.mk
@@ -274,8 +274,6 @@ ff_pkg = PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig pkg-config $(1) $(FF_PC)
 RPATH_FLAGS := -Wl,-rpath,'$$ORIGIN/../lib'
 
 TOOL_SRCS := $(sort $(wildcard $(TOP)/tools/*.c) $(wildcard $(TOP)/tools/*.cpp))
-# tools/cuda_*.cpp need the CUDA engine (cuda_bench: CUDA events, kernels/cuda/ops.h)
-TOOL_SRCS := $(if $(HAVE_CUDA),$(TOOL_SRCS),$(filter-out $(TOP)/tools/cuda_%,$(TOOL_SRCS)))
 tool_bin = $(B)/bin/denoise-$(subst _,-,$(basename $(notdir $(1))))
 TOOLS := $(foreach t,$(TOOL_SRCS),$(call tool_bin,$(t)))
 CFLAGS_TOOLS := -O2 -g -Wall -I$(TOP)/kernels -I$(B)/include $(PLACEBO_CFLAGS) $(CUDA_DEFS)
@@ -296,24 +294,38 @@ endef
 $(foreach t,$(TOOL_SRCS),$(eval $(call tool_rule,$(t))))
 $(filter $(OBJ)/tools/%_lavfi.c.o $(OBJ)/tools/%_lavfi.cpp.o,$(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(TOOL_SRCS))): $(FF_STAMP)
 
+# tools/cuda_bench/*.cpp (one file per mode): one program, build/bin/denoise-cuda-bench, with the
+# CUDA engine; it shares the tests' host bf16 helper and the fused Swin block's device harness
+CUDA_BENCH_SRCS := $(if $(HAVE_CUDA),$(sort $(wildcard $(TOP)/tools/cuda_bench/*.cpp)))
+CUDA_BENCH := $(if $(CUDA_BENCH_SRCS),$(B)/bin/denoise-cuda-bench)
+TOOLS += $(CUDA_BENCH)
+$(OBJ)/tools/cuda_bench/%.cpp.o: CFLAGS_TOOLS += -I$(TOP)/tests/common -I$(TOP)/tests/gpu
+$(CUDA_BENCH): $(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(CUDA_BENCH_SRCS)) $(LIBDENOISE)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $(filter %.o,$^) -Wl,--as-needed $(LIBDENOISE) $(ENGINE_LIBS) -lm
+
 .PHONY: tools
 tools: $(TOOLS)
 
 # ---------------------------------------------------------------------------------------------
-# tests: tests/NAME_test.cpp -> build/tests/NAME_test, linked with libdenoise and GoogleTest;
-# tests/NAME_lavfi_test.cpp also with the built FFmpeg libraries (build/lib/pkgconfig).
-# Other tests/*.cpp (helpers) go into build/tests/libtesthelpers.a, linked into every test.
-TEST_SRCS := $(sort $(wildcard $(TOP)/tests/*_test.cpp))
-# tests/gpu_*.cpp, tests/fused_*.cpp: GPU checks (own harness, not GoogleTest), built with the
-# CUDA engine so that `make check` compiles them; run_tests.sh runs them (exit 77 without a GPU:
-# skipped)
-GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu_*.cpp) $(wildcard $(TOP)/tests/fused_*.cpp))
-GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(GPU_CHECK_SRCS)))
-HELPER_SRCS := $(filter-out $(TEST_SRCS) $(GPU_CHECK_SRCS),$(sort $(wildcard $(TOP)/tests/*.cpp)))
-TESTS := $(patsubst $(TOP)/tests/%.cpp,$(B)/tests/%,$(TEST_SRCS))
-LAVFI_TESTS := $(filter %_lavfi_test,$(TESTS))
+# tests, by kind (tests/README.md):
+#   tests/unit/NAME_test.cpp (host code) and tests/emu/NAME_test.cpp (the tensor-core kernels on
+#   the warp emulator): GoogleTest, -> build/tests/NAME_test, linked with libdenoise;
+#   NAME_lavfi_test also with the built FFmpeg libraries (build/lib/pkgconfig). Helpers
+#   tests/common/*.cpp go into build/tests/libtesthelpers.a, linked into every test.
+#   tests/gpu/NAME_check.cpp: GPU checks (one program per area on the harness tests/gpu/harness.h,
+#   not GoogleTest), -> build/tests/gpu/NAME_check, built with the CUDA engine so that `make check`
+#   compiles them; run_tests.sh runs them (exit 77 without a GPU: skipped).
+TEST_SRCS := $(sort $(wildcard $(TOP)/tests/unit/*_test.cpp) $(wildcard $(TOP)/tests/emu/*_test.cpp))
+GPU_CHECK_SRCS := $(sort $(wildcard $(TOP)/tests/gpu/*_check.cpp))
+GPU_CHECKS := $(if $(HAVE_CUDA),$(patsubst $(TOP)/tests/gpu/%.cpp,$(B)/tests/gpu/%,$(GPU_CHECK_SRCS)))
+HELPER_SRCS := $(sort $(wildcard $(TOP)/tests/common/*.cpp))
+test_bin = $(B)/tests/$(basename $(notdir $(1)))
+test_obj = $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(1))
+TESTS := $(foreach t,$(TEST_SRCS),$(call test_bin,$(t)))
+LAVFI_TEST_SRCS := $(filter %_lavfi_test.cpp,$(TEST_SRCS))
 HELPER_LIB := $(if $(HELPER_SRCS),$(B)/tests/libtesthelpers.a)
-CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests -I$(B)/include $(PLACEBO_CFLAGS) $(GTEST_CFLAGS) \
+CXXFLAGS_TESTS := -std=c++17 -O2 -g -Wall $(OPENMP_CFLAGS) -I$(TOP)/kernels -I$(TOP)/tests/common -I$(B)/include $(PLACEBO_CFLAGS) $(GTEST_CFLAGS) \
     $(CUDA_DEFS) -DDENOISE_SOURCE_DIR='"$(TOP)"' -DDENOISE_BUILD_DIR='"$(B)"' \
     -DDENOISE_TEST_DATA_DIR='"$(TOP)/tests/data"'
 
@@ -321,28 +333,30 @@ $(OBJ)/tests/%.o: $(TOP)/tests/%.cpp $(OBJ)/cxxflags
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_TESTS) -MMD -MP -c $< -o $@
 
-$(HELPER_LIB): $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(HELPER_SRCS))
+$(HELPER_LIB): $(call test_obj,$(HELPER_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 # lavfi tests and helpers may include FFmpeg's headers: compile them after FFmpeg is installed
-$(patsubst $(B)/tests/%,$(OBJ)/tests/%.o,$(LAVFI_TESTS)) $(patsubst $(TOP)/tests/%.cpp,$(OBJ)/tests/%.o,$(HELPER_SRCS)): | $(FF_STAMP)
+$(call test_obj,$(LAVFI_TEST_SRCS) $(HELPER_SRCS)): | $(FF_STAMP)
 
-$(B)/tests/%_lavfi_test: $(OBJ)/tests/%_lavfi_test.o $(HELPER_LIB) $(LIBDENOISE) $(FF_STAMP)
-	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) \
-	    $(GTEST_LIBS) $(RPATH_FLAGS)
+# test_rule SRC: build/tests/NAME_test from tests/KIND/NAME_test.cpp; lavfi tests (and every test
+# when there are helpers, which may use FFmpeg) also link the FFmpeg libraries. $$$$: $(call) and
+# $(eval) each expand once, and the shell must see $(pkg-config ...).
+is_lavfi = $(findstring _lavfi_test.,$(1))
+define test_rule
+$(call test_bin,$(1)): $(call test_obj,$(1)) $(HELPER_LIB) $(LIBDENOISE) $(if $(call is_lavfi,$(1)),$(FF_STAMP))
+	@mkdir -p $$(dir $$@)
+	$(CXX) -o $$@ $$< $(HELPER_LIB) $(LIBDENOISE) $(if $(call is_lavfi,$(1)),$$$$($(call ff_pkg,--libs))) \
+	    $(ENGINE_LIBS) $(GTEST_LIBS) \
+	    $(if $(call is_lavfi,$(1)),$$(RPATH_FLAGS),$(if $(HELPER_SRCS),$$$$($(call ff_pkg,--libs)) $$(RPATH_FLAGS)))
+endef
+$(foreach t,$(TEST_SRCS),$(eval $(call test_rule,$(t))))
 
-$(B)/tests/%_test: $(OBJ)/tests/%_test.o $(HELPER_LIB) $(LIBDENOISE)
+# tests/gpu/api_run.h writes the tiles checks' crops as PNG (libpng)
+$(GPU_CHECKS): $(B)/tests/gpu/%: $(OBJ)/tests/gpu/%.o $(LIBDENOISE)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(HELPER_LIB) $(LIBDENOISE) $(ENGINE_LIBS) $(GTEST_LIBS) \
-	    $(if $(HELPER_SRCS),$$($(call ff_pkg,--libs)) $(RPATH_FLAGS))
-
-# gpu_check writes its tile crops as PNG (libpng)
-$(B)/tests/gpu_check: GPU_CHECK_LIBS := -lpng
-$(GPU_CHECKS): $(B)/tests/%: $(OBJ)/tests/%.o $(LIBDENOISE)
-	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS) $(GPU_CHECK_LIBS)
+	$(CXX) -o $@ $< $(LIBDENOISE) $(ENGINE_LIBS) -lpng
 
 # FF_STAMP is made by the ffmpeg target
 $(FF_STAMP): | ffmpeg
@@ -363,7 +377,7 @@ check: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tests/run_tests.sh
 
 check-faithful: all
-	$(RUN_ENV) sh $(TOP)/tests/cli_faithful.sh
+	$(RUN_ENV) sh $(TOP)/tests/cli/cli_faithful.sh
 
 demo: all
 	$(RUN_ENV) $(SHELL) $(TOP)/tools/demo.sh

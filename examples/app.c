@@ -11,7 +11,7 @@
  * name). Video only: audio and other streams are not copied. Every input frame gives exactly one
  * output frame with its pts; the filter holds three frames for its look-ahead, so frames come out
  * three behind and the rest after the end of the input is signalled (av_buffersrc_add_frame(src,
- * NULL)). Build: see README.md ("In an app"); make check builds and runs it (tests/cli_app.sh).
+ * NULL)). Build: see README.md ("In an app"); make check builds and runs it (tests/cli/cli_app.sh).
  *
  * Exit status 0 on success, 1 on any error (with the libav* error text on stderr).
  */

@@ -9,7 +9,7 @@
 // sequence. The table holds the ranks 0..4095 that pl_generate_blue_noise(64) produced from the
 // initial rand() state (srand(1)) with libplacebo 4.208, i.e. the tile every earlier build made
 // in a process where nothing had called rand() first, so outputs and goldens are unchanged;
-// tests/blue_noise_test.cpp checks both.
+// tests/unit/blue_noise_test.cpp checks both.
 #ifndef DENOISE_BLUE_NOISE_H
 #define DENOISE_BLUE_NOISE_H
 

@@ -60,7 +60,7 @@
  * stream is the wait for the output pulled last, whose work was queued one push earlier (the
  * CUDA backend keeps one output in flight, denoise_latency()), so the network work of the
  * latest push keeps the GPU busy while the host waits. CPU and CUDA estimates agree within
- * 0.5 % + 0.01 (float summation order; tests/gpu_check.cpp checks it).
+ * 0.5 % + 0.01 (float summation order; tests/gpu/noise_check.cpp checks it).
  *
  * Errors: functions return 0 or a positive count on success and a negative DENOISE_E* code on
  * failure; denoise_last_error() then holds a message that names the cause (the weight file and

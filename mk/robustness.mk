@@ -4,13 +4,13 @@
 #                      and run it FUZZ_TIME seconds (default 60) on tests/fuzz/corpus/
 #   make fuzz-build    only build it; prints SKIP (and succeeds) when clang or libFuzzer
 #                      (libclang-rt-14-dev) is missing. make check builds it; the 60 s run is
-#                      tests/fuzz_safetensors.sh (run by tests/run_tests.sh, exit 77 = skipped
+#                      tests/fuzz/fuzz_safetensors.sh (run by tests/run_tests.sh, exit 77 = skipped
 #                      when the fuzzer could not be built)
-#   make check-asan    libdenoise and every tests/*_test.cpp rebuilt with
+#   make check-asan    libdenoise and every tests/unit/ and tests/emu/ *_test.cpp rebuilt with
 #                      -fsanitize=address,undefined (LeakSanitizer on) in build/asan/, then run
 #                      (tests/asan/run_asan.sh; DENOISE_VALGRIND=1 adds a valgrind run of ffmpeg).
 #                      make check builds them too (asan-build) and runs them as one test,
-#                      tests/asan_check.sh
+#                      tests/asan/asan_check.sh
 
 # ---- fuzzer
 FUZZ_DIR := $(B)/fuzz
@@ -36,7 +36,7 @@ fuzz-build:
 
 fuzz: fuzz-build
 	@test -x $(FUZZ_BIN) || { echo "make fuzz: the fuzzer could not be built (see above)" >&2; exit 1; }
-	$(RUN_ENV) DENOISE_FUZZ_TIME=$(FUZZ_TIME) $(SHELL) $(TOP)/tests/fuzz_safetensors.sh
+	$(RUN_ENV) DENOISE_FUZZ_TIME=$(FUZZ_TIME) $(SHELL) $(TOP)/tests/fuzz/fuzz_safetensors.sh
 
 check: fuzz-build
 
@@ -46,7 +46,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 ASAN_LIB := $(ASAN_B)/libdenoise.a
 # the CUDA objects (nvcc, not instrumented) join the instrumented C++ ones as they are
 ASAN_LIB_OBJS := $(patsubst $(TOP)/%,$(ASAN_B)/obj/%.o,$(filter %.cpp,$(CXXSRCS))) $(call lib_obj,$(CU_SRCS))
-ASAN_TESTS := $(patsubst $(TOP)/tests/%.cpp,$(ASAN_B)/tests/%,$(TEST_SRCS))
+ASAN_TESTS := $(foreach t,$(TEST_SRCS),$(ASAN_B)/tests/$(basename $(notdir $(t))))
 
 $(ASAN_B)/obj/%.cpp.o: $(TOP)/%.cpp
 	@mkdir -p $(dir $@)
@@ -59,12 +59,13 @@ $(ASAN_B)/tests/%.o: $(TOP)/tests/%.cpp | $(FF_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_TESTS) -O1 $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
-$(ASAN_B)/tests/%_lavfi_test: $(ASAN_B)/tests/%_lavfi_test.o $(ASAN_LIB) $(FF_STAMP)
-	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $$($(call ff_pkg,--libs)) $(ENGINE_LIBS) \
-	    $(GTEST_LIBS) $(RPATH_FLAGS) -Wl,-rpath,$(LIBDIR)
-
-$(ASAN_B)/tests/%_test: $(ASAN_B)/tests/%_test.o $(ASAN_LIB)
-	$(CXX) $(ASAN_FLAGS) -o $@ $< $(ASAN_LIB) $(ENGINE_LIBS) $(GTEST_LIBS)
+# asan_test_rule SRC: build/asan/tests/NAME_test from tests/KIND/NAME_test.cpp (as test_rule)
+define asan_test_rule
+$(ASAN_B)/tests/$(basename $(notdir $(1))): $(patsubst $(TOP)/tests/%.cpp,$(ASAN_B)/tests/%.o,$(1)) $(ASAN_LIB) $(if $(call is_lavfi,$(1)),$(FF_STAMP))
+	$(CXX) $(ASAN_FLAGS) -o $$@ $$< $(ASAN_LIB) $(if $(call is_lavfi,$(1)),$$$$($(call ff_pkg,--libs))) $(ENGINE_LIBS) \
+	    $(GTEST_LIBS) $(if $(call is_lavfi,$(1)),$$(RPATH_FLAGS) -Wl$(comma)-rpath$(comma)$(LIBDIR))
+endef
+$(foreach t,$(TEST_SRCS),$(eval $(call asan_test_rule,$(t))))
 
 .PHONY: asan-build check-asan
 asan-build: $(ASAN_TESTS)
@@ -72,7 +73,7 @@ asan-build: $(ASAN_TESTS)
 check-asan: all asan-build
 	$(RUN_ENV) DENOISE_ASAN_DIR=$(ASAN_B)/tests $(SHELL) $(TOP)/tests/asan/run_asan.sh
 
-# make check builds the instrumented tests too; tests/asan_check.sh runs them (about 2 min
+# make check builds the instrumented tests too; tests/asan/asan_check.sh runs them (about 2 min
 # extra in all on the 2-core machine, docs/robustness.md)
 check: asan-build
 

@@ -1,13 +1,16 @@
 #!/bin/bash
 # tests/run_tests.sh: run every test and print a final line "N passed, N failed".
 #
-#   - GoogleTest binaries build/tests/*_test (built from tests/*_test.cpp by make): each test
-#     case counts (from GoogleTest's own summary); a binary that crashes or prints no summary
-#     counts as one failure.
-#   - build/tests/gpu_check --quick (built with the CUDA engine): counts once; 77 (no usable GPU)
-#     = skipped;
-#   - shell tests tests/*.sh (except this file and sourced helpers lib.sh, *_lib.sh): each script
-#     counts once; exit 0 = pass, 77 = skipped (automake's convention), anything else = fail.
+#   - GoogleTest binaries build/tests/*_test (built by make from tests/unit/*_test.cpp and
+#     tests/emu/*_test.cpp; named unit/NAME or emu/NAME here): each test case counts (from
+#     GoogleTest's own summary); a binary that crashes or prints no summary counts as one failure.
+#   - GPU checks build/tests/gpu/*_check --quick (built with the CUDA engine from
+#     tests/gpu/*_check.cpp, one program per area): each counts once; 77 (no usable GPU) =
+#     skipped;
+#   - shell tests tests/*.sh and tests/KIND/*.sh (except this file, sourced helpers lib.sh,
+#     *_lib.sh, and tests/asan/run_asan.sh, which tests/asan/asan_check.sh runs) and the weights
+#     package's checks tests/weights/check_*.py (run with python3): each counts once; exit 0 =
+#     pass, 77 = skipped (automake's convention), anything else = fail.
 #
 # Usage: tests/run_tests.sh [PATTERN]   (PATTERN: run only tests whose name contains it)
 # Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR (defaults: this repo and its build/),
@@ -29,10 +32,23 @@ run_timed() {
     if command -v timeout >/dev/null 2>&1; then timeout "$TIMEOUT" "$@"; else "$@"; fi
 }
 
+# count_exit NAME RC: one test's exit status into the tally
+count_exit() {
+    case $2 in
+        0) passed=$((passed + 1)) ;;
+        77) skipped=$((skipped + 1)); echo "--- $1: skipped${3:+ ($3)}" ;;
+        *) failed=$((failed + 1)); failures+=("$1"); echo "*** $1 failed (exit $2)" ;;
+    esac
+}
+
 shopt -s nullglob
 for t in "$BUILD"/tests/*_test; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
+    # the kind is the folder of its source
+    for kind in unit emu; do
+        [ -f "$ROOT/tests/$kind/$name.cpp" ] && { name=$kind/$name; break; }
+    done
     [ -z "$PATTERN" ] || [[ $name == *"$PATTERN"* ]] || continue
     echo "=== $name"
     log=$(mktemp)
@@ -51,34 +67,32 @@ for t in "$BUILD"/tests/*_test; do
     [ "$f" -eq 0 ] || failures+=("$name")
 done
 
-# GPU checks (built with the CUDA engine): the quick set (ops, frame conversions, a short API run);
+# GPU checks (built with the CUDA engine), one program per area, each its quick set;
 # tools/check_gpu.sh runs everything. Exit 77 = no usable GPU here = skipped.
-for t in "$BUILD"/tests/gpu_check; do
+for t in "$BUILD"/tests/gpu/*_check; do
     [ -x "$t" ] || continue
-    name=$(basename "$t")
+    name=gpu/$(basename "$t")
     [ -z "$PATTERN" ] || [[ $name == *"$PATTERN"* ]] || continue
     echo "=== $name --quick"
     run_timed "$t" --quick
-    rc=$?
-    case $rc in
-        0) passed=$((passed + 1)) ;;
-        77) skipped=$((skipped + 1)); echo "--- $name: skipped (no usable GPU)" ;;
-        *) failed=$((failed + 1)); failures+=("$name"); echo "*** $name failed (exit $rc)" ;;
-    esac
+    count_exit "$name" $? "no usable GPU"
 done
 
-for t in "$ROOT"/tests/*.sh; do
-    name=$(basename "$t")
-    case $name in run_tests.sh|lib.sh|*_lib.sh) continue ;; esac
+for t in "$ROOT"/tests/*.sh "$ROOT"/tests/*/*.sh; do
+    name=${t#"$ROOT"/tests/}
+    case $name in run_tests.sh|*/lib.sh|*_lib.sh|asan/run_asan.sh) continue ;; esac
     [ -z "$PATTERN" ] || [[ $name == *"$PATTERN"* ]] || continue
     echo "=== $name"
     run_timed sh "$t"
-    rc=$?
-    case $rc in
-        0) passed=$((passed + 1)) ;;
-        77) skipped=$((skipped + 1)); echo "--- $name: skipped" ;;
-        *) failed=$((failed + 1)); failures+=("$name"); echo "*** $name failed (exit $rc)" ;;
-    esac
+    count_exit "$name" $?
+done
+
+for t in "$ROOT"/tests/weights/check_*.py; do
+    name=${t#"$ROOT"/tests/}
+    [ -z "$PATTERN" ] || [[ $name == *"$PATTERN"* ]] || continue
+    echo "=== $name"
+    run_timed python3 "$t"
+    count_exit "$name" $?
 done
 
 echo

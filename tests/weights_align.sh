@@ -5,7 +5,7 @@
 # shifts, Denoiser.forward equal to denoise_sequence with it on, align 0 model v1 bit for bit.
 # Skipped (77) without python3 and PyTorch. About 5 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch, numpy" check_align.py

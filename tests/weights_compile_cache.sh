@@ -5,7 +5,7 @@
 # served from the file (FX graph cache hits, no misses), and the failures that must not raise.
 # Skipped (77) without python3 and PyTorch. About 30 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch" check_compile_cache.py

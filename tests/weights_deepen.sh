@@ -5,7 +5,7 @@
 # export, and bad depths are refused. Skipped (77) without python3, PyTorch and safetensors.
 # About 10 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch, numpy, safetensors" check_deepen.py

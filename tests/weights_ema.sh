@@ -4,7 +4,7 @@
 # checkpoint form, the in-place swap, and export taking the average. Skipped (77) without
 # python3, PyTorch and safetensors. About 30 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch, numpy, safetensors" check_ema.py

@@ -9,7 +9,7 @@
 #     synchronous feed (model v2's batch: photo, video and synthetic clips, NoiseRecipe noise).
 # Skipped (77) without python3 and PyTorch. About 5 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch, numpy" check_feed.py --device cpu

@@ -4,7 +4,7 @@
 # term sees and does not, and the per-clip weight of the per-pixel term. Skipped (77) without
 # python3 and PyTorch. About 5 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch" check_loss.py

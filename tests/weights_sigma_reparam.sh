@@ -5,7 +5,7 @@
 # LayerNorm-1 frozen, fold() and export's model_from_checkpoint give plain weights with the same
 # output. Skipped (77) without python3, PyTorch and safetensors. About 10 s.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/common/lib.sh"
 
 make_tmp
 py_check "torch, numpy, safetensors" check_sigma_reparam.py

@@ -10,7 +10,7 @@
 #   cuda: format=F,hwupload_cuda,denoise=backend=cuda,showinfo=checksum=0,hwdownload,format=F
 #   host: format=F,denoise=backend=cuda           (the same backend on software frames)
 #   cpu:  format=F,denoise=backend=cpu:threads=8  (the fp32 reference; nv12 and p010le only:
-#         gpu_check compares the two backends through the API for every one of these formats)
+#         tests/gpu/api_check.cpp compares the two backends through the API for every one of these formats)
 # Every output file is rawvideo in NUT, in a format that NUT keeps: p010le and p016le have no raw
 # pixel-format tag (libavcodec/raw.c), so NUT writes them as 16 bpp and reads them back as
 # rgb555le (2/3 of the luma plane, seen as RGB: the 10-bit value's low 4 bits become G), which
@@ -33,7 +33,7 @@
 # $OUT/cuda_frames/ (else to a temporary folder); the summary table is last.
 set -u
 TEST_NAME=check_cuda_frames
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/../tests/common/lib.sh"
 
 need_build
 pick_model

@@ -14,7 +14,7 @@
 # Outputs land in build/demo/. Exit status 0 only if the denoised PSNR beats the noisy one.
 set -u
 TEST_NAME=demo
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/../tests/common/lib.sh"
 
 sigma=25 seed=0 backend=auto input=$SAMPLE_8BIT model=
 while [ $# -gt 0 ]; do

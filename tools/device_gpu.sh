@@ -3,7 +3,7 @@
 # machine that builds nothing (docs/cuda.md, "Running on a GPU machine").
 #
 #   here (the build machine):   ./configure && make && tools/device_gpu.sh --pack
-#       packs build/bin, build/lib, build/tests/gpu_check and fused_check into .device/build.tar.xz and the Debian
+#       packs build/bin, build/lib, build/tests/gpu/ (the GPU check programs) into .device/build.tar.xz and the Debian
 #       libraries the GPU machine lacks into .devlibs/libs.tar.xz (../shared/tools/device-libs.sh,
 #       or /work/shared/tools/device-libs.sh); both folders are git-ignored.
 #   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench]
@@ -18,9 +18,9 @@
 # that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh and of bench.sh's ffmpeg runs; written
 # after each part).
-# Budgets: check_gpu.sh 480 s (gpu_check 230: its API checks run both Swin-block paths; then
+# Budgets: check_gpu.sh 480 s (the check programs 230: the API checks run both Swin-block paths; then
 # memcheck and the CUDA-frames checks within 85 s, side by side with racecheck of fused_check and
-# gpu_check within 240 s), bench.sh 150 s (cuda_bench 90: both paths, the per-op split and the
+# the areas within 240 s), bench.sh 150 s (cuda_bench 90: both paths, the per-op split and the
 # CUDA-graph lines): about 6 minutes on one H200 (check 218 s, bench 123 s on 2026-12-03), 10 at
 # most.
 set -u
@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 
 if [ "${1:-}" = --pack ]; then
-    for f in build/bin/ffmpeg build/bin/denoise-cuda-bench build/tests/gpu_check build/tests/fused_check build/lib/libavfilter.so; do
+    for f in build/bin/ffmpeg build/bin/denoise-cuda-bench build/tests/gpu/ops_check build/tests/gpu/fused_check build/lib/libavfilter.so; do
         [ -e "$f" ] || { echo "device_gpu: $f missing: run ./configure && make first" >&2; exit 1; }
     done
     mkdir -p .device
@@ -36,10 +36,10 @@ if [ "${1:-}" = --pack ]; then
         echo '/.device/' >> .git/info/exclude
     # what the GPU runs needs, without debug info (strip --strip-debug) and without the archive
     rm -rf .device/stage && mkdir -p .device/stage/build/tests
-    cp -a build/bin build/lib .device/stage/build/ && cp -a build/tests/gpu_check build/tests/fused_check .device/stage/build/tests/
+    cp -a build/bin build/lib .device/stage/build/ && cp -a build/tests/gpu .device/stage/build/tests/
     rm -f .device/stage/build/lib/*.a .device/stage/build/bin/denoise-cpu-bench
     find .device/stage/build -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null
-    # the CUDA engine is linked into four of these files (libavfilter, the bench, gpu_check, fused_check):
+    # the CUDA engine is linked into libavfilter, the bench and the GPU check programs:
     # a dictionary larger than the whole tree lets xz store it once (15.6 MB at xz's default, 6.2 MB so)
     (set -o pipefail; tar cf - -C .device/stage build | xz -T0 --lzma2=preset=6,dict=192MiB > .device/build.tar.xz) ||
         { echo "device_gpu: packing build/ failed" >&2; rm -f .device/build.tar.xz; exit 1; }
@@ -116,8 +116,8 @@ echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
 grep -E '^(FAIL|SKIP|INFO)' "$OUTDIR/check_gpu.log" | head -n 40
 grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|racecheck|CUDA graphs|two engines|stream|block_match|api (aligned|golden_align))' \
     "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 52
-grep -E '^time (check_gpu|gpu_check in all)' "$OUTDIR/check_gpu.log"
-tail -n 1 "$OUTDIR/check_gpu.log"
+grep -E '^time (check_gpu|[a-z]*_check in all)' "$OUTDIR/check_gpu.log"
+sed -n '/^=== check_gpu summary/,$p' "$OUTDIR/check_gpu.log"
 fi
 if [ $PARTS != check ]; then
 echo

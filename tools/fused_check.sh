@@ -1,25 +1,27 @@
 #!/bin/bash
 # tools/fused_check.sh: the fused Swin block kernel and the tensor-core head on a GPU machine, in
 # one go (about 2-3 min on an H200); builds nothing:
-#   1. build/tests/fused_check: every instantiated tile against the CPU reference block, the mma
+#   1. build/tests/gpu/fused_check: every instantiated tile against the CPU reference block, the mma
 #      count self-check, the refusals, the tensor-core head vs the two-pass head vs the CPU head,
-#      the correct-first sequence (whole and chunked) against the CPU, then the timings (fused vs
-#      the correct-first op sequence vs the cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K,
-#      model v1's eleven blocks per frame, the C 32 size sweep, the head tensor-core vs two-pass);
-#   2. compute-sanitizer --tool memcheck  fused_check --quick and
-#   3. compute-sanitizer --tool racecheck fused_check --quick, side by side.
-# --head: the head's checks and timings only (fused_check --head; the sanitizers on --head --quick),
-# then denoise-cuda-bench --head (tensor-core vs two-pass head at 1080p and 4K token maps, counted
-# as one check; log cuda_bench_head.log): about a minute.
-# Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_SAN_TIMEOUT 120 (each sanitizer pass).
+#      the correct-first sequence (whole and chunked) against the CPU;
+#   2. denoise-cuda-bench --swin, the timings (fused vs the correct-first op sequence vs the
+#      cuBLASLt bf16 GEMM ceiling at 540p / 1080p / 4K, model v1's eleven blocks per frame, the
+#      C 32 size sweep; counted as one check; log cuda_bench_swin.log);
+#   3. compute-sanitizer --tool memcheck  fused_check --quick and
+#   4. compute-sanitizer --tool racecheck fused_check --quick, side by side.
+# --head: the head's checks only (fused_check --head; the sanitizers on --head --quick), then
+# denoise-cuda-bench --head (tensor-core vs two-pass head, its GEMMs and stencil alone, at 1080p
+# and 4K token maps, counted as one check; log cuda_bench_head.log): about a minute.
+# Budgets (s): FUSED_CHECK_TIMEOUT 200, FUSED_BENCH_TIMEOUT 200 (the timings), FUSED_SAN_TIMEOUT
+# 120 (each sanitizer pass).
 # Timings are only worth having with the GPU to ourselves: the compute processes nvidia-smi lists
 # before the run are printed, and the summary warns when there were any (pause them, e.g. a
-# trainer with kill -STOP, for the run) and when fused_check itself saw contended samples.
+# trainer with kill -STOP, for the run) and when the bench itself saw contended samples.
 # Full logs in $OUT (the device tool's output folder; default: a new folder under /tmp): fused_check.log,
-# memcheck.log, racecheck.log, device.txt. Prints a summary and a final "N passed, N failed"
+# cuda_bench_swin.log, memcheck.log, racecheck.log, device.txt. Prints a summary and a final "N passed, N failed"
 # (each sanitizer pass counts as one check). Exit 0 only when nothing failed. With --merge, the
 # patch merge / expand checks and timings instead (see the --merge section below).
-# Needs build/tests/fused_check: built here, or unpacked from .device/build.tar.xz
+# Needs build/tests/gpu/fused_check: built here, or unpacked from .device/build.tar.xz
 # (tools/device_gpu.sh --pack) when that is carried instead; and, on a machine without the build
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
 # ../shared/tools/device-libs.sh, unpacked here.
@@ -28,14 +30,14 @@ MODE=()
 [ "${1:-}" = --head ] && MODE=(--head)
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
-BIN=$BUILD/tests/fused_check
+BIN=$BUILD/tests/gpu/fused_check
 OUT=${OUT:-$(mktemp -d /tmp/fused_check.XXXXXX)}
 mkdir -p "$OUT"
 cd "$ROOT" || exit 1
 if [ ! -x "$BIN" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
-    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/fused_check || exit 1
+    tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/tests/gpu/fused_check || exit 1
 fi
-if [ ${#MODE[@]} -gt 0 ] && [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
+if [ ! -x "$BUILD/bin/denoise-cuda-bench" ] && [ -f "$ROOT/.device/build.tar.xz" ]; then
     tar xJf "$ROOT/.device/build.tar.xz" -C "$ROOT" build/bin/denoise-cuda-bench || exit 1
 fi
 if [ ! -x "$BIN" ]; then
@@ -135,8 +137,8 @@ warn_others() {
 }
 
 # --merge: the fused patch merge / patch expand (kernels/cuda/patch_tc.cu) instead, about 1.5-2.5
-# min: 1. fused_check --merge (checks against a host reference and the op sequence, refusals,
-# timings of both at 1080p / 4K; log patch_check.log); 2. denoise-cuda-bench --patch at 1080p and
+# min: 1. fused_check --merge (checks against a host reference and the op sequence, refusals;
+# log patch_check.log); 2. denoise-cuda-bench --patch at 1080p and
 # 4K (the same with the model's weights, then the whole-frame kernels line and per-op table of
 # both paths; patch_bench.log; needs build/bin and build/lib, unpacked from .device/build.tar.xz
 # when carried); 3. compute-sanitizer memcheck and racecheck of fused_check --merge --quick side
@@ -168,7 +170,6 @@ if [ "${1:-}" = --merge ]; then
     echo
     echo "=== summary (full logs: $OUT/patch_check.log, $OUT/patch_bench.log)"
     grep -E '^device' "$OUT/patch_check.log"
-    sed -n '/^per op, patch merge/,$p' "$OUT/patch_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
     grep -E '^cuda-bench patch|^cuda-bench .*kernels|per op kind|patch (merge|expand)|^  total' "$OUT/patch_bench.log"
     warn_others
     echo "$p passed, $f failed"
@@ -179,7 +180,21 @@ fi
 p=0 f=0
 run_check "fused_check ${MODE[*]}" "$OUT/fused_check.log" "${FUSED_CHECK_TIMEOUT:-200}" '^(FAIL|SKIP)' "${MODE[@]}"
 
-if [ ${#MODE[@]} -gt 0 ]; then
+if [ ${#MODE[@]} -eq 0 ]; then
+    echo "=== denoise-cuda-bench --swin (log: $OUT/cuda_bench_swin.log)"
+    t0=$SECONDS
+    timeout "${FUSED_BENCH_TIMEOUT:-200}" "$BUILD/bin/denoise-cuda-bench" --swin > "$OUT/cuda_bench_swin.log" 2>&1
+    brc=$?
+    echo "denoise-cuda-bench --swin took $((SECONDS - t0)) s"
+    if [ $brc -eq 0 ]; then
+        echo "PASS denoise-cuda-bench --swin"
+        p=$((p + 1))
+    else
+        echo "FAIL denoise-cuda-bench --swin (exit $brc; 124: timeout):"
+        tail -n 10 "$OUT/cuda_bench_swin.log"
+        f=$((f + 1))
+    fi
+else
     echo "=== denoise-cuda-bench --head (log: $OUT/cuda_bench_head.log)"
     timeout 60 "$BUILD/bin/denoise-cuda-bench" --head --sizes 960x544,1920x1088 > "$OUT/cuda_bench_head.log" 2>&1
     brc=$?
@@ -197,12 +212,13 @@ fi
 run_sanitizers "" "${FUSED_SAN_TIMEOUT:-120}" "${MODE[@]}"
 
 echo
-echo "=== summary (full log: $OUT/fused_check.log)"
-grep -E '^(device|ceiling)' "$OUT/fused_check.log"
-sed -n '/^per block/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
-if [ ${#MODE[@]} -gt 0 ]; then
+echo "=== summary (full logs: $OUT/fused_check.log, $OUT/cuda_bench_swin.log)"
+grep -E '^device' "$OUT/fused_check.log"
+if [ ${#MODE[@]} -eq 0 ]; then
+    grep -E '^cuda-bench ceilings' "$OUT/cuda_bench_swin.log"
+    sed -n '/^per block/,$p' "$OUT/cuda_bench_swin.log"
+else
     grep -E '^PASS head ' "$OUT/fused_check.log" | cut -c1-200
-    sed -n '/^head (ms/,$p' "$OUT/fused_check.log" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
     grep -E '^cuda-bench head' "$OUT/cuda_bench_head.log" 2>/dev/null
 fi
 warn_others

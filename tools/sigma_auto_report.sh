@@ -16,7 +16,7 @@
 # Outputs in OUT (default build/sigma-auto).
 set -u
 TEST_NAME=sigma_auto_report
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/../tests/common/lib.sh"
 
 backend=cpu model=$WEIGHTS out=$BUILD/sigma-auto only=
 while [ $# -gt 0 ]; do

@@ -5,7 +5,7 @@ rounding point costs on a clip, against the fp32 network (the CPU engine's funct
   python3 weights/bf16_rounding.py [--weights FILE] [--sample CLIP.mkv] [--frames 8] [--sigma 20]
 
 The clip is decoded to rgb48le by build/bin/ffmpeg (else the ffmpeg on PATH), AWGN of `sigma`
-(8-bit code values, seed 1234) is added and clipped to [0, 1], as tests/gpu_check.cpp's sample
+(8-bit code values, seed 1234) is added and clipped to [0, 1], as tests/gpu/api_check.cpp's sample
 check does (its noise comes from another generator, so the figures are not the GPU's to the
 digit). The sequence runs through model.denoise_sequence() with SwinBlock.forward, UNet.forward
 and Denoiser.head_out replaced by ones that round to bf16 where a CUDA path does (weights of the
@@ -34,12 +34,12 @@ and all together (the whole fused path), the whole path with the skip map rounde
 bf16 residual stream, the whole path with each outside point kept fp32, and with each of the
 expand's operands (lo, weights, up) kept fp32.
 Prints the PSNR against the clean clip and its difference from the fp32 network's
-(tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
+(tests/gpu/api_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
 8 frames of 320x192 (seventeen runs).
 
   python3 weights/bf16_rounding.py --random 320x192 [--weights FILE] [--seeds 3]
 
-The inputs of tests/gpu_check.cpp's network checks instead of a clip: 7 frames uniform in
+The inputs of tests/gpu/network_check.cpp's network checks instead of a clip: 7 frames uniform in
 [-0.9, 0.9] rounded to bf16, sigma 20, the U-Net on the windows of 5 starting at frames 0, 1, 2
 (F_0..F_2; no alignment: the check calls Net::features directly) and the head on those features
 and frame 3. Prints the relative L2 and max abs error of each F_s and of the head output against
@@ -50,7 +50,7 @@ show in those checks.
   python3 weights/bf16_rounding.py --moving 512x384 [--weights tests/data/golden_align_weights.safetensors]
 
 gpu_check's aligned-model API check instead: a smooth texture whose rows pan in four bands at
-their own speeds, AWGN of 20 code values, 8 bit, 7 frames (tests/gpu_check.cpp moving_clip, drawn
+their own speeds, AWGN of 20 code values, 8 bit, 7 frames (tests/gpu/align_check.cpp moving_clip, drawn
 by another generator), through model.denoise_sequence (with the model's alignment) in fp32 and
 along the whole fused path; the outputs compared as they are, quantised to 8-bit R'G'B', and
 through 8-bit Y'CbCr (BT.601 limited range, 4:4:4), the check's yuv420p output being between the

@@ -14,9 +14,9 @@
 #   2. python3 weights/export.py CKPT weights/denoise-v2.safetensors --dtype bf16 --eval EVAL.json
 #      --faithful FAITHFUL
 #   3. make all (the build tree's link to the weights; the build must exist: ./configure && make)
-#   4. tests/cli_quality.sh --regenerate: tests/data/cli_golden_*.txt. The floors
+#   4. tests/cli/cli_quality.sh --regenerate: tests/data/cli_golden_*.txt. The floors
 #      (tests/data/cli_quality_floors.txt) are not touched: they were fixed for the first trained
-#      weights and new weights must clear them; tests/cli_quality.sh checks that
+#      weights and new weights must clear them; tests/cli/cli_quality.sh checks that
 #   5. tools/demo.sh, its compare.png copied to docs/demo/compare.png (README shows it; the
 #      script prints the PSNR line README quotes)
 # What is left to do by hand is listed at the end: the figures in the docs, and make check.
@@ -44,15 +44,15 @@ echo "ship.sh: 2. export -> $weights"
 chmod 644 "$weights"
 echo "ship.sh: 3. make all"
 "$MAKE" -C "$root" --no-print-directory all >/dev/null
-echo "ship.sh: 4. tests/cli_quality.sh --regenerate"
-sh "$root/tests/cli_quality.sh" --regenerate
+echo "ship.sh: 4. tests/cli/cli_quality.sh --regenerate"
+sh "$root/tests/cli/cli_quality.sh" --regenerate
 echo "ship.sh: 5. tools/demo.sh -> docs/demo/compare.png"
 sh "$root/tools/demo.sh"
 cp "$root/build/demo/compare.png" "$root/docs/demo/compare.png"
 cat <<EOF
 ship.sh: done. By hand:
-  - make check (tests/cli_faithful.sh reports the probe's targets through the filter; the
-    floors of tests/cli_quality.sh must still hold)
+  - make check (tests/cli/cli_faithful.sh reports the probe's targets through the filter; the
+    floors of tests/cli/cli_quality.sh must still hold)
   - docs/model.md: the shipped model's header figures (faithfulness from $faithful, eval from
     $eval_json); README.md: the demo's PSNR line above
   - docs/quality.md "Model v2 (shipped) against v1": the tables (the eval JSON and the new

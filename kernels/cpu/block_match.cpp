@@ -10,7 +10,7 @@
 // luma (r + g) + b then / 3; box means and tile costs summed sequentially in row-major order over
 // the window and divided by its area (avg_pool2d's CPU loop); costs compared as those quotients.
 // So the costs are bit-identical to align.py's on PyTorch's CPU kernels and ties resolve identically
-// (tests/block_match_ref.sh checks both the summation order and the shifts).
+// (tests/unit/block_match_ref.sh checks both the summation order and the shifts).
 // Traffic: one pass over both s2d inputs (12 floats per token) writing L, L1, L2 of each frame
 // (2 x 1.31 floats per pixel), then per tile (2 ceil(R/4) + 1)^2 + 18 candidate passes over the
 // tile's samples at their level, reading the centre tile and a clamped window of the other frame

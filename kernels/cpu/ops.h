@@ -102,7 +102,7 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
 // tile <= 0 or not a multiple of 4, or H or W not a multiple of tile.
 // Guarantee: every cost is computed in fp32 exactly as align.py computes it with PyTorch's CPU
 // kernels (same summation order), so the shifts equal align.py's on the CPU on every tile, ties
-// included (tests/block_match_ref.sh checks it); against align.py on a GPU, near-ties may differ.
+// included (tests/unit/block_match_ref.sh checks it); against align.py on a GPU, near-ties may differ.
 size_t block_match_work_floats(int h2, int w2);
 int block_match(const float *centre, const float *other, int h2, int w2, int radius, int tile, int32_t *shifts,
                 float *work);

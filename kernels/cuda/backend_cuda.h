@@ -1,5 +1,5 @@
-// What the CUDA backend decided for a stream, for tests and benchmarks (tests/gpu_check.cpp,
-// tools/cuda_bench.cpp): whole frames or tiles, the tile size, the planned device bytes.
+// What the CUDA backend decided for a stream, for tests and benchmarks (tests/gpu/,
+// tools/cuda_bench/): whole frames or tiles, the tile size, the planned device bytes.
 // Host-only (g++-includable).
 #ifndef DENOISE_CUDA_BACKEND_CUDA_H
 #define DENOISE_CUDA_BACKEND_CUDA_H

@@ -28,7 +28,7 @@
 // sm_90 (nvcc 13.0 -Xptxas -v): block_match_kernel 40 registers, luma_pyramid_kernel 27, no
 // spills, no stack.
 // The body (block_match_dev::match_tile) is written against warp_mma.h so that
-// tests/block_match_emu_test.cpp runs this source on the CPU warp emulator.
+// tests/emu/block_match_emu_test.cpp runs this source on the CPU warp emulator.
 #include "warp_mma.h"
 
 #include <cstddef>

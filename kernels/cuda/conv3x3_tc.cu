@@ -34,7 +34,7 @@
 //
 // Limits: n (nframes) 1..8, Cout 16..64 in steps of 16, shared memory <= the device's per-block
 // opt-in limit (fusion_conv3x3_tc_smem); anything else is DENOISE_EINVAL with a message.
-// The body (conv_tc::conv_cta) is written against warp_mma.h so that tests/conv3x3_tc_emu_test.cpp
+// The body (conv_tc::conv_cta) is written against warp_mma.h so that tests/emu/conv3x3_tc_emu_test.cpp
 // runs this source on the CPU warp emulator.
 #include "warp_mma.h"
 

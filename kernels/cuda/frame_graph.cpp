@@ -1,7 +1,7 @@
 // FrameGraph (frame_graph.h): capture, update or instantiate, launch.
 // Host cost per frame: the capture records each launch instead of submitting it (about the cost
 // of the launch itself), the update rewrites the kernel nodes' arguments, and one graph launch
-// submits the whole frame; the GPU then runs the nodes back to back. tools/cuda_bench.cpp's
+// submits the whole frame; the GPU then runs the nodes back to back. tools/cuda_bench/kernels.cpp's
 // "graph" line measures both sides against plain stream launches.
 #include "frame_graph.h"
 

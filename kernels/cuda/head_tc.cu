@@ -45,7 +45,7 @@
 //
 // Limits: Cin 32 (the model's base channels), Cout 1..16, F / residual / out any h, w >= 1; F
 // pointers 16-byte aligned; anything else is DENOISE_EINVAL with a message. The body
-// (head_tc::head_cta) is written against warp_mma.h so that tests/head_tc_emu_test.cpp runs this
+// (head_tc::head_cta) is written against warp_mma.h so that tests/emu/head_tc_emu_test.cpp runs this
 // source on the CPU warp emulator.
 #include "warp_mma.h"
 

@@ -281,7 +281,7 @@ int CudaNoiseSource::bind(const DevFrame &f, const DenoisePixelFormat &fmt, cons
         TRY(dev_alloc(ctx, (void **)&stats_, need, "noise estimator patch statistics"));
         stats_bytes_ = need;
         // NaN bytes: a patch stats_kernel failed to write is never selected (the counts then
-        // disagree with the CPU's in tests/gpu_check.cpp)
+        // disagree with the CPU's in tests/gpu/noise_check.cpp)
         TRY(cuda_check(ctx, cudaMemsetAsync(stats_, 0xff, need, stream), "cudaMemsetAsync (patch statistics)"));
     }
     const size_t acc_bytes = (3 * kPlaneAcc + 3) * sizeof(double);

@@ -50,7 +50,7 @@
 // merge C 32..256 in steps of 32, Co a multiple of 16 up to 1024; expand C 16..512 and Cs, Co
 // multiples of 16, C2 a multiple of 64 (Cu a multiple of 16); 16-byte aligned maps; shared memory
 // within the device's opt-in limit. The CTA bodies (patch_tc::merge_cta, expand_cta) are written
-// against warp_mma.h so that tests/patch_tc_emu_test.cpp runs this source on the CPU emulator.
+// against warp_mma.h so that tests/emu/patch_tc_emu_test.cpp runs this source on the CPU emulator.
 #include "patch_tc.h"
 #include "warp_mma.h"
 

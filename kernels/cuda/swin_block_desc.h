@@ -12,8 +12,8 @@
 // swin_block_desc_check() verifies that the phases' FLOPs add up to the analytic FLOP count of
 // the block, that mma = FLOP / 4096, that the weight-image sections tile the image exactly and
 // that the GEMM phases' weight ranges cover each weight section exactly once. The kernel's
-// instrumented instantiation (kCount) counts the mma it issues; tests/fused_check.cpp (GPU) and
-// tests/swin_block_emu_test.cpp (CPU warp emulator) compare that count with mma_per_cta x CTAs.
+// instrumented instantiation (kCount) counts the mma it issues; tests/gpu/fused_check.cpp (GPU) and
+// tests/emu/swin_block_emu_test.cpp (CPU warp emulator) compare that count with mma_per_cta x CTAs.
 #ifndef DENOISE_CUDA_SWIN_BLOCK_DESC_H
 #define DENOISE_CUDA_SWIN_BLOCK_DESC_H
 

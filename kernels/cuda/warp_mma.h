@@ -1,7 +1,7 @@
 // Warp-level primitives of the fused kernels: tensor-core mma.sync.m16n8k16 (bf16 in, fp32
 // accumulate), ldmatrix, shuffles, the CTA barrier, 16-byte loads and the fast fp32 functions, as
 // inline PTX for sm_80..sm_90 (nvcc), or, with DENOISE_WARP_EMULATION defined, as declarations
-// that a CPU warp emulator implements (tests/warp_emu.h), so that the same kernel source runs on
+// that a CPU warp emulator implements (tests/emu/warp_emu.h), so that the same kernel source runs on
 // the CPU in `make check`.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"), lane

@@ -1,0 +1,138 @@
+// The tensor-core head (kernels/cuda/head_tc.cu) run on the CPU through the warp emulator
+// (tests/emu/warp_emu.h: the same kernel source, its mma/ldmatrix/barrier as rendezvous of fibers)
+// against a plain double-precision conv3d 3x3x3 + bias + residual + widened clamp written here
+// from the definition (weights/model.py's head and output_clamp). No GPU needed: this checks the
+// kernel's index math (weight packing, halo staging of the three time taps, zero padding at the
+// map's edges, N padding, fragment layouts, the epilogue's channel mask, tile tails, the
+// persistent tile loop, the as_change form).
+//
+// Each case: F ~ U(-1, 1), weights ~ U(-0.1, 0.1), bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3)
+// (so that the clamp, and its widening to out-of-range residuals, both act), fresh per case and
+// rounded to bf16 for both sides (the kernel takes bf16), so the two differ only in the fp32
+// summation; map sizes not multiples of the 16 x 16 tile, odd widths and heights; fewer CTAs than
+// tiles; shared memory poisoned with 0xFF bytes (NaN) before every CTA and the output with NaN.
+// Pass: every output written and finite, relative L2 < 1e-5, max abs < 1e-4 (outputs are O(1)),
+// and in every case with enough outputs some clamped ones (the clamp was exercised).
+#define DENOISE_WARP_EMULATION 1
+#include "tc_emu_util.h"
+
+#include "cuda/head_tc.cu"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace denoise::cuda;
+
+namespace {
+
+using tc_emu::bits;
+using tc_emu::round_bf16;
+using tc_emu::uniform;
+
+// conv3d 3x3x3 in double: W (Cout, 32, 3, 3, 3), F[dt] (h, w, 32), zero outside the map in space.
+void reference(const std::vector<float> F[3], int h, int w, const std::vector<float> &W, const std::vector<float> &bias,
+               int Cout, const std::vector<float> &res, bool as_change, std::vector<float> *out, int64_t *clamped) {
+    const int Cin = 32;
+    out->assign((size_t)h * w * Cout, 0.f);
+    *clamped = 0;
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+            for (int o = 0; o < Cout; ++o) {
+                double a = bias[o];
+                for (int dt = 0; dt < 3; ++dt)
+                    for (int ky = 0; ky < 3; ++ky)
+                        for (int kx = 0; kx < 3; ++kx) {
+                            const int yy = y + ky - 1, xx = x + kx - 1;
+                            if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                            const float *f = &F[dt][((size_t)yy * w + xx) * Cin];
+                            for (int c = 0; c < Cin; ++c)
+                                a += (double)f[c] * W[((((size_t)o * Cin + c) * 3 + dt) * 3 + ky) * 3 + kx];
+                        }
+                const size_t i = ((size_t)y * w + x) * Cout + o;
+                const double r = res[i], lo = std::min(-1.0, r), hi = std::max(1.0, r);
+                const double v = std::min(hi, std::max(lo, a + r));
+                if (v != a + r) ++*clamped;
+                (*out)[i] = (float)(as_change ? 0.5 * (v - r) : v);
+            }
+}
+
+void check(int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<float> F[3];
+    std::vector<uint16_t> Fb[3];
+    for (int dt = 0; dt < 3; ++dt) {
+        F[dt] = uniform((size_t)h * w * 32, -1.f, 1.f, rng);
+        Fb[dt] = bits(F[dt]);
+    }
+    const std::vector<float> W = uniform((size_t)Cout * 32 * 27, -0.1f, 0.1f, rng);
+    const std::vector<float> bias = uniform(Cout, -0.1f, 0.1f, rng);
+    const std::vector<float> res = uniform((size_t)h * w * Cout, -1.3f, 1.3f, rng);
+    const std::vector<uint16_t> resb = bits(res);
+    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * head_tc::kK, 0xFFFF);
+    ASSERT_TRUE(head_conv3d_tc_pack(W.data(), Cout, 32, wk.data()));
+    std::vector<float> ref;
+    int64_t clamped = 0;
+    reference(F, h, w, W, bias, Cout, res, as_change, &ref, &clamped);
+
+    head_tc::Args a{};
+    for (int dt = 0; dt < 3; ++dt) a.F[dt] = Fb[dt].data();
+    a.h = h;
+    a.w = w;
+    a.wk = wk.data();
+    a.bias = bias.data();
+    a.cout = Cout;
+    a.res = resb.data();
+    std::vector<float> out((size_t)h * w * Cout, std::numeric_limits<float>::quiet_NaN());
+    a.out = out.data();
+    a.as_change = as_change;
+    a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
+    a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
+    ncta = std::min(ncta, a.ntiles);
+    tc_emu::run_ctas(ncta, head_tc::kThreads, head_tc::kSmemBytes,
+                     [&](int b, int tid, uint8_t *sm) { head_tc::head_cta(a, b, ncta, tid, sm); });
+
+    const tc_emu::Diff df = tc_emu::compare(out, ref);
+    const double rel = df.rel, max_abs = df.max_abs;
+    const size_t bad = df.bad, first_bad = df.first_bad;
+    std::printf("Cout %2d %3dx%-3d %s CTAs %d of %d tiles: rel L2 %.2e, max abs %.2e, clamped %lld of %zu\n", Cout, w, h,
+                as_change ? "change" : "output", ncta, a.ntiles, rel, max_abs, (long long)clamped, out.size());
+    EXPECT_EQ(bad, 0u) << "unwritten or non-finite outputs, the first at token " << first_bad / Cout << " (x "
+                       << first_bad / Cout % w << ", y " << first_bad / Cout / w << ") channel " << first_bad % Cout;
+    EXPECT_LT(rel, 1e-5);
+    EXPECT_LT(max_abs, 1e-4);
+    if (out.size() >= 1000) {
+        EXPECT_GT(clamped, 0) << "no output clamped: the clamp was not exercised";
+    }
+}
+
+}  // namespace
+
+// model v1 (RGB: 12 = 3 x 2 x 2 s2d channels)
+TEST(HeadTcEmu, ModelV1) {
+    check(37, 21, 12, false, 4, 1);  // 2 x 3 tiles, tails in both directions, 4 CTAs loop
+    check(16, 16, 12, true, 1, 2);   // exactly one tile, the change form
+    check(17, 33, 12, false, 2, 3);  // one-token tails
+    check(1, 1, 12, false, 1, 4);    // every tap but the centre outside the map
+    check(2, 19, 12, true, 2, 5);    // two rows: every token is an edge token
+}
+// other channel counts (gray: 4; odd; the full 16 with no N padding)
+TEST(HeadTcEmu, OtherCout) {
+    check(19, 9, 4, false, 1, 11);
+    check(5, 40, 7, true, 2, 12);
+    check(18, 17, 16, false, 3, 13);
+    check(9, 20, 1, true, 2, 14);
+}
+TEST(HeadTcEmu, PackRefuses) {
+    std::vector<float> W((size_t)17 * 64 * 27, 0.f);
+    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * head_tc::kK, 0xABCD);
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 12, 64, wk.data()));  // Cin 64
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 17, 32, wk.data()));  // Cout 17
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 0, 32, wk.data()));
+    EXPECT_TRUE(std::all_of(wk.begin(), wk.end(), [](uint16_t v) { return v == 0xABCD; })) << "a refusal wrote weights";
+}

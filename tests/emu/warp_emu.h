@@ -1,0 +1,345 @@
+// A CPU emulator of the warp primitives in kernels/cuda/warp_mma.h, so that a kernel body written
+// against them (swin_block_fused.cu's swin_block_tile) runs unchanged on the CPU.
+//
+// Each thread of the CTA is a fiber (ucontext) on its own stack, run one at a time; plain code
+// runs per thread, and every collective (ldmatrix, mma, shuffle, the CTA barrier) is a rendezvous:
+// a thread deposits its operands and yields until all threads of its warp (or the CTA) have
+// arrived at the same kind of collective, then the last one computes every lane's result from the
+// PTX ISA's fragment definitions (repeated in warp_mma.h's header). Checked on the way: all lanes
+// of a warp meet at the same kind of collective (a divergent collective aborts with the warp and
+// the kinds), ldmatrix row addresses are 16-byte aligned and inside the CTA's shared memory, a
+// shuffle's lane mask is the same on all lanes, and a CTA that stops making progress (deadlock)
+// aborts. Values: mma multiplies bf16 exactly in fp32 and sums in fp32, k in order, then adds C.
+//
+// Include after defining DENOISE_WARP_EMULATION and before the kernel source; one translation unit.
+#ifndef DENOISE_TESTS_WARP_EMU_H
+#define DENOISE_TESTS_WARP_EMU_H
+
+#ifndef DENOISE_WARP_EMULATION
+#error "define DENOISE_WARP_EMULATION before including warp_emu.h"
+#endif
+
+#include <ucontext.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cuda/warp_mma.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WARP_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WARP_EMU_ASAN 1
+#endif
+#endif
+#ifdef WARP_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace warp_emu {
+
+enum Kind { kNone, kLdsmX4, kLdsmX4T, kLdsmX2, kMma, kShfl, kSync };
+
+inline const char *kind_name(int k) {
+    static const char *const n[] = {"none", "ldmatrix.x4", "ldmatrix.x4.trans", "ldmatrix.x2", "mma", "shfl.xor", "bar.sync"};
+    return k >= 0 && k <= kSync ? n[k] : "?";
+}
+
+struct Slot {
+    int kind = kNone, arrived = 0, need = 32;
+    uint64_t gen = 0;
+    const void *addr[32] = {};
+    uint32_t a[32][4] = {}, b[32][2] = {};
+    float c[32][4] = {}, f[32] = {};
+    int mask[32] = {};
+    uint32_t out[32][4] = {};
+    float fout[32][4] = {};
+};
+
+struct Fiber {
+    ucontext_t uc;
+    char *stack = nullptr;
+    int tid = 0;
+    bool done = false;
+    Slot *wait = nullptr;
+    uint64_t wait_gen = 0;
+};
+
+struct Cta {
+    int nthreads = 0;
+    std::vector<Fiber> fibers;
+    std::vector<Slot> warps;
+    Slot all;
+    ucontext_t sched;
+    int cur = -1;
+    const uint8_t *smem = nullptr;
+    size_t smem_bytes = 0;
+    const std::function<void(int)> *body = nullptr;
+    const void *sched_stack = nullptr;
+    size_t sched_stack_size = 0;
+};
+
+constexpr size_t kStack = 256 * 1024;
+
+inline Cta *&current() {
+    static Cta *c = nullptr;
+    return c;
+}
+
+[[noreturn]] inline void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "warp_emu: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+    va_end(ap);
+    std::abort();
+}
+
+inline void switch_to(ucontext_t *from, ucontext_t *to, const void *to_stack, size_t to_size) {
+#ifdef WARP_EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, to_stack, to_size);
+    swapcontext(from, to);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    (void)to_stack;
+    (void)to_size;
+    swapcontext(from, to);
+#endif
+}
+
+inline void trampoline(int i) {
+    Cta &c = *current();
+#ifdef WARP_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &c.sched_stack, &c.sched_stack_size);
+#endif
+    (*c.body)(c.fibers[i].tid);
+    c.fibers[i].done = true;
+#ifdef WARP_EMU_ASAN
+    __sanitizer_start_switch_fiber(nullptr, c.sched_stack, c.sched_stack_size);
+#endif
+    // returning resumes uc_link (the scheduler)
+}
+
+inline void complete(Slot &s, const Cta &c) {
+    auto in_smem = [&](const void *p) {
+        const uint8_t *q = static_cast<const uint8_t *>(p);
+        if (((uintptr_t)q & 15) != 0) die("ldmatrix row address not 16-byte aligned");
+        if (q < c.smem || q + 16 > c.smem + c.smem_bytes) die("ldmatrix row address outside shared memory");
+        return reinterpret_cast<const uint16_t *>(q);
+    };
+    switch (s.kind) {
+    case kLdsmX4:
+    case kLdsmX4T:
+    case kLdsmX2: {
+        const int nm = s.kind == kLdsmX2 ? 2 : 4;
+        const bool tr = s.kind == kLdsmX4T;
+        for (int i = 0; i < nm; ++i) {
+            const uint16_t *rows[8];
+            for (int r = 0; r < 8; ++r) rows[r] = in_smem(s.addr[8 * i + r]);
+            for (int l = 0; l < 32; ++l) {
+                const int g = l / 4, t = l % 4;
+                const uint16_t lo = tr ? rows[2 * t][g] : rows[g][2 * t];
+                const uint16_t hi = tr ? rows[2 * t + 1][g] : rows[g][2 * t + 1];
+                s.out[l][i] = (uint32_t)lo | ((uint32_t)hi << 16);
+            }
+        }
+        break;
+    }
+    case kMma: {
+        float A[16][16], B[16][8], C[16][8];
+        auto lo = [](uint32_t v) { return denoise::cuda::warp::bf16_lo(v); };
+        auto hi = [](uint32_t v) { return denoise::cuda::warp::bf16_hi(v); };
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            A[g][2 * t] = lo(s.a[l][0]);
+            A[g][2 * t + 1] = hi(s.a[l][0]);
+            A[g + 8][2 * t] = lo(s.a[l][1]);
+            A[g + 8][2 * t + 1] = hi(s.a[l][1]);
+            A[g][2 * t + 8] = lo(s.a[l][2]);
+            A[g][2 * t + 9] = hi(s.a[l][2]);
+            A[g + 8][2 * t + 8] = lo(s.a[l][3]);
+            A[g + 8][2 * t + 9] = hi(s.a[l][3]);
+            B[2 * t][g] = lo(s.b[l][0]);
+            B[2 * t + 1][g] = hi(s.b[l][0]);
+            B[2 * t + 8][g] = lo(s.b[l][1]);
+            B[2 * t + 9][g] = hi(s.b[l][1]);
+            C[g][2 * t] = s.c[l][0];
+            C[g][2 * t + 1] = s.c[l][1];
+            C[g + 8][2 * t] = s.c[l][2];
+            C[g + 8][2 * t + 1] = s.c[l][3];
+        }
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            const int rr[4] = {g, g, g + 8, g + 8}, cc[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+            for (int r = 0; r < 4; ++r) {
+                float acc = 0.f;
+                for (int k = 0; k < 16; ++k) acc += A[rr[r]][k] * B[k][cc[r]];
+                s.fout[l][r] = acc + C[rr[r]][cc[r]];
+            }
+        }
+        break;
+    }
+    case kShfl:
+        for (int l = 0; l < 32; ++l) {
+            if (s.mask[l] != s.mask[0]) die("shfl.xor with different lane masks (%d, %d)", s.mask[0], s.mask[l]);
+            s.fout[l][0] = s.f[l ^ s.mask[l]];
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+// The calling thread has deposited its operands in s (at its lane): meet the others.
+inline void arrive(Slot &s, int kind, int need) {
+    Cta &c = *current();
+    Fiber &me = c.fibers[c.cur];
+    if (s.arrived == 0) {
+        s.kind = kind;
+        s.need = need;
+    } else if (s.kind != kind) {
+        die("warp %d: a thread reached %s while others wait at %s", me.tid / 32, kind_name(kind), kind_name(s.kind));
+    }
+    if (++s.arrived == s.need) {
+        complete(s, c);
+        s.arrived = 0;
+        ++s.gen;
+        return;
+    }
+    me.wait = &s;
+    me.wait_gen = s.gen;
+    switch_to(&me.uc, &c.sched, c.sched_stack, c.sched_stack_size);
+    me.wait = nullptr;
+}
+
+inline Slot &warp_slot(int *lane) {
+    Cta &c = *current();
+    const int tid = c.fibers[c.cur].tid;
+    *lane = tid & 31;
+    return c.warps[tid >> 5];
+}
+
+// Fiber stacks, kept across CTAs, freed at exit.
+struct StackPool {
+    std::vector<char *> v;
+    ~StackPool() {
+        for (char *p : v) std::free(p);
+    }
+};
+inline std::vector<char *> &stacks() {
+    static StackPool pool;
+    return pool.v;
+}
+
+// Run `body(tid)` for tid = 0 .. nthreads - 1 as one CTA with `smem` (smem_bytes) as its shared
+// memory. nthreads a multiple of 32.
+inline void run_cta(int nthreads, uint8_t *smem, size_t smem_bytes, const std::function<void(int)> &body) {
+    Cta c;
+    c.nthreads = nthreads;
+    c.fibers.resize(nthreads);
+    c.warps.resize(nthreads / 32);
+    c.smem = smem;
+    c.smem_bytes = smem_bytes;
+    c.body = &body;
+    current() = &c;
+    auto &pool = stacks();
+    while ((int)pool.size() < nthreads) pool.push_back(static_cast<char *>(std::malloc(kStack)));
+    for (int i = 0; i < nthreads; ++i) {
+        Fiber &f = c.fibers[i];
+        f.tid = i;
+        f.stack = pool[i];
+        getcontext(&f.uc);
+        f.uc.uc_stack.ss_sp = f.stack;
+        f.uc.uc_stack.ss_size = kStack;
+        f.uc.uc_link = &c.sched;
+        makecontext(&f.uc, (void (*)())trampoline, 1, i);
+    }
+    for (;;) {
+        bool all_done = true, progress = false;
+        for (int i = 0; i < nthreads; ++i) {
+            Fiber &f = c.fibers[i];
+            if (f.done) continue;
+            all_done = false;
+            if (f.wait && f.wait->gen == f.wait_gen) continue;
+            c.cur = i;
+            switch_to(&c.sched, &f.uc, f.stack, kStack);
+            progress = true;
+        }
+        if (all_done) break;
+        if (!progress) {
+            for (int w = 0; w < nthreads / 32; ++w)
+                if (c.warps[w].arrived)
+                    std::fprintf(stderr, "warp_emu: warp %d: %d of 32 lanes wait at %s\n", w, c.warps[w].arrived,
+                                 kind_name(c.warps[w].kind));
+            die("deadlock: %d of %d threads wait at the CTA barrier", c.all.arrived, nthreads);
+        }
+    }
+    current() = nullptr;
+}
+
+}  // namespace warp_emu
+
+namespace denoise {
+namespace cuda {
+namespace warp {
+
+inline void ldsm_x4(uint32_t (&r)[4], const void *p) {
+    int l;
+    warp_emu::Slot &s = warp_emu::warp_slot(&l);
+    s.addr[l] = p;
+    warp_emu::arrive(s, warp_emu::kLdsmX4, 32);
+    for (int i = 0; i < 4; ++i) r[i] = s.out[l][i];
+}
+inline void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+    int l;
+    warp_emu::Slot &s = warp_emu::warp_slot(&l);
+    s.addr[l] = p;
+    warp_emu::arrive(s, warp_emu::kLdsmX4T, 32);
+    for (int i = 0; i < 4; ++i) r[i] = s.out[l][i];
+}
+inline void ldsm_x2(uint32_t (&r)[2], const void *p) {
+    int l;
+    warp_emu::Slot &s = warp_emu::warp_slot(&l);
+    s.addr[l] = p;  // .x2 reads the addresses of lanes 0..15 only
+    warp_emu::arrive(s, warp_emu::kLdsmX2, 32);
+    r[0] = s.out[l][0];
+    r[1] = s.out[l][1];
+}
+inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    int l;
+    warp_emu::Slot &s = warp_emu::warp_slot(&l);
+    for (int i = 0; i < 4; ++i) {
+        s.a[l][i] = a[i];
+        s.c[l][i] = d[i];
+    }
+    s.b[l][0] = b0;
+    s.b[l][1] = b1;
+    warp_emu::arrive(s, warp_emu::kMma, 32);
+    for (int i = 0; i < 4; ++i) d[i] = s.fout[l][i];
+}
+inline float shfl_xor(float v, int m) {
+    int l;
+    warp_emu::Slot &s = warp_emu::warp_slot(&l);
+    s.f[l] = v;
+    s.mask[l] = m;
+    warp_emu::arrive(s, warp_emu::kShfl, 32);
+    return s.fout[l][0];
+}
+inline void sync_cta() {
+    warp_emu::Cta &c = *warp_emu::current();
+    warp_emu::arrive(c.all, warp_emu::kSync, c.nthreads);
+}
+
+}  // namespace warp
+}  // namespace cuda
+}  // namespace denoise
+
+#endif

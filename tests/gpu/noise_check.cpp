@@ -1,0 +1,269 @@
+// GPU checks, sigma=auto: the CUDA noise source (kernels/cuda/noise_estimate.cu) against the CPU
+// source on the planes the CPU backend gives it, on fresh random noisy frames of every plan
+// (converted R'G'B', native 4:2:0 / 4:2:2, gray, float), odd sizes: Immerkaer's sums, the scatter
+// of all patches (counts equal, rel L2 < 1e-4) and of a weak-texture selection, host outputs
+// poisoned with NaN; the whole estimator over 4 frames (sigma within 0.5 % + 0.01); the API's
+// per-frame sigma, backend CUDA vs CPU (memory HOST and CUDA); time per 3840x2160 frame.
+// --quick: two noise-source checks.
+// Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
+#include "api_run.h"
+#include "cuda/noise_estimate.h"
+#include "sigma_auto.h"
+
+using namespace gpu_check;
+
+namespace {
+
+// 6. sigma=auto: the CUDA noise source against the CPU source
+
+// Smooth content with a textured band (x < W/5), plus white noise of `sigma` 8-bit code values
+// on every colour sample (Y'CbCr: on the native Y', Cb, Cr samples), fresh random each call.
+void fill_noisy(HostFrame &fr, const DenoisePixelFormat &f, int W, int H, double sigma, int t) {
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (int c = 0; c < f.nb_components; ++c) {
+        const int w = comp_w(f, c, W), h = comp_h(f, c, H), sx = W / w, sy = H / h;
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x) {
+                const int X = x * sx, Y = y * sy;
+                double v = 0.5 + 0.3 * std::sin(0.013 * X + 0.7 * c + 0.1 * t) * std::cos(0.011 * Y);
+                if (X < W / 5) v += 0.15 * std::sin(0.9 * X + 0.5 * Y + c);
+                set_value(fr, f, c, x, y, v + sigma / 255.0 * g(rng));
+            }
+    }
+}
+
+// The planes the CPU backend hands its CpuNoiseSource (backend_cpu.cpp noise_source).
+struct CpuNoisePlanes {
+    std::vector<float> buf;
+    NoisePlane pl[3];
+};
+void cpu_noise_planes(const Fmt &F, HostFrame &fr, const DenoiseColor &col, int W, int H, const NoisePlan &plan,
+                      CpuNoisePlanes *out) {
+    const DenoisePixelFormat &f = F.f;
+    const bool three = f.nb_components == 3;
+    cpu::FrameConvert conv(f, W, H, three ? comp_w(f, 1, W) : W, three ? comp_h(f, 1, H) : H);
+    cpu::NativeSamples ns;
+    conv.read(fr.image(col), &ns);
+    out->buf.assign((size_t)3 * W * H, 0.f);
+    if (!plan.native) {
+        float *rp[3] = {&out->buf[0], &out->buf[(size_t)W * H], &out->buf[(size_t)2 * W * H]};
+        conv.to_rgb(ns, frame_color(f, col), rp);
+        for (int j = 0; j < 3; ++j) {
+            out->pl[j].data = rp[j];
+            out->pl[j].row_stride = W;
+        }
+        return;
+    }
+    const float scale = 1.0f / ((1u << f.comp[0].depth) - 1);
+    size_t off = 0;
+    for (int j = 0; j < plan.planes; ++j) {
+        const size_t n = (size_t)plan.width[j] * plan.height[j];
+        for (size_t k = 0; k < n; ++k) out->buf[off + k] = ns.code[j][k] * scale;
+        out->pl[j].data = &out->buf[off];
+        out->pl[j].row_stride = plan.width[j];
+        off += n;
+    }
+}
+
+StreamSpec noise_spec(const Fmt &F, int W, int H) {
+    StreamSpec s;
+    s.width = W;
+    s.height = H;
+    s.format = F.f;
+    const bool three = F.f.nb_components == 3;
+    s.cw = three ? comp_w(F.f, 1, W) : W;
+    s.ch = three ? comp_h(F.f, 1, H) : H;
+    return s;
+}
+
+double rel_l2(const std::vector<double> &a, const std::vector<double> &b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+void noise_source_check(cuda::Ctx &ctx, const char *fname, int W, int H, double sigma) {
+    const Fmt &F = fmt_named(fname);
+    const DenoisePixelFormat &f = F.f;
+    const StreamSpec spec = noise_spec(F, W, H);
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    const FrameColor fc = frame_color(f, col);
+    const NoisePlan plan = noise_plan(spec, fc);
+    const cuda::FrameLayout L = cuda::frame_layout(f, W, H);
+    const int P = 49, np = plan.planes;
+    char name[128];
+    std::snprintf(name, sizeof name, "%s %dx%d sigma %.0f (%s plan, %d planes)", fname, W, H, sigma,
+                  plan.native ? "native" : "R'G'B'", np);
+    cuda::CudaNoiseSource gsrc(ctx);
+    NoiseEstimator ecpu, egpu;
+    Dev dnat((size_t)L.bytes);
+    for (int t = 0; t < 4; ++t) {
+        HostFrame fr = new_frame(F, W, H);
+        fill_noisy(fr, f, W, H, sigma, t);
+        CpuNoisePlanes cp;
+        cpu_noise_planes(F, fr, col, W, H, plan, &cp);
+        CpuNoiseSource csrc(cp.pl, np, plan.width, plan.height, 1.f, 0.f, plan.params);
+        std::vector<uint8_t> compact((size_t)L.bytes);
+        cuda::copy_to_compact(L, fr.image(col), compact.data());
+        up(dnat, compact.data(), compact.size());
+        int rc = gsrc.bind(cuda::compact_frame(L, dnat.u()), f, fc, W, H, spec.cw, spec.ch, plan, ctx.stream);
+        if (rc) {
+            result(false, "noise source %-44s bind: %s", name, ctx.err.c_str());
+            return;
+        }
+        if (t == 0) {
+            // Immerkaer's start, every patch (counts must agree exactly), a weak-texture selection
+            double sc[3] = {0, 0, 0}, sg[3] = {NAN, NAN, NAN};
+            csrc.immerkaer(sc);
+            rc = gsrc.immerkaer(sg);
+            double worst = 0;
+            for (int j = 0; j < np; ++j) worst = std::max(worst, std::fabs(sg[j] - sc[j]) / std::max(sc[j], 1e-9));
+            result(!rc && worst < 1e-5, "noise source %-44s Immerkaer sigma %.4f / %.4f (rel diff %.1e)%s%s", name, sg[0],
+                   sc[0], worst, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+            for (int k = 0; k < 2; ++k) {
+                NoiseSelect sel[3];
+                for (int j = 0; j < np; ++j) {
+                    if (k == 0) {
+                        sel[j].tau = 1e300;
+                        sel[j].lo = -1e300;
+                        sel[j].hi = 1e300;
+                    } else {
+                        const double var = sc[j] * sc[j];
+                        sel[j].tau = 81.8 * var;
+                        sel[j].lo = 2 * sc[j];
+                        sel[j].hi = 255 - 2 * sc[j];
+                    }
+                }
+                std::vector<double> Sc((size_t)np * P * P), Sg((size_t)np * P * P, NAN);
+                double nc[3], ng[3] = {NAN, NAN, NAN};
+                csrc.scatter(sel, Sc.data(), nc);
+                rc = gsrc.scatter(sel, Sg.data(), ng);
+                size_t unwritten = 0;
+                for (double v : Sg) unwritten += !std::isfinite(v);
+                double ndiff = 0, l2 = 0;
+                for (int j = 0; j < np; ++j) {
+                    ndiff = std::max(ndiff, std::fabs(ng[j] - nc[j]) / std::max(nc[j], 1.0));
+                    std::vector<double> a(Sg.begin() + (size_t)j * P * P, Sg.begin() + (size_t)(j + 1) * P * P),
+                        b(Sc.begin() + (size_t)j * P * P, Sc.begin() + (size_t)(j + 1) * P * P);
+                    l2 = std::max(l2, rel_l2(a, b));
+                }
+                const bool ok = !rc && unwritten == 0 && (k == 0 ? ndiff == 0 : ndiff < 1e-3) && l2 < (k == 0 ? 1e-4 : 2e-3);
+                result(ok, "noise source %-44s scatter %s: %.0f / %.0f patches (rel diff %.1e), rel L2 %.1e, %zu unwritten%s%s",
+                       name, k == 0 ? "all patches" : "weak texture", ng[0], nc[0], ndiff, l2, unwritten, rc ? ": " : "",
+                       rc ? ctx.err.c_str() : "");
+            }
+        }
+        const int rg = egpu.push(gsrc), rcp = ecpu.push(csrc);
+        if (rg || rcp) {
+            result(false, "noise source %-44s estimator push frame %d: gpu %d cpu %d %s", name, t, rg, rcp, ctx.err.c_str());
+            return;
+        }
+    }
+    const float a = egpu.sigma_weighted(plan.gain), b = ecpu.sigma_weighted(plan.gain);
+    result(b > 0 && std::fabs(a - b) <= 0.005 * b + 0.01, "noise estimate %-42s 4 frames: GPU %.4f CPU %.4f", name, a, b);
+}
+
+// Host time per frame of the estimator on the GPU at 3840x2160 (first frame: Immerkaer and three
+// rounds; later frames one round), median of 10, against one CPU frame.
+void noise_timing(cuda::Ctx &ctx, const char *fname) {
+    const Fmt &F = fmt_named(fname);
+    const int W = 3840, H = 2160;
+    const StreamSpec spec = noise_spec(F, W, H);
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    const FrameColor fc = frame_color(F.f, col);
+    const NoisePlan plan = noise_plan(spec, fc);
+    const cuda::FrameLayout L = cuda::frame_layout(F.f, W, H);
+    HostFrame fr = new_frame(F, W, H);
+    fill_noisy(fr, F.f, W, H, 12.0, 0);
+    std::vector<uint8_t> compact((size_t)L.bytes);
+    cuda::copy_to_compact(L, fr.image(col), compact.data());
+    Dev dnat((size_t)L.bytes);
+    up(dnat, compact.data(), compact.size());
+    cuda::CudaNoiseSource gsrc(ctx);
+    NoiseEstimator est;
+    using clk = std::chrono::steady_clock;
+    std::vector<double> ms;
+    double first = 0;
+    int rc = 0;
+    for (int k = 0; k < 11 && !rc; ++k) {
+        const auto t0 = clk::now();
+        rc = gsrc.bind(cuda::compact_frame(L, dnat.u()), F.f, fc, W, H, spec.cw, spec.ch, plan, ctx.stream);
+        if (!rc) rc = est.push(gsrc);
+        const double d = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+        if (k == 0) first = d;
+        else ms.push_back(d);
+    }
+    std::sort(ms.begin(), ms.end());
+    CpuNoisePlanes cp;
+    cpu_noise_planes(F, fr, col, W, H, plan, &cp);
+    CpuNoiseSource csrc(cp.pl, plan.planes, plan.width, plan.height, 1.f, 0.f, plan.params);
+    NoiseEstimator ecpu;
+    const auto t0 = clk::now();
+    ecpu.push(csrc);
+    const double cpu_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    const float g = est.sigma_weighted(plan.gain), c = ecpu.sigma_weighted(plan.gain);
+    result(!rc && !ms.empty() && ms[ms.size() / 2] < 5.0,
+           "noise estimate timing %s 3840x2160: %.2f ms per frame on the GPU (median of %zu, one round; first frame "
+           "%.2f ms), CPU first frame %.0f ms; sigma GPU %.3f (after 11 frames) CPU %.3f (1 frame)%s%s",
+           fname, ms.empty() ? -1.0 : ms[ms.size() / 2], ms.size(), first, cpu_ms, g, c, rc ? ": " : "",
+           rc ? ctx.err.c_str() : "");
+}
+
+// The API's per-frame sigma with sigma=auto, backend CUDA against backend CPU.
+void noise_api_check(const std::string &weights, const char *fname, bool cuda_memory) {
+    const Fmt &F = fmt_named(fname);
+    const int W = 160, H = 96, N = 5;
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in;
+    for (int t = 0; t < N; ++t) {
+        in.push_back(new_frame(F, W, H));
+        fill_noisy(in.back(), F.f, W, H, 10.0, t);
+    }
+    ApiOpts o;
+    o.sigma = DENOISE_SIGMA_AUTO;
+    o.backend = DENOISE_BACKEND_CPU;
+    ApiRun c = run_api(weights, F, col, in, W, H, o);
+    o.backend = DENOISE_BACKEND_CUDA;
+    o.memory = cuda_memory ? DENOISE_MEMORY_CUDA : DENOISE_MEMORY_HOST;
+    ApiRun g = run_api(weights, F, col, in, W, H, o);
+    double worst = 0;
+    bool ok = !c.rc && !g.rc && c.sigmas.size() == (size_t)N && g.sigmas.size() == (size_t)N;
+    for (size_t k = 0; ok && k < c.sigmas.size(); ++k) {
+        worst = std::max(worst, (double)std::fabs(g.sigmas[k] - c.sigmas[k]));
+        ok = c.sigmas[k] > 0 && std::fabs(g.sigmas[k] - c.sigmas[k]) <= 0.005 * c.sigmas[k] + 0.01;
+    }
+    result(ok, "API sigma=auto %-12s memory %-4s %zu frames: CUDA %.3f .. CPU %.3f (worst diff %.4f)%s%s%s", fname,
+           cuda_memory ? "CUDA" : "HOST", g.sigmas.size(), g.sigmas.empty() ? -1.f : g.sigmas.back(),
+           c.sigmas.empty() ? -1.f : c.sigmas.back(), worst, (c.rc || g.rc) ? ": " : "", c.err.c_str(), g.err.c_str());
+}
+
+void noise_checks(cuda::Ctx &ctx, const std::string &weights, bool quick) {
+    noise_source_check(ctx, "yuv420p", 333, 197, 10.0);
+    noise_source_check(ctx, "gbrp", 257, 131, 20.0);
+    if (quick) return;
+    noise_source_check(ctx, "nv12", 320, 180, 5.0);
+    noise_source_check(ctx, "p010le", 320, 180, 30.0);
+    noise_source_check(ctx, "yuv422p10le", 250, 120, 15.0);
+    noise_source_check(ctx, "yuv444p", 200, 150, 12.0);
+    noise_source_check(ctx, "rgb24", 211, 97, 8.0);
+    noise_source_check(ctx, "gbrpf32le", 192, 108, 25.0);
+    noise_source_check(ctx, "gray10le", 300, 170, 18.0);
+    noise_source_check(ctx, "yuv420p", 1920, 1080, 0.0);
+    noise_timing(ctx, "yuv420p");
+    noise_timing(ctx, "p010le");
+    noise_timing(ctx, "gbrp");
+    noise_api_check(weights, "yuv420p", false);
+    noise_api_check(weights, "nv12", true);
+    noise_api_check(weights, "gbrp", false);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    return run_checks(argc, argv, [](cuda::Ctx &ctx, const Options &o) {
+        timed("sigma=auto noise source", [&] { noise_checks(ctx, o.api_weights(), o.quick); });
+    });
+}
