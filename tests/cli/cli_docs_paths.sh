@@ -14,7 +14,7 @@
 # that has it (checked with git where the checkout has that commit).
 # Each missing path is reported as FILE:LINE: missing path: PATH. Needs no build.
 set -u
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../common/lib.sh"
 
 cd "$ROOT" || die "no repository root at $ROOT"
 make_tmp
