@@ -211,6 +211,9 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
               file=err)
         return 2
+    except Exception as e:  # Ray's own errors: no cluster at the address, a failed start
+        print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
+        return 2
     try:
         if backend == "auto":
             backend = "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
@@ -243,7 +246,7 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         if jobs:
             runner = schedule.Runner(ray, backend == "cuda", o["cpus_per_task"], o["retries"], o["workers"],
                                      o["quiet"], o["progress_interval"])
-            runner.run(jobs, complete, lambda job, msg: fail(job["input"], msg), err)
+            runner.run(jobs, complete, lambda job, msg: fail(job["input"], msg))
     except KeyboardInterrupt:
         print("denoise-batch: interrupted; run the same command again to continue", file=err)
         return 130

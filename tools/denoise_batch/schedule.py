@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections import deque
 
 from denoise_batch import chain as chainmod
@@ -62,7 +61,7 @@ class Runner:
             opts["num_gpus"] = 1
         self.task = ray.remote(_segment_task).options(**opts)
 
-    def run(self, jobs: list[dict], on_complete, on_failed, log) -> None:
+    def run(self, jobs: list[dict], on_complete, on_failed) -> None:
         queue = deque()
         total = already = nsegs = segs_done = 0
         for job in jobs:
@@ -111,7 +110,8 @@ class Runner:
                     elif not job.get("failed"):
                         job["failed"] = True
                         on_failed(job, f"{name} failed after {s['attempts']} attempts: {why} "
-                                       f"(log: {os.path.join(job['work'], _log_name(s))})")
+                                       f"(log: {os.path.join(job['work'], _log_name(s))}; the same "
+                                       f"command again retries what is not done)")
                     continue
                 s["done"] = True
                 s["attempts"] = s.get("attempts", 0) + 1
