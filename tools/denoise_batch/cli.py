@@ -195,6 +195,15 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         failed.append(f"{inp}: {msg}")
         print(f"denoise-batch: FAILED: {inp}: {msg}", file=err, flush=True)
 
+    todo = []
+    for inp, out in pairs:
+        if os.path.exists(out) and not o["overwrite"]:
+            print(f"denoise-batch: {out} exists, skipped (-y overwrites)", file=err)
+        else:
+            todo.append((inp, out))
+    if not todo:
+        return 0
+
     # the backend decides what a task asks Ray for
     backend = o["backend"]
     chain_backend = chainmod.denoise_options(o["vf"]).get("backend")
@@ -223,7 +232,7 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         chain = chainmod.with_denoise_options(o["vf"], extra)
 
         jobs = []
-        for inp, out in pairs:
+        for inp, out in todo:
             job = prepare(o, inp, out, chain, ffmpeg, ffprobe, len(pairs) > 1, fail)
             if job:
                 jobs.append(job)
@@ -262,9 +271,6 @@ def main(argv: list[str], bindir: str | None = None) -> int:
 
 def prepare(o, inp, out, chain, ffmpeg, ffprobe, several, fail) -> dict | None:
     """Probe and split one input, or resume its work folder. None when it is skipped or failed."""
-    if os.path.exists(out) and not o["overwrite"]:
-        print(f"denoise-batch: {out} exists, skipped (-y overwrites)", file=sys.stderr)
-        return None
     if not os.path.isfile(inp):
         fail(inp, "no such file")
         return None

@@ -28,6 +28,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.last = 0.0
         self.width = 0
+        self.text = ""
 
     def line(self, done: int, segs_done: int, running: int) -> str:
         el = time.monotonic() - self.t0
@@ -44,6 +45,9 @@ class Progress:
             return
         self.last = now
         text = self.line(done, segs_done, running)
+        if force and text == self.text:
+            return
+        self.text = text
         if self.tty:
             self.stream.write("\r" + text.ljust(self.width))
             self.width = len(text)
