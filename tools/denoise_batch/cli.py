@@ -24,8 +24,8 @@ options:
   --cpus-per-task N       CPUs a task asks for (default 1); with backend cpu also the filter's
                           threads= unless the chain sets it
   --workers N             segments running at once, at most (default: what the cluster's
-                          resources allow); without --address also the CPUs (or GPUs) of the
-                          Ray instance started here
+                          resources allow); with backend cpu and no --address also the CPUs of
+                          the Ray instance started here (--workers x --cpus-per-task)
   --address ADDR          a running Ray cluster (ray start --head ...); default: start Ray here
                           (RAY_ADDRESS in the environment also names a cluster)
   --retries N             attempts after the first for a failed segment (default 2)
@@ -211,11 +211,13 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         backend = chain_backend
     try:
         if o["address"] or os.environ.get("RAY_ADDRESS"):
-            ray = schedule.start(o["address"] or os.environ["RAY_ADDRESS"], None, None)
+            ray = schedule.start(o["address"] or os.environ["RAY_ADDRESS"], None)
         else:
+            # CPU tasks: --workers of them fit; GPU tasks: Ray counts the GPUs it finds, and
+            # --workers caps the tasks in flight
             w = o["workers"]
             cpus = int(w * o["cpus_per_task"] + 0.999) if w and backend != "cuda" else None
-            ray = schedule.start(None, cpus, w if w and backend == "cuda" else None)
+            ray = schedule.start(None, cpus)
     except ImportError:
         print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
               file=err)

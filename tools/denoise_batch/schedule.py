@@ -28,7 +28,7 @@ def _segment_task(job: dict, seg: dict, chain: str, use_gpu: bool) -> dict:
     return segment.run(job, seg, chain)
 
 
-def start(address: str | None, cpus: int | None, gpus: int | None):
+def start(address: str | None, cpus: int | None):
     """Connect to the cluster at `address`, or start Ray on this machine. Returns the ray module."""
     import ray
     kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
@@ -41,7 +41,7 @@ def start(address: str | None, cpus: int | None, gpus: int | None):
         pp = os.environ.get("PYTHONPATH", "")
         if parent not in pp.split(os.pathsep):
             os.environ["PYTHONPATH"] = parent + (os.pathsep + pp if pp else "")
-        ray.init(num_cpus=cpus, num_gpus=gpus, **kw)
+        ray.init(num_cpus=cpus, **kw)
     return ray
 
 
