@@ -104,7 +104,8 @@ work2=$TMP/out2.mkv.denoise-batch
 batch -o "$TMP/out2.mkv" "$TMP/src.mkv" >"$TMP/b2.log" 2>&1 &
 bpid=$!
 seg_ffmpeg() { pgrep -f -- "$work2/seg-.*attempt" | head -n 1; }
-if wait_for 120 test -n "$(seg_ffmpeg)"; then
+seg_running() { [ -n "$(seg_ffmpeg)" ]; }
+if wait_for 120 seg_running; then
     fpid=$(seg_ffmpeg)
     wpid=$(ps -o ppid= -p "$fpid" | tr -d ' ')
     wcmd=$(ps -o args= -p "$wpid")

@@ -40,6 +40,10 @@ def command(job: dict, seg: dict, chain: str, tmp: str, progress: str) -> list[s
             "-map_metadata", "-1", "-map_chapters", "-1",
             "-vf", f"{seg['trim_in']},{chain},{seg['trim_out']},setpts=PTS-STARTPTS",
             "-fps_mode", "passthrough"]
+    # the encoder keeps the source's time base (ffmpeg's default, 1/frame rate, would round
+    # pts that are not on that grid: variable frame rates, millisecond time bases)
+    if not any(a.split(":")[0] == "-enc_time_base" for a in job["encoder_options"][::2]):
+        cmd += ["-enc_time_base:v", "demux"]
     cmd += job["encoder_options"]
     cmd += ["-progress", progress, tmp]
     return cmd
