@@ -1,10 +1,11 @@
 #!/bin/sh
 # tests/cli_denoise_batch.sh: build/bin/denoise-batch (tools/denoise_batch/, docs/scale-out.md)
 # on a local Ray instance with two CPU workers, chain denoise=sigma=25:backend=cpu:threads=1.
-#   - exact: a 24-frame long-GOP clip, 128x128 (H.264 with B-frames and a keyframe every 6 frames, or FFV1
-#     with a 6-frame GOP where the build has no libx264) with an audio track, in >= 4 segments:
-#     the joined file's decoded frames equal a single `ffmpeg -vf denoise` run's (framemd5), with
-#     the source's frame count and pts, and the audio stream kept
+#   - exact: a 24-frame long-GOP clip, 128x128 (H.264 with B-frames and a keyframe every 6 frames,
+#     or FFV1 with a 6-frame GOP where the build has no libx264; frames alternating between two
+#     samples, so that the scene-cut detector's state at each cut matters) with an audio track,
+#     in >= 4 segments: the joined file's decoded frames equal a single `ffmpeg -vf denoise`
+#     run's (framemd5), with the source's frame count and pts, and the audio stream kept
 #   - a Ray worker killed (SIGKILL) while it runs a segment: the segment is retried, nothing is
 #     lost, the result is the same; the killed worker's ffmpeg does not outlive it
 #   - the driver killed (SIGKILL) mid-job: the same command again resumes from the manifest
@@ -42,16 +43,29 @@ FRAMES=24
 # frame hashes only (the other framemd5 columns carry the container's durations)
 hashes() { "$FFMPEG" -nostdin -v error -i "$1" -map 0:v:0 -f framemd5 pipe:1 | awk -F', *' '!/^#/ { print $NF }'; }
 
-# the source: the 8-frame sample three times, cropped, long-GOP, with an audio track
+# the source: 24 frames alternating between two samples' frames (a steady large frame
+# difference, which the whole run does not call a scene cut but a segment's first frames would
+# without the detector's 2 frames of history: the cut placement is checked with it), cropped,
+# long-GOP, with an audio track
 if "$FFMPEG" -hide_banner -encoders 2>/dev/null | grep -q ' libx264 '; then
     VENC="-c:v libx264 -g 6 -keyint_min 6 -sc_threshold 0 -bf 2 -crf 18"
 else
     VENC="-c:v ffv1 -level 1 -g 6"
 fi
+mkdir -p "$TMP/png"
+run "$TMP/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLE_8BIT" "$TMP/png/a%d.png" &&
+    run "$TMP/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLES/dog-tunnel_320x192_8bit.mkv" "$TMP/png/b%d.png" ||
+    die "cannot decode the samples to PNG"
+i=0
+while [ $i -lt $FRAMES ]; do
+    if [ $((i % 2)) = 0 ]; then c=a; else c=b; fi
+    cp "$TMP/png/$c$((i / 2 % 8 + 1)).png" "$TMP/png/f$((100 + i)).png" || die "cp failed"
+    i=$((i + 1))
+done
 # (a 128x128 crop: the engine's time per frame is what makes this test's run time)
-run "$TMP/src.log" "$FFMPEG" -nostdin -y -stream_loop 2 -i "$SAMPLE_8BIT" \
-    -f lavfi -i "anullsrc=r=48000:cl=mono,aformat=sample_fmts=s16" -map 0:v -map 1:a -shortest -vf crop=128:128 $VENC -c:a pcm_s16le \
-    "$TMP/src.mkv" || die "cannot make the source clip"
+run "$TMP/src.log" "$FFMPEG" -nostdin -y -framerate 25 -start_number 100 -i "$TMP/png/f%d.png" \
+    -f lavfi -i "anullsrc=r=48000:cl=mono,aformat=sample_fmts=s16" -map 0:v -map 1:a -shortest \
+    -vf crop=128:128,format=yuv420p $VENC -c:a pcm_s16le "$TMP/src.mkv" || die "cannot make the source clip"
 n=$(count_frames "$TMP/src.mkv")
 [ "$n" = $FRAMES ] || die "source clip has $n frames, expected $FRAMES"
 keys=$("$FFPROBE" -v error -select_streams v:0 -show_entries packet=flags -of csv=p=0 "$TMP/src.mkv" | grep -c K)
