@@ -179,9 +179,16 @@ def main(argv: list[str], bindir: str | None = None) -> int:
     err = sys.stderr
     try:
         o = parse(argv)
-        if o["help"]:
+    except (UsageError, OSError) as e:
+        print(f"denoise-batch: {e}\n(denoise-batch --help for the usage)", file=err)
+        return 2
+    if o["help"]:
+        try:
             print(__doc__[__doc__.index("usage:"):].strip())
-            return 0
+        except BrokenPipeError:
+            pass
+        return 0
+    try:
         pairs = outputs(o)
         chainmod.parse(o["vf"])
     except (UsageError, chainmod.ChainError, OSError) as e:
