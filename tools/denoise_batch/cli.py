@@ -233,8 +233,14 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
         return 2
     try:
+        gpus = ray.cluster_resources().get("GPU", 0)
         if backend == "auto":
-            backend = "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
+            backend = "cuda" if gpus > 0 else "cpu"
+        if backend == "cuda" and gpus == 0:
+            # a task asking for a GPU would wait for one forever
+            print("denoise-batch: backend cuda, but the Ray cluster has no GPU (--backend cpu runs "
+                  "on CPUs)", file=err)
+            return 2
         extra = {"backend": backend}
         if backend == "cpu":
             extra["threads"] = "%d" % max(1, int(o["cpus_per_task"]))
