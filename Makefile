@@ -166,7 +166,10 @@ fetch: $(FFSRC)/.denoise-origin $(if $(filter none,$(FFMPEG_CUDA)),,$(NVCH_SRC)/
 #            and smaller libraries, for development and for copying to a GPU machine
 FF_PROTOCOLS := file pipe fd
 FF_DEMUXERS := yuv4mpegpipe matroska mov nut rawvideo image2 image2pipe png_pipe h264 hevc lavfi
+# denoise-batch joins segments with the concat demuxer; its test compares frames with framemd5
+FF_DEMUXERS += concat
 FF_MUXERS := yuv4mpegpipe matroska mov mp4 nut rawvideo image2 image2pipe null h264 hevc
+FF_MUXERS += framemd5
 FF_DECODERS := rawvideo ffv1 h264 hevc png wrapped_avframe pcm_s16le
 FF_ENCODERS := rawvideo ffv1 png libx264 wrapped_avframe pcm_s16le
 FF_PARSERS := h264 hevc png
@@ -306,6 +309,26 @@ $(CUDA_BENCH): $(patsubst $(TOP)/tools/%,$(OBJ)/tools/%.o,$(CUDA_BENCH_SRCS)) $(
 
 .PHONY: tools
 tools: $(TOOLS)
+
+# ---------------------------------------------------------------------------------------------
+# denoise-batch (tools/denoise-batch, the package tools/denoise_batch/, docs/scale-out.md): a
+# Python program. The launcher finds the package in ../share/denoise/python: in the build tree a
+# link to tools/denoise_batch, in an install a copy.
+BATCH_BIN := $(B)/bin/denoise-batch
+BATCH_PKG := $(B)/share/denoise/python/denoise_batch
+$(BATCH_BIN): $(TOP)/tools/denoise-batch
+	install -D -m 755 $< $@
+$(BATCH_PKG):
+	@mkdir -p $(dir $@)
+	ln -sfn $(TOP)/tools/denoise_batch $@
+
+.PHONY: denoise-batch install-denoise-batch
+denoise-batch: $(BATCH_BIN) $(BATCH_PKG)
+all: denoise-batch
+install: install-denoise-batch
+install-denoise-batch: denoise-batch
+	install -d $(DESTDIR)$(PREFIX)/share/denoise/python/denoise_batch
+	install -m 644 $(TOP)/tools/denoise_batch/*.py $(DESTDIR)$(PREFIX)/share/denoise/python/denoise_batch/
 
 # ---------------------------------------------------------------------------------------------
 # tests, by kind (tests/README.md):

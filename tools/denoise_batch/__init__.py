@@ -1,0 +1,13 @@
+"""denoise-batch: denoise long videos and whole libraries in segments on a Ray cluster.
+
+Each input is split at keyframes into segments of about --segment-frames frames; each segment
+is decoded with context frames on both sides (the network reads t-3..t+3), run through
+`ffmpeg -vf CHAIN` with the user's encoder options, and only its own frames are kept; the
+segments are concatenated without re-encoding and the result is checked against the source.
+Ray runs one task per segment. docs/scale-out.md has the design and its guarantees.
+
+Modules: cli (command line, per-input flow), plan (probe and split), chain (the filter chain),
+segment (one segment's ffmpeg run, on a worker), schedule (Ray tasks, retries, progress),
+manifest (the resumable record of a work folder), assemble (concatenation and checks),
+progress (the progress line).
+"""

@@ -1,0 +1,156 @@
+"""Ray as the scheduler: one task per segment, retries, the manifest, the progress line.
+
+A task asks for one GPU (num_gpus=1) with backend=cuda, the filter's device= being the GPU Ray
+assigned it, or for --cpus-per-task CPUs with backend=cpu. ray.init() starts Ray on this machine
+when no --address (or RAY_ADDRESS) names a cluster. Tasks are submitted with max_retries=0 and
+retried here, so that a segment whose worker died (SIGKILL, a lost node) and one whose ffmpeg
+failed are counted and reported alike; after --retries more attempts the segment fails by name.
+Segments are files in the work folder, which every node must see at the same path (shared
+storage): only small dictionaries travel through Ray.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+
+from denoise_batch import chain as chainmod
+from denoise_batch import manifest, segment
+from denoise_batch.progress import Progress
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _segment_task(job: dict, seg: dict, chain: str, use_gpu: bool) -> dict:
+    if use_gpu:
+        import ray
+        chain = chainmod.with_denoise_options(chain, {"device": str(segment.device_index(ray.get_gpu_ids()))})
+    return segment.run(job, seg, chain)
+
+
+def start(address: str | None, cpus: int | None):
+    """Connect to the cluster at `address`, or start Ray on this machine. Returns the ray module."""
+    import ray
+    kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if address:
+        # the workers of a cluster import this package from a copy Ray ships to them
+        ray.init(address=address, runtime_env={"py_modules": [PACKAGE_DIR]}, **kw)
+    else:
+        # local workers inherit the environment of the Ray processes started here
+        parent = os.path.dirname(PACKAGE_DIR)
+        pp = os.environ.get("PYTHONPATH", "")
+        if parent not in pp.split(os.pathsep):
+            os.environ["PYTHONPATH"] = parent + (os.pathsep + pp if pp else "")
+        ray.init(num_cpus=cpus, **kw)
+    return ray
+
+
+class Runner:
+    """Runs the segments of every job; calls on_complete(job) when a job's last segment is done
+    and on_failed(job, message) when one of its segments has failed for good."""
+
+    def __init__(self, ray, use_gpu: bool, cpus_per_task: float, retries: int, max_inflight: int | None,
+                 progress_quiet: bool, progress_interval: float):
+        self.ray = ray
+        self.use_gpu = use_gpu
+        self.retries = retries
+        self.max_inflight = max_inflight
+        self.quiet, self.interval = progress_quiet, progress_interval
+        opts = dict(num_cpus=cpus_per_task, max_retries=0)
+        if use_gpu:
+            opts["num_gpus"] = 1
+        self.task = ray.remote(_segment_task).options(**opts)
+
+    def run(self, jobs: list[dict], on_complete, on_failed) -> None:
+        queue = deque()
+        total = already = nsegs = segs_done = 0
+        for job in jobs:
+            for s in job["segments"]:
+                total += s["frames"]
+                nsegs += 1
+                if s["index"] in job["done"]:
+                    already += s["frames"]
+                    segs_done += 1
+                else:
+                    _remove(os.path.join(job["work"], _progress_name(s)))
+                    queue.append((job, s))
+        for job in jobs:
+            if job["segments"] and len(job["done"]) == len(job["segments"]):
+                on_complete(job)
+        prog = Progress(total, already, nsegs, quiet=self.quiet, interval=self.interval)
+        done_frames = already
+        inflight: dict = {}
+
+        def submit():
+            while queue and (self.max_inflight is None or len(inflight) < self.max_inflight):
+                job, s = queue.popleft()
+                if job.get("failed"):
+                    continue
+                ref = self.task.remote(job["task_job"], s, job["chain"], self.use_gpu)
+                inflight[ref] = (job, s)
+
+        submit()
+        while inflight:
+            ready, _ = self.ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                job, s = inflight.pop(ref)
+                try:
+                    self.ray.get(ref)
+                except Exception as e:  # a task error or a dead worker: retried alike
+                    s["attempts"] = s.get("attempts", 0) + 1
+                    why = _reason(e)
+                    s["error"] = why
+                    manifest.save(job["work"], job["manifest"])
+                    name = f"{job['input']}: segment {s['index']} (frames {s['first']}..{s['last']})"
+                    if s["attempts"] <= self.retries and not job.get("failed"):
+                        prog.message(f"denoise-batch: {name} failed (attempt {s['attempts']}), "
+                                     f"retrying: {why}")
+                        _remove(os.path.join(job["work"], _progress_name(s)))
+                        queue.appendleft((job, s))
+                    elif not job.get("failed"):
+                        job["failed"] = True
+                        on_failed(job, f"{name} failed after {s['attempts']} attempts: {why} "
+                                       f"(log: {os.path.join(job['work'], _log_name(s))}; the same "
+                                       f"command again retries what is not done)")
+                    continue
+                s["done"] = True
+                s["attempts"] = s.get("attempts", 0) + 1
+                s.pop("error", None)
+                job["done"].add(s["index"])
+                done_frames += s["frames"]
+                segs_done += 1
+                manifest.save(job["work"], job["manifest"])
+                if len(job["done"]) == len(job["segments"]) and not job.get("failed"):
+                    on_complete(job)
+            submit()
+            running = 0
+            for job, s in inflight.values():
+                running += segment.frames_done(os.path.join(job["work"], _progress_name(s)))
+            prog.update(min(total, done_frames + running), segs_done, len(inflight))
+        prog.close(done_frames, segs_done)
+
+
+def _progress_name(s: dict) -> str:
+    return os.path.splitext(s["file"])[0] + ".progress"
+
+
+def _log_name(s: dict) -> str:
+    return os.path.splitext(s["file"])[0] + ".log"
+
+
+def _remove(p: str) -> None:
+    try:
+        os.unlink(p)
+    except FileNotFoundError:
+        pass
+
+
+def _reason(e: Exception) -> str:
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, segment.SegmentError):
+        return str(cause)
+    text = str(e).strip().splitlines()
+    name = type(e).__name__
+    if "WorkerCrashed" in name or "died" in " ".join(text[:3]).lower():
+        return "the Ray worker running it died"
+    return f"{name}: {text[-1] if text else ''}"

@@ -1,0 +1,132 @@
+"""One segment's ffmpeg run (on a worker): decode from the keyframe, feed the context and the
+segment's frames to the chain, keep the segment's frames, encode them into the work folder.
+
+The file appears under its final name only when it is complete (written under a name of its
+own for this attempt, then renamed), so a killed or failed attempt never leaves a file that
+looks finished, and two attempts of one segment never write the same file.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+
+# prctl(PR_SET_PDEATHSIG): the ffmpeg child dies with its worker, so that a killed worker leaves
+# no orphan encoding beside the retry
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class SegmentError(RuntimeError):
+    pass
+
+
+def command(job: dict, seg: dict, chain: str, tmp: str, progress: str) -> list[str]:
+    """The ffmpeg command line of one segment (job and seg: the manifest's entries)."""
+    cmd = [job["ffmpeg"], "-nostdin", "-hide_banner", "-nostats", "-v", "error", "-y"]
+    if seg["seek"] is not None:
+        cmd += ["-ss", "%.6f" % seg["seek"], "-noaccurate_seek"]
+    # -copyts: the trims place cuts at the source's own pts
+    cmd += ["-copyts", "-i", job["input"], "-map", "0:v:0", "-an", "-sn", "-dn",
+            "-map_metadata", "-1", "-map_chapters", "-1",
+            "-vf", f"{seg['trim_in']},{chain},{seg['trim_out']},setpts=PTS-STARTPTS",
+            "-fps_mode", "passthrough"]
+    # the encoder keeps the source's time base (ffmpeg's default, 1/frame rate, would round
+    # pts that are not on that grid: variable frame rates, millisecond time bases)
+    if not any(a.split(":")[0] == "-enc_time_base" for a in job["encoder_options"][::2]):
+        cmd += ["-enc_time_base:v", "demux"]
+    cmd += job["encoder_options"]
+    cmd += ["-progress", progress, tmp]
+    return cmd
+
+
+def frames_done(progress: str) -> int:
+    """The last frame count an ffmpeg -progress file reports (0 if none yet)."""
+    try:
+        with open(progress, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return 0
+    n = 0
+    for line in tail.splitlines():
+        if line.startswith("frame="):
+            try:
+                n = int(line[6:])
+            except ValueError:
+                pass
+    return n
+
+
+def device_index(gpu_ids: list) -> int:
+    """The filter's device= for the GPU Ray assigned: Ray sets CUDA_VISIBLE_DEVICES to the
+    assigned GPUs, which the process then sees as 0..n-1; without it the id is the device."""
+    if not gpu_ids:
+        return 0
+    gid = str(gpu_ids[0])
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        return visible.index(gid) if gid in visible else 0
+    return int(gid) if gid.isdigit() else 0
+
+
+def run(job: dict, seg: dict, chain: str) -> dict:
+    """Encode one segment into job['work']/seg['file']. Returns what it did; raises SegmentError
+    (with the end of ffmpeg's log) on failure."""
+    work = job["work"]
+    final = os.path.join(work, seg["file"])
+    stem, ext = os.path.splitext(seg["file"])
+    tag = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}"
+    tmp = os.path.join(work, f"{stem}.attempt-{tag}{ext}")
+    progress = os.path.join(work, f"{stem}.progress")
+    log = os.path.join(work, f"{stem}.log")
+    cmd = command(job, seg, chain, tmp, progress)
+    t0 = time.monotonic()
+    with open(log, "w") as lf:
+        lf.write(" ".join(_quote(a) for a in cmd) + "\n")
+        lf.flush()
+        try:
+            rc = subprocess.run(cmd, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL,
+                                preexec_fn=_die_with_parent, check=False).returncode
+        except OSError as e:
+            raise SegmentError(f"cannot run {cmd[0]}: {e}") from e
+    seconds = time.monotonic() - t0
+    try:
+        if rc != 0:
+            why = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
+            raise SegmentError(f"ffmpeg {why}: {_tail(log)}")
+        got = frames_done(progress)
+        if got != seg["frames"]:
+            raise SegmentError(f"ffmpeg wrote {got} frames, expected {seg['frames']} "
+                               f"(frames {seg['first']}..{seg['last']}): {_tail(log)}")
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return {"index": seg["index"], "frames": seg["frames"], "seconds": seconds,
+            "host": socket.gethostname()}
+
+
+def _tail(log: str, lines: int = 3) -> str:
+    try:
+        with open(log) as f:
+            text = [l.strip() for l in f.read().splitlines()[1:] if l.strip()]
+    except OSError:
+        text = []
+    return " | ".join(text[-lines:]) or "(no message)"
+
+
+def _quote(a: str) -> str:
+    if a and all(c.isalnum() or c in "-_./:=,+@%" for c in a):
+        return a
+    return "'" + a.replace("'", "'\\''") + "'"
