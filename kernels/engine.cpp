@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 #include "denoise.h"
 #include "model.h"
 #include "sigma_auto.h"

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "../kernels/backend.h"
-#include "../kernels/blue_noise.h"
+#include "../kernels/common/blue_noise.h"
 #include "../kernels/cpu/frame_convert.h"
 #include "../kernels/denoise.h"
 #include "engine_test_util.h"

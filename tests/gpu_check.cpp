@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "../kernels/backend.h"
-#include "../kernels/blue_noise.h"
+#include "../kernels/common/blue_noise.h"
 #include "../kernels/cpu/frame_convert.h"
 #include "../kernels/cpu/ops.h"
 #include "align_test_util.h"

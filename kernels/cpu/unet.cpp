@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {
