@@ -30,6 +30,13 @@
 
 #include "../backend.h"
 
+// Return a non-zero status (the layer's DENOISE_* code) to the caller.
+#define TRY(x)                  \
+    do {                        \
+        int rc_ = (x);          \
+        if (rc_) return rc_;    \
+    } while (0)
+
 namespace denoise {
 namespace cuda {
 
