@@ -48,7 +48,9 @@ FILTER_PRESENT := $(if $(wildcard $(FILTER_SRC)),yes,)
 
 # ---------------------------------------------------------------------------------------------
 # libdenoise (C++17, -O2, position independent: it is linked into libavfilter.so)
-CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/cpu/*.cpp))
+# the engine (kernels/), the host code it shares with both backends (kernels/common/), the CPU backend
+CXXSRCS := $(sort $(wildcard $(TOP)/kernels/*.cpp) $(wildcard $(TOP)/kernels/common/*.cpp) \
+                  $(wildcard $(TOP)/kernels/cpu/*.cpp))
 # the fused kernels' weight images and descriptors (kernels/cuda/swin_*.cpp) are plain host code
 # that make check tests on the CPU: built in every configuration
 SWIN_HOST_SRCS := $(sort $(wildcard $(TOP)/kernels/cuda/swin_*.cpp))

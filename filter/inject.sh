@@ -5,14 +5,17 @@
 #   filter/inject.sh FFMPEG_SRC FILTER_C CONFIG_H EXTRALIBS DENOISE_ARCHIVE
 #
 #   FFMPEG_SRC       FFmpeg 7.1 source tree (build/src/ffmpeg)
-#   FILTER_C         the filter source, copied to libavfilter/vf_denoise.c ("-" = none: only the
-#                    registration is injected and the filter stays disabled)
+#   FILTER_C         the filter source, copied to libavfilter/vf_denoise.c, with the files of
+#                    FILTER_HELPERS from its folder ("-" = none: only the registration is
+#                    injected and the filter stays disabled)
 #   CONFIG_H         generated filter/denoise_config.h, copied next to it
 #   EXTRALIBS        linker flags for configure's denoise_filter_extralibs (reach libavfilter.pc)
-#   DENOISE_ARCHIVE  absolute path of libdenoise.a; vf_denoise.o is made to depend on it
+#   DENOISE_ARCHIVE  absolute path of libdenoise.a; the filter's objects are made to depend on it
 set -eu
 SRC=$1; FILTER_C=$2; CONFIG_H=$3; EXTRALIBS=$4; ARCHIVE=$5
 MARK="# denoise: injected by filter/inject.sh"
+# the filter's context header and its side of libdenoise (vf_denoise.h, vf_denoise_engine.c)
+FILTER_HELPERS="vf_denoise.h vf_denoise_engine.c"
 
 [ -f "$SRC/libavfilter/allfilters.c" ] || { echo "inject: $SRC is not an FFmpeg tree" >&2; exit 1; }
 
@@ -32,6 +35,9 @@ replace_if_changed() {
 # 1. sources
 if [ "$FILTER_C" != - ]; then
     sync_file "$FILTER_C" "$SRC/libavfilter/vf_denoise.c"
+    for h in $FILTER_HELPERS; do
+        sync_file "$(dirname "$FILTER_C")/$h" "$SRC/libavfilter/$h"
+    done
 fi
 sync_file "$CONFIG_H" "$SRC/libavfilter/denoise_config.h"
 
@@ -50,8 +56,8 @@ f=$SRC/libavfilter/Makefile
     grep -v -e "$MARK" "$f" | awk -v mark="$MARK" -v arch="$ARCHIVE" '
         { print }
         /^OBJS-\$\(CONFIG_DEFLICKER_FILTER\)/ && !done {
-            print "OBJS-$(CONFIG_DENOISE_FILTER)                += vf_denoise.o " mark
-            print "$(SUBDIR)vf_denoise.o: " arch " " mark
+            print "OBJS-$(CONFIG_DENOISE_FILTER)                += vf_denoise.o vf_denoise_engine.o " mark
+            print "$(SUBDIR)vf_denoise.o $(SUBDIR)vf_denoise_engine.o: " arch " " mark
             done = 1
         }
         END { if (!done) exit 3 }'

@@ -23,16 +23,17 @@
  * Neural video denoiser: a temporal Swin U-Net (libdenoise, kernels/denoise.h) that runs on
  * an NVIDIA GPU (CUDA) or on the CPU.
  *
- * The filter is FFmpeg plumbing only: options, formats, the frame queue, scene cuts, the
- * timeline, EOF, CUDA frames. The engine does all the pixel work: it takes each frame in its
+ * The filter is FFmpeg plumbing only: options, formats, the frame queue, where segments end
+ * (scene cuts), the timeline, EOF, CUDA frames. The engine does all the pixel work, the
+ * scene-cut scores and the non-finite sample count included: it takes each frame in its
  * own pixel format (DenoisePixelFormat, filled from the AVPixFmtDescriptor) and colour
  * representation (DenoiseColor, from the frame's colour space, range and chroma location via
- * libplacebo's libav helpers), and writes the denoised frame back in the same format: only
- * colour components are written, a sample the network does not change stays bit-exact, alpha
- * and padding are never touched.
+ * libplacebo's libav helpers, vf_denoise_engine.c), and writes the denoised frame back in the
+ * same format: only colour components are written, a sample the network does not change stays
+ * bit-exact, alpha and padding are never touched.
  *
- * Output t needs input frames t-R..t+R (R = 3 for model v1; mirrored at the stream ends and at
- * scene cuts), so frames are queued until the engine can return them. Exactly one output frame
+ * Output t needs input frames t-R..t+R (R = 3 for models v1 and v2; mirrored at the stream ends
+ * and at scene cuts), so frames are queued until the engine can return them. Exactly one output frame
  * is produced per input frame, with its pts, duration, side data and metadata: for software
  * frames the output IS the input frame, made writable; CUDA frames (AV_PIX_FMT_CUDA) are
  * denoised on the device into a frame of the output's hardware frames pool, with the input's
@@ -43,23 +44,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <libplacebo/colorspace.h>
-#include <libplacebo/utils/libav.h>
-
 #include "config.h"
 
 #include "libavutil/common.h"
 #include "libavutil/dict.h"
 #include "libavutil/fifo.h"
 #include "libavutil/hwcontext.h"
-#include "libavutil/intfloat.h"
-#include "libavutil/intreadwrite.h"
 #include "libavutil/mem.h"
 #include "libavutil/opt.h"
 #include "libavutil/pixdesc.h"
 #include "libavutil/timestamp.h"
 #if CONFIG_CUDA
-#include "libavutil/cuda_check.h"
 #include "libavutil/hwcontext_cuda_internal.h"
 #endif
 
@@ -69,6 +64,7 @@
 #include "video.h"
 
 #include "denoise.h"
+#include "vf_denoise.h"
 
 /* The build (filter/inject.sh) puts the generated denoise_config.h next to this file; it
  * defines DENOISE_DATADIR (install prefix's share/denoise), DENOISE_BUILD_WEIGHTS (the weight
@@ -85,91 +81,13 @@
 
 #define DENOISE_WEIGHTS_NAME "denoise-v2.safetensors"
 
-/* Built-in scene-cut detector: luma block means over B x B pixels, B sized for the frame so
- * that every frame size is judged on about SCD_GRID blocks (the 40 x 24 blocks of 8 x 8 of the
- * 320x192 frames the threshold was first measured on), never smaller than SCD_BLOCK_MIN: with a
- * fixed 8 x 8 block a 1920x1080 frame's block means keep detail that a smaller frame's average
- * away, so ordinary motion scored 2x higher there and cut shots apart. Frames with fewer than
- * SCD_MIN_PIXELS pixels are too small to judge (a few noisy samples look like a cut) and never
- * trigger it. Default threshold: see docs/robustness.md for the measurement. */
-#define SCD_BLOCK_MIN 8
-#define SCD_GRID 960
-#define SCD_MIN_PIXELS 256
+/* Built-in scene-cut detector: the engine's scores (denoise_scene_cut()). Default threshold:
+ * see docs/robustness.md for the measurement. */
 #define SCENE_DEFAULT 10.0
 #define SIGMA_AUTO    DENOISE_SIGMA_AUTO
 /* the default: auto (docs/sigma-auto.md measures it against fixed sigmas) */
 #define SIGMA_DEFAULT SIGMA_AUTO
 
-typedef struct QueuedFrame {
-    /* software frames and timeline-disabled frames: the input frame (its data become the
-     * output; a disabled CUDA frame's are copied into a frame of the output pool); other CUDA
-     * frames: only the input's properties (av_frame_copy_props, no buffers), the engine having
-     * copied the samples at the push */
-    AVFrame *frame;
-    int disabled;       /* timeline: pass this frame through unchanged */
-    int sigma_auto;     /* sigma was auto when it was pushed (its output's sigma is an estimate) */
-} QueuedFrame;
-
-typedef struct DenoiseContext {
-    const AVClass *class;
-
-    /* options */
-    float sigma;
-    char *model;
-    int   backend;
-    int   device;
-    int   cpu_threads;          /* 0 = ff_filter_get_nb_threads() */
-    int64_t gpu_mem;            /* MiB, 0 = the engine's default */
-    int   tile;
-    float amount, luma, chroma; /* DenoiseAmount, run-time */
-
-    char *model_path;           /* resolved weight file */
-
-    /* format (for CUDA frames: their sw_format) */
-    enum AVPixelFormat format;  /* format the per-format fields below describe */
-    const AVPixFmtDescriptor *desc;
-    DenoisePixelFormat pixfmt;  /* the engine's description of `format` */
-    int is_rgb, is_float, is_full_range_fmt;
-
-    /* CUDA frames (AV_PIX_FMT_CUDA in and out) */
-    int hw;
-    AVBufferRef *hw_frames_ref; /* the input's frames context (keeps the device alive) */
-#if CONFIG_CUDA
-    AVCUDADeviceContext *cuda;
-#endif
-
-    /* engine, opened for width x height */
-    DenoiseEngine *engine;
-    int width, height;
-    int latency;                /* denoise_latency(): frames queued before the first output */
-    int draining;               /* flushed: every queued frame can be pulled */
-    float engine_sigma;
-    float logged_sigma;         /* sigma=auto: the value last logged at -v verbose (-1: none this segment) */
-    DenoiseAmount engine_amount;
-    float sigma_lo, sigma_hi;   /* noise levels the model was trained on (denoise_model_sigma_range) */
-    int   sigma_range_from_file;
-    float warned_sigma;         /* last out-of-range sigma warned about (-1: none) */
-
-    AVFifo *queue;              /* QueuedFrame: frames pushed, output not yet pulled */
-    /* why frames could still be queued at uninit (see uninit()) */
-    int   out_closed;           /* the output's consumer closed it (EOF back from downstream) */
-    int   out_wanted;           /* after the last activate(): a frame was requested and not sent yet */
-    int   failed;               /* first error activate() returned (AVERROR), 0 if none */
-    int warned_csp;
-    int warned_cuda_opts;       /* device/gpu_mem/tile set for the CPU engine: said once */
-    int warned_nonfinite;
-
-    /* built-in scene-cut detector (option scene): block means of the native frame's Y' (G for
-     * R'G'B'), compared with the previous frame's (see scene_cut()) */
-    float scene;                /* threshold in percent of full scale; 0 = off */
-    int   scd_block;            /* block side in pixels (scd_block_size()) */
-    int   scd_bw, scd_bh;       /* blocks per row / column */
-    float *scd_cur, *scd_prev;  /* block means (normalised code values) */
-    int   *scd_count;           /* pixels per block */
-    int   scd_have_prev;
-    double scd_prev_mafd;
-    int   nb_scene_cuts;
-} DenoiseContext;
 
 #define OFFSET(x) offsetof(DenoiseContext, x)
 #define FLAGS  (AV_OPT_FLAG_FILTERING_PARAM | AV_OPT_FLAG_VIDEO_PARAM)
@@ -268,415 +186,26 @@ static const enum AVPixelFormat pix_fmts[] = {
     AV_PIX_FMT_NONE
 };
 
-/* ------------------------------------------------------------------------------------------ */
-/* engine helpers                                                                              */
-
-/* Map an engine error to an AVERROR and log the engine's own message (names the weight file
- * and tensor for a bad model, the CUDA runtime's error for a device error). */
-static int engine_error(AVFilterContext *ctx, int err, const char *what)
-{
-    DenoiseContext *s = ctx->priv;
-    const char *msg = s->engine ? denoise_last_error(s->engine) : NULL;
-    int ret;
-
-    switch (err) {
-    case DENOISE_EMODEL:  ret = AVERROR_INVALIDDATA; break;
-    case DENOISE_ENOMEM:  ret = AVERROR(ENOMEM);     break;
-    case DENOISE_ENOSYS:  ret = AVERROR(ENOSYS);     break;
-    case DENOISE_EINVAL:  ret = AVERROR(EINVAL);     break;
-    case DENOISE_EDEVICE: ret = AVERROR_EXTERNAL;    break;
-    default:              ret = AVERROR_EXTERNAL;    break;
-    }
-    av_log(ctx, AV_LOG_ERROR, "%s failed (engine error %d): %s\n", what, err,
-           msg && *msg ? msg : "no message from the engine");
-    return ret;
-}
-
-static const char *backend_name(DenoiseBackend b)
-{
-    switch (b) {
-    case DENOISE_BACKEND_CPU:  return "cpu";
-    case DENOISE_BACKEND_CUDA: return "cuda";
-    default:                   return "auto";
-    }
-}
-
-/* CUDA frames: every engine call runs with the frames' CUcontext current (the engine
- * allocates in it and queues its work on the device context's stream), as FFmpeg's CUDA
- * filters do around their own work (vf_scale_cuda.c, vf_bwdif_cuda.c).  Software frames:
- * nothing to do. */
-static int cuda_push(AVFilterContext *ctx)
-{
-#if CONFIG_CUDA
-    DenoiseContext *s = ctx->priv;
-    if (s->hw) {
-        CudaFunctions *cu = s->cuda->internal->cuda_dl;
-        return FF_CUDA_CHECK_DL(ctx, cu, cu->cuCtxPushCurrent(s->cuda->cuda_ctx));
-    }
-#endif
-    return 0;
-}
-
-static void cuda_pop(AVFilterContext *ctx)
-{
-#if CONFIG_CUDA
-    DenoiseContext *s = ctx->priv;
-    if (s->hw) {
-        CudaFunctions *cu = s->cuda->internal->cuda_dl;
-        CUcontext dummy;
-        FF_CUDA_CHECK_DL(ctx, cu, cu->cuCtxPopCurrent(&dummy));
-    }
-#endif
-}
-
-static void engine_free(AVFilterContext *ctx)
-{
-    DenoiseContext *s = ctx->priv;
-
-    if (!s->engine)
-        return;
-    if (denoise_backend(s->engine) == DENOISE_BACKEND_CUDA)
-        av_log(ctx, AV_LOG_VERBOSE, "GPU memory peak: %.1f MiB\n",
-               denoise_gpu_memory_peak(s->engine) / 1048576.0);
-    if (cuda_push(ctx) < 0) {
-        /* the engine's device memory cannot be freed without its context; the host side still is */
-        av_log(ctx, AV_LOG_WARNING, "freeing the engine without its CUDA context\n");
-        denoise_free(&s->engine);
-        return;
-    }
-    denoise_free(&s->engine);
-    cuda_pop(ctx);
-}
-
-static void free_buffers(DenoiseContext *s)
-{
-    av_freep(&s->scd_cur);
-    av_freep(&s->scd_prev);
-    av_freep(&s->scd_count);
-    s->scd_have_prev = 0;
-}
-
-/* Block side of the scene detector for w x h frames: about SCD_GRID blocks per frame, at least
- * SCD_BLOCK_MIN (8 up to 320x192; 21 at 854x480, 46 at 1920x1080, 93 at 3840x2160). */
-static int scd_block_size(int w, int h)
-{
-    return FFMAX(SCD_BLOCK_MIN, (int)lrint(sqrt((double)w * h / SCD_GRID)));
-}
-
-/* (Re)open the engine for frames of w x h in the current format: loads the weights (the heavy
- * part, so it runs from config_props or on a size or format change, never in init). */
-static int engine_open(AVFilterContext *ctx, int w, int h)
-{
-    DenoiseContext *s = ctx->priv;
-    DenoiseParams p;
-    DenoiseBackend got;
-    int ret, rc;
-
-    engine_free(ctx);
-    free_buffers(s);
-    s->width = s->height = 0;
-
-    denoise_params_defaults(&p);
-    p.model_path = s->model_path;
-    p.backend    = s->backend;
-    p.device     = s->device;
-    p.sigma      = s->sigma;
-    p.width      = w;
-    p.height     = h;
-    p.format     = s->pixfmt;
-    /* the engine's thread pool is its own (libavfilter's slice threads only sum the scene
-     * detector's blocks, before a frame goes to the engine): it takes the thread count
-     * libavfilter grants this filter unless cpu_threads says otherwise */
-    p.threads    = s->cpu_threads ? s->cpu_threads : ff_filter_get_nb_threads(ctx);
-    p.gpu_memory = s->gpu_mem << 20;
-    p.tile       = s->tile;
-
-    s->engine = denoise_alloc();
-    if (!s->engine) {
-        av_log(ctx, AV_LOG_ERROR, "cannot allocate the engine\n");
-        return AVERROR(ENOMEM);
-    }
-
-    if ((ret = cuda_push(ctx)) < 0)
-        return ret;
-#if CONFIG_CUDA
-    if (s->hw) {
-        /* the frames' own device and stream: no copy, no host synchronisation */
-        CudaFunctions *cu = s->cuda->internal->cuda_dl;
-        CUdevice dev;
-        ret = FF_CUDA_CHECK_DL(ctx, cu, cu->cuCtxGetDevice(&dev));
-        if (ret < 0) {
-            cuda_pop(ctx);
-            return ret;
-        }
-        p.memory      = DENOISE_MEMORY_CUDA;
-        p.cuda_stream = s->cuda->stream;
-        p.device      = dev;
-    }
-#endif
-    av_log(ctx, AV_LOG_VERBOSE, "loading '%s' for %dx%d %s%s, backend %s\n", s->model_path, w, h,
-           s->hw ? "cuda/" : "", av_get_pix_fmt_name(s->format), backend_name(s->backend));
-    rc = denoise_open(s->engine, &p);
-    s->latency = rc < 0 ? rc : denoise_latency(s->engine);
-    cuda_pop(ctx);
-    if (rc < 0) {
-        char what[1100];
-        snprintf(what, sizeof(what), "Opening the engine with model '%s' (backend %s)",
-                 s->model_path, backend_name(s->backend));
-        return engine_error(ctx, rc, what);
-    }
-
-    got = denoise_backend(s->engine);
-    if (got == DENOISE_BACKEND_CPU) {
-        av_log(ctx, AV_LOG_INFO, "running the CPU engine (fp32, slow): %s\n",
-               denoise_backend_reason(s->engine));
-        av_log(ctx, AV_LOG_VERBOSE, "CPU engine: %d worker thread(s) (%s)\n", p.threads,
-               s->cpu_threads ? "cpu_threads" : "the filter's thread count");
-        if ((s->device || s->gpu_mem || s->tile) && !s->warned_cuda_opts++)
-            av_log(ctx, AV_LOG_WARNING, "device, gpu_mem and tile are options of the CUDA engine: "
-                   "not used by the CPU engine (device %d, gpu_mem %"PRId64", tile %d)\n",
-                   s->device, s->gpu_mem, s->tile);
-    } else
-        av_log(ctx, AV_LOG_INFO, "running the CUDA engine: %s\n", denoise_backend_reason(s->engine));
-    if (s->latency < 0)
-        return engine_error(ctx, s->latency, "Querying the engine's latency");
-    rc = denoise_model_sigma_range(s->engine, &s->sigma_lo, &s->sigma_hi);
-    if (rc < 0)
-        return engine_error(ctx, rc, "Querying the model's sigma range");
-    s->sigma_range_from_file = rc;
-    /* opened with s->sigma; the amounts are the engine's defaults until apply_params() */
-    s->engine_sigma  = s->sigma;
-    s->engine_amount = (DenoiseAmount) { DENOISE_AMOUNT_DEFAULTS };
-    s->logged_sigma  = -1;
-    s->draining = 0;
-
-    s->scd_block = scd_block_size(w, h);
-    s->scd_bw = (w + s->scd_block - 1) / s->scd_block;
-    s->scd_bh = (h + s->scd_block - 1) / s->scd_block;
-    s->scd_cur   = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_cur));
-    s->scd_prev  = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_prev));
-    s->scd_count = av_calloc((size_t)s->scd_bw * s->scd_bh, sizeof(*s->scd_count));
-    if (!s->scd_cur || !s->scd_prev || !s->scd_count) {
-        av_log(ctx, AV_LOG_ERROR, "cannot allocate the scene detector's block means for %dx%d\n", w, h);
-        return AVERROR(ENOMEM);
-    }
-    for (int by = 0; by < s->scd_bh; by++)
-        for (int bx = 0; bx < s->scd_bw; bx++)
-            s->scd_count[by * s->scd_bw + bx] = (FFMIN((by + 1) * s->scd_block, h) - by * s->scd_block) *
-                                                (FFMIN((bx + 1) * s->scd_block, w) - bx * s->scd_block);
-    s->scd_have_prev = 0;
-    s->scd_prev_mafd = 0;
-
-    s->width  = w;
-    s->height = h;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* frames as the engine sees them                                                              */
-
-static enum pl_color_system pl_system(AVFilterContext *ctx, const AVFrame *f)
-{
-    DenoiseContext *s = ctx->priv;
-    /* FCC's matrix is within 0.3% of BT.601's; libplacebo has no entry for it */
-    enum pl_color_system sys = f->colorspace == AVCOL_SPC_FCC ? PL_COLOR_SYSTEM_BT_601
-                                                              : pl_system_from_av(f->colorspace);
-
-    if (sys == PL_COLOR_SYSTEM_BT_2020_C) {
-        /* constant luminance is not a matrix (pl_color_system_is_linear() is false): the
-         * network only needs an approximately right R'G'B', and the change goes back through
-         * the exact inverse of the same matrix, so NCL is a safe stand-in. */
-        if (!s->warned_csp++)
-            av_log(ctx, AV_LOG_WARNING, "BT.2020 constant luminance treated as BT.2020 NCL\n");
-        return PL_COLOR_SYSTEM_BT_2020_NC;
-    }
-    /* gray tagged RGB (the PNG decoder's gray): no matrix to miss, the luma weights are the guess's */
-    if (f->colorspace == AVCOL_SPC_RGB && s->pixfmt.nb_components == 1)
-        sys = PL_COLOR_SYSTEM_UNKNOWN;
-    else if (f->colorspace != AVCOL_SPC_UNSPECIFIED && f->colorspace != AVCOL_SPC_RESERVED &&
-        (sys == PL_COLOR_SYSTEM_UNKNOWN || !pl_color_system_is_ycbcr_like(sys) ||
-         !pl_color_system_is_linear(sys))) {
-        if (!s->warned_csp++)
-            av_log(ctx, AV_LOG_WARNING, "colour space %s not supported as a matrix, "
-                   "guessing from the frame height\n", av_color_space_name(f->colorspace));
-        sys = PL_COLOR_SYSTEM_UNKNOWN;
-    }
-    if (sys != PL_COLOR_SYSTEM_UNKNOWN)
-        return sys;
-    /* Unspecified: BT.601 for SD, BT.709 from 720 lines up (what players and swscale users
-     * expect; libplacebo's pl_color_system_guess_ycbcr() makes the same split). */
-    return f->height < 720 ? PL_COLOR_SYSTEM_BT_601 : PL_COLOR_SYSTEM_BT_709;
-}
-
-/* The frame's colour representation for the engine. */
-static void frame_color(AVFilterContext *ctx, const AVFrame *f, DenoiseColor *c)
-{
-    DenoiseContext *s = ctx->priv;
-    enum AVChromaLocation loc = f->chroma_location;
-    const int depth = s->desc->comp[0].depth;
-
-    memset(c, 0, sizeof(*c));
-    c->repr.alpha = PL_ALPHA_UNKNOWN;
-    /* the engine's input is code / (2^depth - 1): libplacebo then scales the limited-range
-     * offsets (16 << (depth - 8) ...) from the bit encoding */
-    c->repr.bits.sample_depth = c->repr.bits.color_depth = depth;
-    if (s->is_rgb || s->is_float) {
-        /* R'G'B' is the network's own domain; float gray is taken as R' = G' = B' = Y. */
-        c->repr.sys    = PL_COLOR_SYSTEM_RGB;
-        c->repr.levels = PL_COLOR_LEVELS_FULL;
-        return;
-    }
-    c->repr.sys    = pl_system(ctx, f);
-    c->repr.levels = pl_levels_from_av(f->color_range);
-    if (c->repr.levels == PL_COLOR_LEVELS_UNKNOWN)
-        c->repr.levels = s->is_full_range_fmt ? PL_COLOR_LEVELS_FULL : PL_COLOR_LEVELS_LIMITED;
-
-    if (loc == AVCHROMA_LOC_UNSPECIFIED)
-        /* H.26x and MPEG-2 default to "left" (co-sited horizontally); JPEG to "center" */
-        loc = s->is_full_range_fmt ? AVCHROMA_LOC_CENTER : AVCHROMA_LOC_LEFT;
-    if (av_chroma_location_enum_to_pos(&c->chroma_xpos, &c->chroma_ypos, loc) < 0)
-        av_chroma_location_enum_to_pos(&c->chroma_xpos, &c->chroma_ypos, AVCHROMA_LOC_LEFT);
-}
-
-/* Plane pointers and linesizes of f (host or device memory). */
-static void frame_image(const AVFrame *f, DenoiseImage *im)
-{
-    memset(im, 0, sizeof(*im));
-    for (int i = 0; i < 4; i++) {
-        im->data[i]     = f->data[i];
-        im->linesize[i] = f->linesize[i];
-    }
-}
-
 /* Float input: NaN and +-Inf samples reach the network as 0 (NaN, -Inf) or 1 (+Inf) (the
  * engine replaces them) and stay as they were in the output.  Say so once per stream, with
- * the count of the first frame that has any. */
-static void check_nonfinite(AVFilterContext *ctx, const AVFrame *f)
+ * the count (the engine's, denoise_count_nonfinite()) of the first frame that has any. */
+static int check_nonfinite(AVFilterContext *ctx, const DenoiseImage *img)
 {
     DenoiseContext *s = ctx->priv;
-    const AVPixFmtDescriptor *desc = s->desc;
-    int64_t bad = 0;
+    int64_t bad;
 
     if (!s->is_float || s->hw || s->warned_nonfinite)
-        return;
-    for (int c = 0; c < s->pixfmt.nb_components; c++) {
-        const AVComponentDescriptor *cd = &desc->comp[c];
-        for (int y = 0; y < f->height; y++) {
-            const uint8_t *row = f->data[cd->plane] + (ptrdiff_t)y * f->linesize[cd->plane] + cd->offset;
-            for (int x = 0; x < f->width; x++)
-                bad += !isfinite(av_int2float(AV_RL32(row + x * cd->step)));
-        }
-    }
+        return 0;
+    bad = denoise_count_nonfinite(s->engine, img);
+    if (bad < 0)
+        return ff_denoise_engine_error(ctx, (int)bad, "Counting non-finite samples");
     if (bad) {
         s->warned_nonfinite = 1;
         av_log(ctx, AV_LOG_WARNING, "input has non-finite samples (NaN or Inf; %"PRId64" in this "
                "frame): the network sees 0 (NaN, -Inf) or 1 (+Inf) there, the output keeps them "
                "unchanged (warned once)\n", bad);
     }
-}
-
-typedef struct SceneSliceArg {
-    const AVFrame *f;
-    unsigned mask;  /* the component's largest code value */
-    float scale;    /* code value -> R'G'B' units */
-} SceneSliceArg;
-
-/* Block sums of one slice of block rows (jobnr of nb_jobs) into s->scd_cur: each block row is
- * one slice's alone and is summed in the same order whatever the slicing, so the scores do not
- * depend on the thread count. Per row, each block's run of B samples is summed in a register
- * (integers exactly; no division per sample: a 3840x2160 frame is 8.3 M samples). */
-static int scene_block_sums(AVFilterContext *ctx, void *arg, int jobnr, int nb_jobs)
-{
-    DenoiseContext *s = ctx->priv;
-    const SceneSliceArg *a = arg;
-    const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
-    const int w = s->width, h = s->height, bw = s->scd_bw, B = s->scd_block;
-    const int by0 = s->scd_bh * jobnr / nb_jobs, by1 = s->scd_bh * (jobnr + 1) / nb_jobs;
-    const int step = c->step, shift = c->shift;
-    const unsigned mask = a->mask;
-    const float scale = a->scale;
-
-    memset(s->scd_cur + by0 * bw, 0, (size_t)(by1 - by0) * bw * sizeof(*s->scd_cur));
-    for (int y = by0 * B; y < FFMIN(by1 * B, h); y++) {
-        const uint8_t *src = a->f->data[c->plane] + (ptrdiff_t)y * a->f->linesize[c->plane] + c->offset;
-        float *row = s->scd_cur + (y / B) * bw;
-        for (int bx = 0, x0 = 0; bx < bw; bx++, x0 += B) {
-            const int x1 = FFMIN(x0 + B, w);
-            if (s->is_float) {
-                float sum = 0;
-                for (int x = x0; x < x1; x++) {
-                    float v = av_int2float(AV_RL32(src + x * step));
-                    sum += !isfinite(v) ? (v > 0 ? 1.0f : 0.0f) : av_clipf(v, -1.0f, 2.0f);
-                }
-                row[bx] += sum;
-            } else if (s->pixfmt.bytes == 2) {
-                uint32_t sum = 0;
-                for (int x = x0; x < x1; x++)
-                    sum += (AV_RL16(src + x * step) >> shift) & mask;
-                row[bx] += sum * scale;
-            } else {
-                uint32_t sum = 0;
-                for (int x = x0; x < x1; x++)
-                    sum += (src[x * step] >> shift) & mask;
-                row[bx] += sum * scale;
-            }
-        }
-    }
     return 0;
-}
-
-/* Built-in scene-cut detector on the native frame f (software frames).
- * The score is the one of FFmpeg's scdet filter (libavfilter/vf_scdet.c, get_scene_score()):
- * mafd = mean absolute frame difference in percent of full scale, score = min(mafd,
- * |mafd - previous mafd|), a cut when score >= threshold; the min() makes a steady high
- * difference (noise, constant motion) not a cut, only a jump.  Unlike scdet the difference is
- * taken on block means (scd_block_size()) of the luma read from the native frame: Y' in
- * R'G'B' units (normalised code values times the luma gain of the frame's decoding matrix,
- * 255/219 for 8-bit limited range, so that limited and full range score alike), or G of R'G'B'
- * frames (floats as the network sees them).  Block means average the noise down (sigma 50 8-bit
- * noise moves an 8x8 block mean by about 2-3%) while a hard cut changes most blocks by tens of
- * percent.  Returns 1 for a cut. */
-static int scene_cut(AVFilterContext *ctx, const AVFrame *f, const DenoiseColor *color,
-                     double *score_out)
-{
-    DenoiseContext *s = ctx->priv;
-    const AVComponentDescriptor *c = &s->desc->comp[s->is_rgb ? 1 : 0];
-    const int w = s->width, h = s->height, nb = s->scd_bw * s->scd_bh;
-    const unsigned mask = (1u << FFMIN(c->depth, 16)) - 1;
-    SceneSliceArg arg = { .f = f, .mask = mask, .scale = 1.0f / mask };
-    double sad = 0, mafd, diff, score;
-    float *tmp;
-
-    if (color->repr.sys != PL_COLOR_SYSTEM_RGB) {
-        struct pl_color_repr repr = color->repr;
-        arg.scale *= pl_color_repr_decode(&repr, NULL).mat.m[0][0];
-    }
-
-    *score_out = 0;
-    /* slices of block rows on the filter graph's threads (-filter_threads): the 8.3 M samples of
-     * a 3840x2160 frame took a few ms on the one thread that also feeds the engine */
-    ff_filter_execute(ctx, scene_block_sums, &arg, NULL, FFMIN(s->scd_bh, ff_filter_get_nb_threads(ctx)));
-    for (int i = 0; i < nb; i++)
-        s->scd_cur[i] /= s->scd_count[i];
-
-    if (!s->scd_have_prev) {
-        /* first frame of this size: nothing to compare with */
-        tmp = s->scd_prev; s->scd_prev = s->scd_cur; s->scd_cur = tmp;
-        s->scd_have_prev = 1;
-        s->scd_prev_mafd = 0;
-        return 0;
-    }
-    for (int i = 0; i < nb; i++)
-        sad += s->scd_count[i] * fabs((double)s->scd_cur[i] - s->scd_prev[i]);
-    tmp = s->scd_prev; s->scd_prev = s->scd_cur; s->scd_cur = tmp;
-
-    mafd  = sad * 100.0 / ((double)w * h);
-    diff  = fabs(mafd - s->scd_prev_mafd);
-    score = av_clipd(FFMIN(mafd, diff), 0, 100);
-    s->scd_prev_mafd = mafd;
-    *score_out = score;
-    av_log(ctx, AV_LOG_TRACE, "scene score %.3f (mafd %.3f)\n", score, mafd);
-    return s->scene > 0 && (int64_t)w * h >= SCD_MIN_PIXELS && score >= s->scene;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -759,17 +288,17 @@ static int output_one(AVFilterContext *ctx)
             return AVERROR(ENOMEM);
         }
     }
-    frame_image(out, &img);
-    if ((ret = cuda_push(ctx)) < 0)
+    ff_denoise_frame_image(out, &img);
+    if ((ret = ff_denoise_cuda_push(ctx)) < 0)
         goto fail;
     rc = denoise_pull(s->engine, &img);
-    cuda_pop(ctx);
+    ff_denoise_cuda_pop(ctx);
     if (rc == DENOISE_EAGAIN || rc == DENOISE_EOF) {
         ret = 0;
         goto fail;
     }
     if (rc < 0) {
-        ret = engine_error(ctx, rc, "Denoising a frame");
+        ret = ff_denoise_engine_error(ctx, rc, "Denoising a frame");
         goto fail;
     }
 
@@ -825,12 +354,12 @@ static int drain(AVFilterContext *ctx)
     if (!s->engine || !av_fifo_can_read(s->queue))
         return 0;
 
-    if ((ret = cuda_push(ctx)) < 0)
+    if ((ret = ff_denoise_cuda_push(ctx)) < 0)
         return ret;
     rc = denoise_flush(s->engine);
-    cuda_pop(ctx);
+    ff_denoise_cuda_pop(ctx);
     if (rc < 0)
-        return engine_error(ctx, rc, "Flushing the engine");
+        return ff_denoise_engine_error(ctx, rc, "Flushing the engine");
 
     s->draining = 1;
     while (av_fifo_can_read(s->queue)) {
@@ -921,7 +450,7 @@ static int apply_params(AVFilterContext *ctx)
         check_sigma_range(ctx);
     if (!new_sigma && !new_amount)
         return 0;
-    if ((ret = cuda_push(ctx)) < 0)
+    if ((ret = ff_denoise_cuda_push(ctx)) < 0)
         return ret;
     if (new_sigma && (rc = denoise_set_sigma(s->engine, s->sigma)) >= 0) {
         if (s->sigma == SIGMA_AUTO)
@@ -936,8 +465,8 @@ static int apply_params(AVFilterContext *ctx)
                a.amount, a.luma, a.chroma);
         s->engine_amount = a;
     }
-    cuda_pop(ctx);
-    return rc < 0 ? engine_error(ctx, rc, "Setting sigma and amounts") : 0;
+    ff_denoise_cuda_pop(ctx);
+    return rc < 0 ? ff_denoise_engine_error(ctx, rc, "Setting sigma and amounts") : 0;
 }
 
 static int push_frame(AVFilterContext *ctx, AVFrame *in)
@@ -977,7 +506,7 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
             goto fail;
         if ((ret = set_format(ctx, in->format)) < 0)
             goto fail;
-        engine_free(ctx);   /* reopened below for the new format */
+        ff_denoise_engine_free(ctx);   /* reopened below for the new format */
     }
 
     if (!s->engine || in->width != s->width || in->height != s->height) {
@@ -986,27 +515,32 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
                    "ending the segment and reopening the engine\n",
                    s->width, s->height, in->width, in->height);
         if ((ret = drain(ctx)) < 0 ||
-            (ret = engine_open(ctx, in->width, in->height)) < 0)
+            (ret = ff_denoise_engine_open(ctx, in->width, in->height)) < 0)
             goto fail;
     }
     if ((ret = apply_params(ctx)) < 0)
         goto fail;
     q.sigma_auto = s->engine_sigma == SIGMA_AUTO;
 
-    check_nonfinite(ctx, in);
-
-    frame_image(in, &img);
-    frame_color(ctx, in, &img.color);
+    ff_denoise_frame_image(in, &img);
+    ff_denoise_frame_color(ctx, in, &img.color);
+    if ((ret = check_nonfinite(ctx, &img)) < 0)
+        goto fail;
 
     /* Built-in detector (software frames: reading CUDA frames would cost the host round trip
      * they exist to avoid): frame t against t-1, decided before t goes into the engine; a cut
      * ends the segment (flush and drain: the window is mirrored at the cut) and t starts the
      * next one. */
     if (!s->hw && s->scene <= 0) {
-        s->scd_have_prev = 0;   /* switched on later (sendcmd): start from the next frame */
+        denoise_scene_reset(s->engine);   /* switched on later (sendcmd): start from the next frame */
     } else if (!s->hw) {
         double score;
-        if (scene_cut(ctx, in, &img.color, &score) && av_fifo_can_read(s->queue)) {
+        if ((rc = denoise_scene_cut(s->engine, &img, s->scene, &score)) < 0) {
+            ret = ff_denoise_engine_error(ctx, rc, "Scoring a scene cut");
+            goto fail;
+        }
+        av_log(ctx, AV_LOG_TRACE, "scene score %.3f\n", score);
+        if (rc && av_fifo_can_read(s->queue)) {
             s->nb_scene_cuts++;
             av_log(ctx, AV_LOG_VERBOSE, "scene cut at pts %"PRId64" (%s s, score %.2f >= %.2f): "
                    "new segment\n", in->pts, av_ts2timestr(in->pts, &ctx->inputs[0]->time_base),
@@ -1042,10 +576,10 @@ static int push_frame(AVFilterContext *ctx, AVFrame *in)
         goto fail;
     }
     /* the queued frame is the queue's from here on: uninit frees it */
-    if ((ret = cuda_push(ctx)) >= 0) {
+    if ((ret = ff_denoise_cuda_push(ctx)) >= 0) {
         rc = denoise_push(s->engine, &img);
-        cuda_pop(ctx);
-        ret = rc < 0 ? engine_error(ctx, rc, "Pushing a frame") : 0;
+        ff_denoise_cuda_pop(ctx);
+        ret = rc < 0 ? ff_denoise_engine_error(ctx, rc, "Pushing a frame") : 0;
     }
     if (props)
         av_frame_free(&in);   /* the engine has its copy, the queue its properties */
@@ -1276,7 +810,7 @@ static int config_input(AVFilterLink *inlink)
     if ((ret = set_format(ctx, fmt)) < 0)
         return ret;
     /* the weights load here (not in init) */
-    return engine_open(ctx, inlink->w, inlink->h);
+    return ff_denoise_engine_open(ctx, inlink->w, inlink->h);
 }
 
 /* CUDA frames out: a frames pool on the input's device, same sw_format and size. */
@@ -1352,9 +886,8 @@ static av_cold void uninit(AVFilterContext *ctx)
             av_frame_free(&q.frame);
         av_fifo_freep2(&s->queue);
     }
-    engine_free(ctx);           /* with the CUDA context: before the frames context goes */
+    ff_denoise_engine_free(ctx); /* with the CUDA context: before the frames context goes */
     av_buffer_unref(&s->hw_frames_ref);
-    free_buffers(s);
     av_freep(&s->model_path);
 }
 
@@ -1386,6 +919,6 @@ const AVFilter ff_vf_denoise = {
     FILTER_OUTPUTS(denoise_outputs),
     FILTER_PIXFMTS_ARRAY(pix_fmts),
     .process_command = process_command,
-    .flags           = AVFILTER_FLAG_SUPPORT_TIMELINE_INTERNAL | AVFILTER_FLAG_SLICE_THREADS,
+    .flags           = AVFILTER_FLAG_SUPPORT_TIMELINE_INTERNAL,
     .flags_internal  = FF_FILTER_FLAG_HWFRAME_AWARE,
 };

@@ -22,6 +22,8 @@
 #include <memory>
 #include <string>
 
+#include "common/blue_noise.h"
+#include "common/frame_color.h"
 #include "denoise.h"
 #include "model.h"
 
@@ -42,35 +44,7 @@ struct StreamSpec {
     int threads = 0;
     int64_t gpu_memory = 0;     // bytes, resolved (never 0)
     int tile = 0;               // largest tile side in pixels, 0 = automatic
-    const float *blue_noise = nullptr;  // kBlueNoiseSize^2 values in [0, 1) (blue_noise.h), row-major
-};
-
-constexpr int kBlueNoiseLog2 = 6;
-constexpr int kBlueNoiseSize = 1 << kBlueNoiseLog2;
-// Dither at sample (x, y) of phase p: blue_noise[((y + 41 p) & 63) * 64 + ((x + 23 p) & 63)]. R'G'B'
-// frames use phase 0 for all three components, one threshold per pixel as libplacebo's
-// pl_shader_dither applies one bias to every component (src/shaders/dithering.c), so that a
-// neutral change (dR' = dG' = dB') rounds alike in the three and adds no chroma; Y'CbCr frames
-// use phase c for component c (tile shifted per component, their dithers decorrelated; a neutral
-// change has no Cb or Cr part but the float residue of the inverse matrix, which moves no sample
-// while it stays under 1/8192 code value, blue_noise.h).
-
-// One frame's colour transform, derived once from its DenoiseColor (frame_color.cpp) so that every
-// backend applies the same numbers.
-struct FrameColor {
-    float dec[3][3] = {};    // R'G'B' = dec v + dec_off, v = normalised (Y', Cb, Cr); identity for R'G'B'
-    float dec_off[3] = {};
-    float enc[3][3] = {};    // normalised code change = enc (R'G'B' change): dec's matrix inverted
-    float neutral = 0.5f;    // gray: normalised value of the absent chroma ((1 << (depth-1)) / (2^depth - 1))
-    bool rgb = false;        // R'G'B' system (also float gray: R' = G' = B' = Y, luma of the change by BT.709)
-    int xpos = 0, ypos = 0;  // chroma (0,0) location, 1/256 luma pixels
-};
-FrameColor frame_color(const DenoisePixelFormat &fmt, const DenoiseColor &color);
-
-// Scales of the luma and chroma parts of the change, 0..1 (denoise.h DenoiseAmount, with its
-// `amount` folded into both by engine.cpp: luma = amount * luma, chroma = amount * chroma).
-struct Amount {
-    float luma = 1.f, chroma = 1.f;
+    const float *blue_noise = nullptr;  // kBlueNoiseSize^2 values in [0, 1) (common/blue_noise.h), row-major
 };
 
 class Backend {
@@ -101,7 +75,7 @@ public:
     // compute: 0 for a synchronous backend.
     virtual int pipeline_depth() const = 0;
 
-    // sigma=auto: a NoiseSource (cpu/noise_estimate.h) over the estimation planes `plan` of frame
+    // sigma=auto: a NoiseSource (common/noise_estimate.h) over the estimation planes `plan` of frame
     // `idx`, which the push_frame call just before took from `in` (`in` is still valid: both calls
     // are inside one denoise_push). *src is owned by the backend and valid until its next call.
     // The CPU backend evaluates the planes on the host; the CUDA backend on the GPU

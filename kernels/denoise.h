@@ -4,7 +4,7 @@
  * A temporal Swin U-Net (weights/model.py is the source of truth) that denoises a stream of
  * video frames in their own pixel format. The caller pushes frames in display order and pulls
  * one output frame per input frame, in the same order. Output t needs input frames t-R..t+R
- * (R = the model's temporal radius, 3 for model v1: two fusion windows of radius 2 around t-1,
+ * (R = the model's temporal radius, 3 for models v1 and v2: two fusion windows of radius 2 around t-1,
  * t, t+1 feed the 3x3x3 head), so pulls lag pushes by denoise_latency() frames until
  * denoise_flush() marks the end of a segment; frames outside [0, N-1] are taken by mirroring
  * (index -k -> k, N-1+k -> N-1-k, repeated for very short segments), exactly as
@@ -22,7 +22,7 @@
  *        representation by the inverse of the decoding matrix (no offsets: it is a difference),
  *        chroma changes brought to chroma resolution by the adjoint of the upsampling, scaled by
  *        the amounts (DenoiseAmount), and added to the frame's ORIGINAL samples with blue-noise
- *        dither (a fixed 64 x 64 tile of libplacebo's generator, blue_noise.h):
+ *        dither (a fixed 64 x 64 tile of libplacebo's generator, common/blue_noise.h):
  *        out = clip(orig + floor(d * (2^depth - 1) + noise)),
  *        noise in [0, 1), clipped to the container's range [0, 2^depth - 1]; R'G'B' frames take
  *        one noise value per pixel for all three components (as libplacebo's pl_shader_dither),
@@ -80,7 +80,7 @@
 extern "C" {
 #endif
 
-#define DENOISE_API_VERSION 3
+#define DENOISE_API_VERSION 4
 
 typedef enum DenoiseBackend {
     DENOISE_BACKEND_AUTO = 0, /* CUDA where it is built in and a usable NVIDIA GPU is found, else CPU */
@@ -258,6 +258,36 @@ int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi);
  * its copy of the frame; a reuse that is not ordered on cuda_stream must synchronise with it
  * first). The push may also compute outputs whose inputs it completes. */
 int denoise_push(DenoiseEngine *e, const DenoiseImage *in);
+
+/* Scene cuts, for a caller that ends segments at them (denoise_flush() before the first frame of
+ * the new scene is pushed): the score of host frame `in` (format and size as opened; memory
+ * HOST) against the frame this function scored before it, in percent of full scale (0..100),
+ * into *score. The score is FFmpeg's scdet filter's (libavfilter/vf_scdet.c): mafd = the mean
+ * absolute difference of the two frames, score = min(mafd, |mafd - the previous pair's mafd|),
+ * so a steady high difference (noise, constant motion) is not a cut, only a jump; unlike scdet
+ * the difference is taken on the means of blocks of max(8, round(sqrt(width height / 960)))
+ * pixels square of the luma in R'G'B' units: Y' as normalised code values times the decoding
+ * matrix's luma gain (255/219 for 8-bit limited range, so both ranges score alike), or G' of
+ * R'G'B' frames (floats read as the network reads them). The value depends on the frames only,
+ * not on the thread count (kernels/frame_scan.h).
+ * Returns 1 when `in` starts a new scene (score >= threshold, threshold > 0, and the frame has at
+ * least 256 pixels: smaller frames are too small to judge), 0 when not (always for the first
+ * frame scored after denoise_open() or denoise_scene_reset(), whose score is 0),
+ * DENOISE_EINVAL (engine not open, memory CUDA, a bad image or colour as denoise_push() checks
+ * them) or DENOISE_ENOMEM. The frame is only read: scoring a frame does not push it. */
+int denoise_scene_cut(DenoiseEngine *e, const DenoiseImage *in, float threshold, double *score);
+
+/* Forget the frame denoise_scene_cut() scored last: the next frame scored is a first frame
+ * (score 0, no cut). For a caller that stops scoring for a while. 0, or DENOISE_EINVAL for a
+ * NULL engine. */
+int denoise_scene_reset(DenoiseEngine *e);
+
+/* Non-finite samples (NaN, +Inf, -Inf) among the colour components of host frame `in` (format
+ * and size as opened; memory HOST): the samples the engine reads as 0 (NaN, -Inf) or 1 (+Inf)
+ * and leaves unchanged in the output (see the note at the top). 0 for integer formats. Returns
+ * the count, or DENOISE_EINVAL (engine not open, memory CUDA, a bad image). The frame is only
+ * read. */
+int64_t denoise_count_nonfinite(DenoiseEngine *e, const DenoiseImage *in);
 
 /* Mark the end of the current segment (end of stream or a scene cut). Pulls then drain every
  * remaining frame with mirrored ends; after DENOISE_EOF the next push starts a new segment. */

@@ -27,8 +27,9 @@
 #include <vector>
 
 #include "backend.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 #include "denoise.h"
+#include "frame_scan.h"
 #include "model.h"
 #include "sigma_auto.h"
 
@@ -106,6 +107,8 @@ struct DenoiseEngine {
     std::map<int64_t, Kept> frames;    // kept frames
     std::set<int64_t> feats;           // computed feature maps
     std::map<int64_t, float> feat_sigma, out_sigmas;  // sigma of each kept F_s / queued output
+
+    std::unique_ptr<SceneScore> scene;  // denoise_scene_cut's block means, made on its first call
 
     int fail(int code, const std::string &msg) {
         error = msg;
@@ -198,6 +201,24 @@ struct DenoiseEngine {
                 return fail(DENOISE_EINVAL, std::string(fn) + ": negative linesize with memory CUDA");
         }
         return 0;
+    }
+    // 0 when in's colour is one the engine decodes (denoise.h DenoiseColor), else why not.
+    int check_color(const char *fn, const DenoiseImage *in) {
+        const enum pl_color_system sys = in->color.repr.sys;
+        const DenoisePixelFormat &f = spec.format;
+        if (!f.is_float && sys != PL_COLOR_SYSTEM_RGB &&
+            (!pl_color_system_is_ycbcr_like(sys) || !pl_color_system_is_linear(sys)))
+            return fail(DENOISE_EINVAL, std::string(fn) + ": colour system " + std::to_string((int)sys) +
+                                            " is neither R'G'B' nor a Y'CbCr matrix (pl_color_system_is_linear)");
+        if (sys == PL_COLOR_SYSTEM_RGB && (f.log2_chroma_w || f.log2_chroma_h))
+            return fail(DENOISE_EINVAL, std::string(fn) + ": R'G'B' with subsampled components");
+        return 0;
+    }
+    // 0 when the engine is open for host frames and `in` is a frame it reads.
+    int check_host_image(const char *fn, const DenoiseImage *in) {
+        if (!opened) return fail(DENOISE_EINVAL, std::string(fn) + ": engine not open");
+        if (spec.memory != DENOISE_MEMORY_HOST) return fail(DENOISE_EINVAL, std::string(fn) + ": frames in CUDA memory");
+        return check_image(fn, in);
     }
 };
 
@@ -360,14 +381,8 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
     if (!e->opened) return e->fail(DENOISE_EINVAL, "denoise_push: engine not open");
     int rc = e->check_image("denoise_push", in);
     if (rc) return rc;
-    const enum pl_color_system sys = in->color.repr.sys;
+    if ((rc = e->check_color("denoise_push", in))) return rc;
     const DenoisePixelFormat &f = e->spec.format;
-    if (!f.is_float && sys != PL_COLOR_SYSTEM_RGB &&
-        (!pl_color_system_is_ycbcr_like(sys) || !pl_color_system_is_linear(sys)))
-        return e->fail(DENOISE_EINVAL, "denoise_push: colour system " + std::to_string((int)sys) +
-                                           " is neither R'G'B' nor a Y'CbCr matrix (pl_color_system_is_linear)");
-    if (sys == PL_COLOR_SYSTEM_RGB && (f.log2_chroma_w || f.log2_chroma_h))
-        return e->fail(DENOISE_EINVAL, "denoise_push: R'G'B' with subsampled components");
     if (e->flushed) {
         if (e->pulled < e->pushed)
             return e->fail(DENOISE_EINVAL, "denoise_push: the flushed segment still has " +
@@ -406,6 +421,33 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
     } catch (const std::bad_alloc &) {
         return e->fail(DENOISE_ENOMEM, "denoise_push: out of memory");
     }
+}
+
+int denoise_scene_cut(DenoiseEngine *e, const DenoiseImage *in, float threshold, double *score) {
+    if (!e || !score) return DENOISE_EINVAL;
+    int rc = e->check_host_image("denoise_scene_cut", in);
+    if (!rc) rc = e->check_color("denoise_scene_cut", in);
+    if (rc) return rc;
+    try {
+        if (!e->scene) e->scene.reset(new SceneScore(e->spec.format, e->spec.width, e->spec.height));
+        const FrameColor fc = frame_color(e->spec.format, in->color);
+        return e->scene->score(*in, fc.dec[0][0], threshold, score);
+    } catch (const std::bad_alloc &) {
+        return e->fail(DENOISE_ENOMEM, "denoise_scene_cut: out of memory");
+    }
+}
+
+int denoise_scene_reset(DenoiseEngine *e) {
+    if (!e) return DENOISE_EINVAL;
+    if (e->scene) e->scene->reset();
+    return 0;
+}
+
+int64_t denoise_count_nonfinite(DenoiseEngine *e, const DenoiseImage *in) {
+    if (!e) return DENOISE_EINVAL;
+    const int rc = e->check_host_image("denoise_count_nonfinite", in);
+    if (rc) return rc;
+    return count_nonfinite(e->spec.format, e->spec.width, e->spec.height, *in);
 }
 
 int denoise_flush(DenoiseEngine *e) {

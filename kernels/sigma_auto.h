@@ -1,4 +1,4 @@
-// sigma=auto: which planes of a frame the noise estimator (cpu/noise_estimate.h) reads, and how
+// sigma=auto: which planes of a frame the noise estimator (common/noise_estimate.h) reads, and how
 // their noise variances make the network's sigma.
 //
 // The network's sigma (weights/noise_models.py, docs/model.md) is the root mean square over the
@@ -23,7 +23,7 @@
 #define DENOISE_SIGMA_AUTO_H
 
 #include "backend.h"
-#include "cpu/noise_estimate.h"
+#include "common/noise_estimate.h"
 
 namespace denoise {
 
@@ -39,7 +39,7 @@ struct NoisePlan {
 NoisePlan noise_plan(const StreamSpec &spec, const FrameColor &color);
 
 // Estimator state of one engine: a segment's estimate, updated per pushed frame.
-// Smoothing (cpu/noise_estimate.cpp): the selected patches' scatter matrices S_f and counts n_f of
+// Smoothing (common/noise_estimate.cpp): the selected patches' scatter matrices S_f and counts n_f of
 // the segment's frames are summed with weight 0.9^(age in frames), S = 0.9 S + S_f, n = 0.9 n + n_f
 // (an exponential moving average of the patch statistics, about 10 frames of memory), and the
 // variance is the PCA estimate of S / n. reset() starts a segment (scene cut, stream start).

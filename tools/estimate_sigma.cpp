@@ -1,6 +1,6 @@
 // estimate_sigma (build/bin/denoise-estimate-sigma): the noise level of raw video frames, with
 // the engine's sigma=auto code (kernels/sigma_auto.h on the CPU estimator,
-// kernels/cpu/noise_estimate.h), in the network's unit: the RMS over R', G', B' of the noise's
+// kernels/common/noise_estimate.h), in the network's unit: the RMS over R', G', B' of the noise's
 // standard deviation in 8-bit code values, the sigma to give the denoise filter.
 //
 //   build/bin/ffmpeg -i clip.mkv -f rawvideo -pix_fmt gbrpf32le pipe:1 |
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "cpu/noise_estimate.h"
+#include "common/noise_estimate.h"
 #include "sigma_auto.h"
 
 static int usage() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Evaluate the noise estimator behind sigma=auto (kernels/sigma_auto.h, kernels/cpu/noise_estimate.h)
+"""Evaluate the noise estimator behind sigma=auto (kernels/sigma_auto.h, kernels/common/noise_estimate.h)
 against the true sigma, through build/bin/denoise-estimate-sigma (the engine's C++ code).
 docs/sigma-auto.md.
 

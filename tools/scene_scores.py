@@ -4,14 +4,15 @@
     python3 tools/scene_scores.py [--size WxH] [--block N|auto] [--threshold 10] CLIP...
     python3 tools/scene_scores.py --cuts [--size WxH] [--block N|auto] CLIP...
 
-A numpy copy of filter/vf_denoise.c scene_cut() for 8-bit limited-range Y'CbCr input: the clip is
-decoded (and scaled with FFmpeg's scale filter, bicubic, to --size) to yuv420p by build/bin/ffmpeg;
-Y' normalised and times the luma gain 255/219 of the decoding matrix; means over B x B blocks
-(--block auto: the filter's scd_block_size(), max(8, round(sqrt(w h / 960))); a number: a fixed
-block, 8 being the detector's old one); mafd = sum over blocks of pixels x |mean - previous
-mean| / (w h) in percent; score = min(mafd, |mafd - previous mafd|) (FFmpeg's vf_scdet.c), the
-first pair against a previous mafd of 0. The filter's own scores (-v trace, "scene score") on the
-sample clips match these to the printed digits.
+A numpy copy of the engine's scene-cut score (kernels/frame_scan.cpp, denoise_scene_cut()) for
+8-bit limited-range Y'CbCr input: the clip is decoded (and scaled with FFmpeg's scale filter,
+bicubic, to --size) to yuv420p by build/bin/ffmpeg; Y' normalised and times the luma gain 255/219
+of the decoding matrix; means over B x B blocks (--block auto: the engine's
+SceneScore::block_size(), max(8, round(sqrt(w h / 960))); a number: a fixed block, 8 being the
+detector's old one); mafd = sum over blocks of pixels x |mean - previous mean| / (w h) in percent;
+score = min(mafd, |mafd - previous mafd|) (FFmpeg's vf_scdet.c), the first pair against a
+previous mafd of 0. The filter's own scores (-v trace, "scene score") on the sample clips match
+these to the printed digits.
 Per clip: the first pair's score, the highest after it, how many pairs reach the threshold (in a
 single shot: cuts that should not be). --cuts: every ordered pair of clips A, B as a hard cut from
 A's sixth frame to B's first, with A's last mafd as the previous one: the scores a real cut gets.

@@ -26,11 +26,11 @@
 #include <vector>
 
 #include "../backend.h"
+#include "../common/noise_estimate.h"
+#include "../common/parallel.h"
 #include "../sigma_auto.h"
 #include "frame_convert.h"
-#include "noise_estimate.h"
 #include "ops.h"
-#include "parallel.h"
 #include "unet.h"
 
 namespace denoise {
@@ -83,7 +83,7 @@ public:
             const int h2 = h2_, w2 = w2_, W = spec_.width;
             const int *ry = ry_.data(), *rx = rx_.data();
             float *x = f.x.data();
-            cpu::parallel_for(h2, cpu::grain_for(h2), [&](int64_t y0, int64_t y1) {
+            parallel_for(h2, grain_for(h2), [&](int64_t y0, int64_t y1) {
                 for (int y = (int)y0; y < (int)y1; ++y)
                     for (int xx = 0; xx < w2; ++xx) {
                         float *o = x + ((size_t)y * w2 + xx) * 12;
@@ -185,7 +185,7 @@ public:
             const int H = spec_.height, W = spec_.width, w2 = w2_;
             float *d[3] = {plane(0), plane(1), plane(2)};
             rgb_of_ = -1;
-            cpu::parallel_for(H, cpu::grain_for(H), [&](int64_t Y0, int64_t Y1) {
+            parallel_for(H, grain_for(H), [&](int64_t Y0, int64_t Y1) {
                 for (int Y = (int)Y0; Y < (int)Y1; ++Y)
                     for (int c = 0; c < 3; ++c) {
                         float *dr = d[c] + (size_t)Y * W;
@@ -242,7 +242,7 @@ public:
                     v.resize(code.size());
                     const uint16_t *c = code.data();
                     float *o = v.data();
-                    cpu::parallel_for((int64_t)v.size(), cpu::grain_for((int64_t)v.size()), [&](int64_t a, int64_t b) {
+                    parallel_for((int64_t)v.size(), grain_for((int64_t)v.size()), [&](int64_t a, int64_t b) {
                         for (int64_t k = a; k < b; ++k) o[k] = c[k] * scale;
                     });
                     pl[j].data = v.data();
@@ -346,10 +346,10 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> cpu_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
-    // Process-wide: the engine's pool (cpu/parallel.h) and OpenBLAS's have no per-engine thread
+    // Process-wide: the engine's pool (common/parallel.h) and OpenBLAS's have no per-engine thread
     // counts; 0 leaves both at the number of cores.
     if (spec.threads > 0) {
-        cpu::set_num_threads(spec.threads);
+        set_num_threads(spec.threads);
         openblas_set_num_threads(spec.threads);
     }
     try {

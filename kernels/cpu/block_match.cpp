@@ -18,7 +18,7 @@
 // per pixel per frame (align.py's docstring: 45 M candidate samples for a 1080p pair).
 #include "denoise.h"
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 // Traffic: the padded copy (read in, write (h+2)(w+2)Cin), 9 GEMMs each reading the padded map
 // and read-modify-writing the (h, w+2, Cout) accumulator, one final crop + bias pass.
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 #include <cstring>
 

@@ -9,14 +9,14 @@
 // Traffic per frame: read copies the colour samples once (2 bytes per integer sample); to_rgb
 // writes 3 floats per pixel; add_change reads the change (3 floats per pixel) and, for subsampled
 // chroma, writes and reads a 3 x height x cw horizontal pass; write touches each sample's word
-// once. Every pass is parallel over rows (cpu/parallel.h).
+// once. Every pass is parallel over rows (common/parallel.h).
 #include "frame_convert.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {

@@ -7,7 +7,7 @@
 
 #include "fast_math.h"
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {

@@ -13,7 +13,7 @@
 // Value path: all 27 taps accumulate in fp32 (3 in the GEMM, 9 partial sums here), like the
 // PyTorch reference up to summation order (~1e-6).
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 #include <algorithm>
 

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "fast_math.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 #include "window_partition.h"
 
 namespace denoise {

@@ -9,7 +9,7 @@
 // beta_out = 1 lets a caller accumulate into out: residual adds (fc2, proj) and the skip
 // concat [up, skip] x W^T = up x W[:, :C]^T + skip x W[:, C:]^T without building the concat.
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 #include <cblas.h>
 

@@ -17,7 +17,7 @@
 
 #include "denoise.h"
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {

@@ -2,7 +2,7 @@
 // with channel index c*4 + dy*2 + dx, the convention of the frame conversion, patch merge and
 // patch expand). Pure permutations: one read and one write of the map; rows are parallel.
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {

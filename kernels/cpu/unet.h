@@ -1,4 +1,6 @@
-// The model v1 network on the CPU: the weight repacks, one U-Net pass (F_s) and the head.
+// The network on the CPU, the U-Net and head that models v1 and v2 share (v2's alignment is in
+// backend_cpu.cpp, its sigma gate in engine.cpp): the weight repacks, one U-Net pass (F_s) and
+// the head.
 // All maps fp32 NHWC; "h x w" below is the half-resolution grid (padded frame size / 2).
 #ifndef DENOISE_CPU_UNET_H
 #define DENOISE_CPU_UNET_H

@@ -14,7 +14,7 @@
 // region, so the mask is built per window from the tokens' region ids, and skipped when uniform.
 #include "fast_math.h"
 #include "ops.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 #include "window_partition.h"
 
 #include <cmath>

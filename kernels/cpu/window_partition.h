@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace denoise {
 namespace cpu {

@@ -44,13 +44,7 @@ __device__ __forceinline__ int reflect_index_dev(int i, int n) {
 // component in an existing plane, word-aligned, depth + shift within the word). `who` names the op.
 int check_format(Ctx &ctx, const DevFrame &f, const DenoisePixelFormat &fmt, const char *who);
 
-// Return a non-zero status (the layer's DENOISE_* code) to the caller.
-#define TRY(x)                  \
-    do {                        \
-        int rc_ = (x);          \
-        if (rc_) return rc_;    \
-    } while (0)
-
+// (TRY, which passes a status on, is in ops.h: the host-only backend files use it too.)
 #define DN_REQUIRE(cond, msg)                                                                   \
     do {                                                                                        \
         if (!(cond)) return fail(ctx, DENOISE_EINVAL, std::string(__func__) + ": " + (msg));   \

@@ -2,13 +2,13 @@
 // Traffic: copy_to_compact / copy_from_compact move row_bytes per row of each used plane (1.5 B
 // per pixel for yuv420p, 3 for p010); the masked merge of partially covered planes works on
 // 8-byte words (out = (out & ~m) | (src & m)). Both copies run on the process-wide thread pool
-// of cpu/parallel.h (the CPU engine's thread count where one was opened, else the machine's
+// of common/parallel.h (the CPU engine's thread count where one was opened, else the machine's
 // cores) in bands of whole rows of at most kCopyBand bytes (one row where a row is longer): one
 // thread's memcpy reaches only part of the host's memory bandwidth, and a 3840x2160 yuv420p frame
 // (12.4 MB each way) sits on the caller's thread between two GPU passes.
 #include "frame_layout.h"
 
-#include "../cpu/parallel.h"
+#include "../common/parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -99,7 +99,7 @@ void for_row_bands(const FrameLayout &L, Fn &&fn) {
         const PlaneLayout &p = L.plane[i];
         if (!p.used) continue;
         const int64_t band = std::max<int64_t>(1, kCopyBand / std::max<int64_t>(1, p.row_bytes));
-        cpu::parallel_for(p.rows, band, [&](int64_t y0, int64_t y1) { fn(p, i, (int)y0, (int)y1); });
+        parallel_for(p.rows, band, [&](int64_t y0, int64_t y1) { fn(p, i, (int)y0, (int)y1); });
     }
 }
 

@@ -45,7 +45,7 @@ DevFrame compact_frame(const FrameLayout &L, uint8_t *base);
 DevFrame image_frame(const DenoiseImage &img);
 
 // Host frame -> compact copy at dst (rows of row_bytes; linesizes may be negative), in bands of
-// rows on the process-wide thread pool (cpu/parallel.h).
+// rows on the process-wide thread pool (common/parallel.h).
 void copy_to_compact(const FrameLayout &L, const DenoiseImage &in, uint8_t *dst);
 // Compact copy at src -> host frame: covered planes row by row, the others merged under their
 // colour bits (every other bit of out kept).

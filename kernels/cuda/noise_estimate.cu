@@ -1,5 +1,5 @@
 // sigma=auto on the GPU (noise_estimate.h): the patch statistics of the weak-texture PCA noise
-// estimator (cpu/noise_estimate.cpp has the math and the CPU reference) on a native frame in
+// estimator (common/noise_estimate.cpp has the math and the CPU reference) on a native frame in
 // device memory, for the estimation planes of a NoisePlan (sigma_auto.h).
 //
 // Plane values, in 8-bit code values u = 255 v:
@@ -7,7 +7,7 @@
 //     network input gets it (frame_in.cu's pixel rule, rounded operation by operation: the CPU
 //     backend's floats);
 //   native plan (subsampled Y'CbCr): v = component j's normalised code value at its own resolution.
-// Kernels, all on the estimator's stream, launched by the host rounds of cpu/noise_estimate.cpp:
+// Kernels, all on the estimator's stream, launched by the host rounds of common/noise_estimate.cpp:
 //   immerkaer_kernel  (a segment's first frame only) sum over interior pixels of |I * M|,
 //                     M = [1 -2 1; -2 4 -2; 1 -2 1]: one thread per pixel, a double per block
 //                     added atomically. Reads the plane once (9 taps, cached).
@@ -332,7 +332,7 @@ int CudaNoiseSource::immerkaer(double *sigma) {
     TRY(cuda_check(ctx, cudaStreamSynchronize(stream_), "cudaStreamSynchronize (noise estimator)"));
     for (int j = 0; j < plan_.planes; ++j) {
         const int w = plan_.width[j], h = plan_.height[j];
-        // cpu/noise_estimate.cpp's immerkaer_sigma: sqrt(pi / 2) / (6 (W-2) (H-2)) sum |I * M|, -1 under 3x3
+        // common/noise_estimate.cpp's immerkaer_sigma: sqrt(pi / 2) / (6 (W-2) (H-2)) sum |I * M|, -1 under 3x3
         sigma[j] = w < 3 || h < 3 ? -1.0 : std::sqrt(M_PI / 2) / (6.0 * (w - 2) * (h - 2)) * host_acc_[j];
     }
     return 0;

@@ -1,11 +1,11 @@
-// sigma=auto on the GPU: a NoiseSource (cpu/noise_estimate.h) whose patch statistics are computed
+// sigma=auto on the GPU: a NoiseSource (common/noise_estimate.h) whose patch statistics are computed
 // by kernels/cuda/noise_estimate.cu on a native frame in device memory. The estimator's rounds,
-// segment sum and 49x49 eigenvalue problem stay on the host (cpu/noise_estimate.cpp), shared with
+// segment sum and 49x49 eigenvalue problem stay on the host (common/noise_estimate.cpp), shared with
 // the CPU backend. Host-only header (g++-includable with -I$CUDA_HOME/include).
 #ifndef DENOISE_CUDA_NOISE_ESTIMATE_H
 #define DENOISE_CUDA_NOISE_ESTIMATE_H
 
-#include "../cpu/noise_estimate.h"
+#include "../common/noise_estimate.h"
 #include "../sigma_auto.h"
 #include "ops.h"
 

@@ -30,6 +30,13 @@
 
 #include "../backend.h"
 
+// Return a non-zero status (the layer's DENOISE_* code) to the caller.
+#define TRY(x)                  \
+    do {                        \
+        int rc_ = (x);          \
+        if (rc_) return rc_;    \
+    } while (0)
+
 namespace denoise {
 namespace cuda {
 
@@ -101,7 +108,7 @@ struct DevFrame {
 // the network input x = 2 R'G'B' - 1 of the domain rows [oy, oy + hd), columns [ox, ox + wd) of
 // the padded frame (model.py's reflect_index maps padded rows/columns >= H/W into the frame),
 // space-to-depth 2x2: out (hd/2, wd/2, 12) bf16, channel c*4 + dy*2 + dx. The pixel work is
-// denoise.h's "in" rule with col's matrix (frame_color.cpp). oy, ox, hd, wd even.
+// denoise.h's "in" rule with col's matrix (common/frame_color.cpp). oy, ox, hd, wd even.
 // luma (may be null; out may be null when it is not): also (hd, wd) fp32, pixel (y, x) of the
 // domain L = ((x_R + x_G) + x_B) / 3 of the fp32 x before its bf16 rounding, the luma the CPU's
 // block_match forms (model option align). out and luma 8-byte aligned.

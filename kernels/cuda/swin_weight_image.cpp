@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "../cpu/unet.h"
 #include "../denoise.h"
 
 namespace denoise {

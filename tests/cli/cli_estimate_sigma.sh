@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/cli/cli_estimate_sigma.sh: build/bin/denoise-estimate-sigma, the noise estimator behind
-# sigma=auto (kernels/sigma_auto.h, kernels/cpu/noise_estimate.h), from the command line.
+# sigma=auto (kernels/sigma_auto.h, kernels/common/noise_estimate.h), from the command line.
 #
 #   - car-roundabout + AWGN (denoise-noise, gbrp: rounded and clipped 8-bit, seed 0) at sigma 5,
 #     20 and 40: the final segment estimate within 5 % + 0.3 of the truth; the clean clip < 1.5

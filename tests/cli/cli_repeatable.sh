@@ -2,7 +2,7 @@
 # tests/cli/cli_repeatable.sh: the same command gives the same output, bit for bit, whatever else the
 # process does. The dither tile once came from libplacebo's pl_generate_blue_noise at run time,
 # which breaks ties with rand(): any library that drew from rand() before it (NVDEC's did) changed
-# every output sample's rounding (kernels/blue_noise.h). Here a preloaded library seeds and draws
+# every output sample's rounding (kernels/common/blue_noise.h). Here a preloaded library seeds and draws
 # from rand() before ffmpeg's main; the output must equal a plain run's, for 8-bit 4:2:0 and
 # 10-bit R'G'B' (both dithered), with the CPU engine and the tiny model. About 5 s.
 # Needs a C compiler (cc) for the preloaded library; skipped (77) without one.

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "backend.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 #include "cpu/frame_convert.h"
 #include "cuda/frame_layout.h"
 #include "harness.h"

@@ -5,7 +5,7 @@
 // against the whole frame. --quick: the same.
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include "api_run.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 
 using namespace gpu_check;
 

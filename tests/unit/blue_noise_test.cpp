@@ -1,4 +1,4 @@
-// The dither tile (kernels/blue_noise.h): a permutation of ranks, its float form, and where it
+// The dither tile (kernels/common/blue_noise.h): a permutation of ranks, its float form, and where it
 // comes from. libplacebo's generator depends on the process's rand() state, which is why the
 // engine keeps its output as data: the table must equal what the generator gives from the
 // initial state (srand(1): the tile of every earlier build in a process that had not called
@@ -12,7 +12,7 @@
 #include <libplacebo/dither.h>
 
 #include "backend.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 
 using namespace denoise;
 

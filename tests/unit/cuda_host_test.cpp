@@ -1,6 +1,6 @@
 // The host side of the CUDA backend, which needs no GPU: where a native frame's colour bits are
 // (kernels/cuda/frame_layout.*: row spans, bit masks, the compact copy and the masked copy back)
-// and the memory plans (kernels/cuda/backend_cuda.cu: whole frames when they fit the cap, else
+// and the memory plans (kernels/cuda/memory_plan.cpp: whole frames when they fit the cap, else
 // tiles on a 64 px grid within the cap, a clean DENOISE_ENOMEM with the sizes when nothing fits;
 // an aligned model's plans).
 // Skipped in a build without the CUDA engine.

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "blue_noise.h"
+#include "common/blue_noise.h"
 #include "cpu/frame_convert.h"
 #include "denoise.h"
 #include "engine_test_util.h"

@@ -1,4 +1,4 @@
-// The CPU engine's thread pool (kernels/cpu/parallel.h): every index exactly once, nested and
+// The engine's host thread pool (kernels/common/parallel.h): every index exactly once, nested and
 // concurrent callers run serially instead of deadlocking, thread count changes take effect.
 #include <gtest/gtest.h>
 
@@ -6,14 +6,14 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/parallel.h"
+#include "common/parallel.h"
 
-using denoise::cpu::parallel_for;
+using denoise::parallel_for;
 
 TEST(Parallel, EveryIndexOnce) {
     for (int threads : {1, 2, 3}) {
-        denoise::cpu::set_num_threads(threads);
-        EXPECT_EQ(denoise::cpu::num_threads(), threads);
+        denoise::set_num_threads(threads);
+        EXPECT_EQ(denoise::num_threads(), threads);
         for (int64_t n : {0, 1, 7, 1000, 100003}) {
             for (int64_t grain : {1, 3, 64, 200000}) {
                 std::vector<std::atomic<int>> hits(n);
@@ -25,11 +25,11 @@ TEST(Parallel, EveryIndexOnce) {
             }
         }
     }
-    denoise::cpu::set_num_threads(0);
+    denoise::set_num_threads(0);
 }
 
 TEST(Parallel, NestedAndConcurrentCallers) {
-    denoise::cpu::set_num_threads(2);
+    denoise::set_num_threads(2);
     std::atomic<int64_t> sum{0};
     auto job = [&] {
         for (int r = 0; r < 50; ++r)
@@ -43,5 +43,5 @@ TEST(Parallel, NestedAndConcurrentCallers) {
     a.join();
     b.join();
     EXPECT_EQ(sum.load(), 3 * 50 * 16 * 10);
-    denoise::cpu::set_num_threads(0);
+    denoise::set_num_threads(0);
 }

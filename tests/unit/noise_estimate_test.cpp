@@ -1,4 +1,4 @@
-// The noise estimator behind sigma=auto (kernels/cpu/noise_estimate.h) on synthetic frames:
+// The noise estimator behind sigma=auto (kernels/common/noise_estimate.h) on synthetic frames:
 // flat and textured content with known white Gaussian noise, clipped 8-bit noise, the value
 // mapping (scale, offset), interleaved planes, segments and bad arguments.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/noise_estimate.h"
+#include "common/noise_estimate.h"
 
 using denoise::NoiseEstimateParams;
 using denoise::NoiseEstimator;

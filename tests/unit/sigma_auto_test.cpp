@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "cpu/noise_estimate.h"
+#include "common/noise_estimate.h"
 #include "engine_test_util.h"
 #include "pixfmt_descriptors.h"
 #include "sigma_auto.h"

@@ -12,7 +12,6 @@
 #include <vector>
 
 namespace denoise {
-namespace cpu {
 
 namespace {
 
@@ -122,5 +121,4 @@ int num_threads() { return pool().threads(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) { pool().run(n, grain, fn); }
 
-}  // namespace cpu
 }  // namespace denoise

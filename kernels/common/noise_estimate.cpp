@@ -127,7 +127,7 @@ double immerkaer_sigma(const NoisePlane &pl, int width, int height, float scale,
     if (width < 3 || height < 3) return -1;
     // mask [1 -2 1; -2 4 -2; 1 -2 1]; sigma = sqrt(pi / 2) / (6 (W-2) (H-2)) sum |I * M|
     std::vector<double> rows(height - 2);
-    cpu::parallel_for(height - 2, cpu::grain_for(height - 2), [&](int64_t y0, int64_t y1) {
+    parallel_for(height - 2, grain_for(height - 2), [&](int64_t y0, int64_t y1) {
         for (int64_t y = y0; y < y1; ++y) {
             const float *r0 = pl.data + (y + 0) * pl.row_stride, *r1 = pl.data + (y + 1) * pl.row_stride,
                         *r2 = pl.data + (y + 2) * pl.row_stride;
@@ -189,7 +189,7 @@ void patch_stats(const NoisePlane &pl, int width, int height, float scale, float
     // row and grid column instead of 4 d (d-2) + d^2 per patch. Sums of non-negative terms: a
     // flat patch has texture exactly 0.
     std::vector<double> rh((size_t)height * nx), rv((size_t)height * nx, 0.0), rm((size_t)height * nx);
-    cpu::parallel_for(height, cpu::grain_for(height), [&](int64_t y0, int64_t y1) {
+    parallel_for(height, grain_for(height), [&](int64_t y0, int64_t y1) {
         std::vector<float> cur(width), up(width), down(width);
         auto load = [&](int64_t y, std::vector<float> &row) {
             const float *r = pl.data + y * pl.row_stride;
@@ -222,7 +222,7 @@ void patch_stats(const NoisePlane &pl, int width, int height, float scale, float
             }
         }
     });
-    cpu::parallel_for(g.ny, cpu::grain_for(g.ny), [&](int64_t j0, int64_t j1) {
+    parallel_for(g.ny, grain_for(g.ny), [&](int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) {
             const int64_t y0 = j * stride;
             for (int i = 0; i < nx; ++i) {
@@ -253,7 +253,7 @@ int64_t selected_scatter(const NoisePlane &pl, float scale, float offset, const 
     if (n == 0) return 0;
     std::vector<float> m((size_t)n * p);
     const float a = 255.f * scale, b = 255.f * offset;
-    cpu::parallel_for(n, cpu::grain_for(n), [&](int64_t k0, int64_t k1) {
+    parallel_for(n, grain_for(n), [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k) {
             const int j = sel[k] / g.nx, i = sel[k] % g.nx;
             const float *base = pl.data + (ptrdiff_t)j * g.stride * pl.row_stride + (ptrdiff_t)i * g.stride * pl.pixel_stride;

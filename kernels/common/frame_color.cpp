@@ -1,4 +1,4 @@
-// One frame's colour transform (backend.h FrameColor) from its DenoiseColor, computed once per
+// One frame's colour transform (frame_color.h FrameColor) from its DenoiseColor, computed once per
 // frame on the host so that every backend applies the same numbers.
 //
 // Y'CbCr (and integer gray, which is Y' with neutral chroma): libplacebo's pl_color_repr_decode()
@@ -9,7 +9,7 @@
 // offsets.
 // R'G'B' and float formats: the network's own domain; dec and enc are the identity whatever the
 // levels say (the filter has always taken R'G'B' as full range). Float gray is R' = G' = B' = Y.
-#include "backend.h"
+#include "frame_color.h"
 
 namespace denoise {
 

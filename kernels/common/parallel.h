@@ -1,4 +1,5 @@
-// The CPU engine's thread pool: parallel_for over index ranges, used for every non-BLAS loop.
+// The engine's host thread pool: parallel_for over index ranges, used for every non-BLAS loop of
+// the CPU backend and for the host work shared by both backends (noise estimate, frame layouts).
 //
 // Why not OpenMP's parallel for: GCC's libgomp spin-waits at the end of every region (its wait
 // policy can only be changed by an environment variable read when the library loads), and
@@ -6,14 +7,13 @@
 // decoders (or other jobs) the two pools burnt 1.5-3x the useful CPU time and made the 2-thread
 // engine slower than one thread (docs/cpu-engine.md has the numbers). These workers sleep on a
 // condition variable between jobs, so a busy machine costs a wake-up (~10 us) per loop instead.
-#ifndef DENOISE_CPU_PARALLEL_H
-#define DENOISE_CPU_PARALLEL_H
+#ifndef DENOISE_COMMON_PARALLEL_H
+#define DENOISE_COMMON_PARALLEL_H
 
 #include <cstdint>
 #include <functional>
 
 namespace denoise {
-namespace cpu {
 
 // Threads used by parallel_for, the caller included (process-wide, like OpenMP's ICV).
 // n <= 0: the hardware concurrency. Takes effect for the next parallel_for.
@@ -33,7 +33,6 @@ inline int64_t grain_for(int64_t n) {
     return g > 0 ? g : 1;
 }
 
-}  // namespace cpu
 }  // namespace denoise
 
 #endif

@@ -10,14 +10,24 @@
 // initial rand() state (srand(1)) with libplacebo 4.208, i.e. the tile every earlier build made
 // in a process where nothing had called rand() first, so outputs and goldens are unchanged;
 // tests/unit/blue_noise_test.cpp checks both.
-#ifndef DENOISE_BLUE_NOISE_H
-#define DENOISE_BLUE_NOISE_H
+#ifndef DENOISE_COMMON_BLUE_NOISE_H
+#define DENOISE_COMMON_BLUE_NOISE_H
 
 #include <cstdint>
 
 namespace denoise {
 
-// kBlueNoiseSize^2 (backend.h) ranks, row-major: each of 0 .. 4095 once.
+constexpr int kBlueNoiseLog2 = 6;
+constexpr int kBlueNoiseSize = 1 << kBlueNoiseLog2;
+// Dither at sample (x, y) of phase p: blue_noise[((y + 41 p) & 63) * 64 + ((x + 23 p) & 63)]. R'G'B'
+// frames use phase 0 for all three components, one threshold per pixel as libplacebo's
+// pl_shader_dither applies one bias to every component (src/shaders/dithering.c), so that a
+// neutral change (dR' = dG' = dB') rounds alike in the three and adds no chroma; Y'CbCr frames
+// use phase c for component c (tile shifted per component, their dithers decorrelated; a neutral
+// change has no Cb or Cr part but the float residue of the inverse matrix, which moves no sample
+// while it stays under 1/8192 code value, see blue_noise_tile() below).
+
+// kBlueNoiseSize^2 ranks, row-major: each of 0 .. 4095 once.
 extern const uint16_t kBlueNoiseRanks[64 * 64];
 
 // The tile as the backends use it: (rank + 0.5) / 4096, the centres of 4096 equal bins of [0, 1)

@@ -17,11 +17,11 @@
 // The initial threshold of a segment's first frame comes from Immerkaer's estimator
 // (J. Immerkaer, "Fast Noise Variance Estimation", CVIU 64(2), 300-302, 1996).
 //
-// The CPU code here is the reference; kernels/cuda/noise_estimate.cu evaluates the same patch
+// The host code here (CpuNoiseSource) is the reference; kernels/cuda/noise_estimate.cu evaluates the same patch
 // statistics on the GPU (a NoiseSource), and the rounds, the segment sum and the 49x49
 // eigenvalue problem stay on the host, shared.
-#ifndef DENOISE_CPU_NOISE_ESTIMATE_H
-#define DENOISE_CPU_NOISE_ESTIMATE_H
+#ifndef DENOISE_COMMON_NOISE_ESTIMATE_H
+#define DENOISE_COMMON_NOISE_ESTIMATE_H
 
 #include <cstddef>
 #include <vector>

@@ -1,9 +1,8 @@
 // The dither tile's data and its float form (blue_noise.h says where the ranks come from).
 #include "blue_noise.h"
 
+#include <cstddef>
 #include <vector>
-
-#include "backend.h"
 
 namespace denoise {
 
