@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from data import make_noisy
-from noise_models import luma_bt709
+from .data import make_noisy
+from .noise_models import luma_bt709
 
 FEEDS = ("overlap", "sync")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks of weights/sigma_reparam.py on the CPU (tests/weights_sigma_reparam.sh runs it).
+"""Checks of weights/denoise_train/sigma_reparam.py on the CPU (tests/weights_sigma_reparam.sh runs it).
 
-  python3 weights/check_sigma_reparam.py
+  python3 tests/weights/check_sigma_reparam.py
 
 Each check prints "NAME: figures ok" or raises. On a small random model (widths 16/32/64, head
 dim 16, two blocks per stage) with LayerNorm-1 affines and qkv weights perturbed away from their
@@ -12,19 +12,20 @@ initial values, so that the folding has something to fold:
   - fold: fold() gives a plain model with the reparametrised model's output (rel L2 < 1e-5)
     and the state-dict keys of a plain model, the norm1 affine at 1 / 0;
   - checkpoint: a reparametrised state dict loads into a model after enable(fold_norm=False),
-    and weights/export.py's model_from_checkpoint folds it to the same output.
+    and denoise_train/checkpoint.py's model_from_checkpoint folds it to the same output.
 """
 from __future__ import annotations
 
-import os
 import sys
 
-import torch
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sigma_reparam  # noqa: E402
-from export import model_from_checkpoint  # noqa: E402
-from model import Config, Denoiser  # noqa: E402
+need("torch", "numpy", "safetensors")
+import torch  # noqa: E402
+
+from denoise_train import sigma_reparam  # noqa: E402
+from denoise_train.checkpoint import model_from_checkpoint  # noqa: E402
+from denoise_train.model import Config, Denoiser  # noqa: E402
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -1,8 +1,10 @@
-"""Model v1 of denoise (and the v2 options below): a temporal Swin U-Net with a 3x3x3 stencil head.
+"""The denoise network: a temporal Swin U-Net with a 3x3x3 stencil head. Config's defaults are model
+v1 (the widths and depths below); the v2 options (further below) and other depths make a model v2.
+The shipped weights, weights/denoise-v2.safetensors, are a model v2 (its __metadata__ "config":
+deeper enc1, mid and dec1 stages, the sigma gate and alignment).
 
 This module is the source of truth for the network; the CPU engine (kernels/cpu/) and the CUDA
-engine (kernels/cuda/) reproduce it. /work/shared/design/ARCHITECTURE.md ("Model v1") describes
-it; the notes below fix every detail an engine must match.
+engine (kernels/cuda/) reproduce it, and the notes below fix every detail an engine must match.
 
 Domain and shapes
   - Frames are RGB, v in [0,1] (non-linear code value / max), the network value is x = 2v - 1.
@@ -52,10 +54,11 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     a factor on the amounts); they do not run the per-frame encoder.
   align R > 0 (fusion "window" only): before the fusion conv, every frame of F_s's window is moved
     onto x_s by one whole-pixel shift per align_tile x align_tile tile, |dy|, |dx| <= R,
-    estimated on the noisy frames by block matching of their luma (weights/align.py
+    estimated on the noisy frames by block matching of their luma (weights/denoise_train/align.py
     align_window); F_s stays one pass per time index. The head reads F_{t-1} and F_{t+1} moved
-    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). The CPU
-    engine runs it (kernels/cpu/block_match.cpp, shift_tiles.cpp); the CUDA engine refuses it.
+    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). Both
+    engines run it (kernels/cpu/block_match.cpp, shift_tiles.cpp; kernels/cuda/block_match.cu,
+    shift_tiles.cu).
 
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
@@ -75,17 +78,13 @@ Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 cod
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-if __package__:   # imported as weights.model (tests/data/make_tiny_weights.py)
-    from .align import align_features, align_window
-else:
-    from align import align_features, align_window
+from .align import align_features, align_window
 
 FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
@@ -102,7 +101,7 @@ def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tens
     widened to the input sample. Identical to the plain clamp for every sample inside [-1, 1] (all
     R'G'B' frames); a sample outside it (decoded Y'CbCr beyond the R'G'B' cube, float input) may stay
     where it is but is never pushed further out, so a network that adds nothing returns the input
-    exactly (weights/output_clamp.py "hull": with a zero head the plain clamp moved 0.54 % of a
+    exactly (weights/experiments/output_clamp.py "hull": with a zero head the plain clamp moved 0.54 % of a
     yuv420p clip's Y' samples by up to 6 code values, this moves none).
     """
     if training:
@@ -543,7 +542,7 @@ class Denoiser(nn.Module):
 
     def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2); with
-        align, the frames are first moved onto the centre one (weights/align.py).
+        align, the frames are first moved onto the centre one (weights/denoise_train/align.py).
 
         fusion "frame": the same frames -> (B, 5E+1, H/2, W/2) through frame_features()."""
         if self.cfg.fusion == "frame":

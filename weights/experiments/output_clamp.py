@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The network's output clamp and identity at sigma 0: what each way of forming the change does.
 
-  python3 weights/output_clamp.py [--weights W] [--data DIR] [--frames 6] [--ffmpeg BIN] [--json OUT]
+  python3 weights/experiments/output_clamp.py [--weights W] [--data DIR] [--frames 6] [--ffmpeg BIN] [--json OUT]
 
 The engines computed out = clamp(y, -1, 1), y = head + s2d(x_t) (model.Denoiser.head_out), and gave
 the filter the change out - x_t. Decoded Y'CbCr can give R'G'B' outside [0, 1] (x outside [-1, 1]);
@@ -22,7 +22,7 @@ Measurements (the network in fp32 on the CPU):
      |change| and the share of samples changing by more than 0.5, of Y' and of Cb/Cr, for (a) a
      network that changes nothing (head weights and bias zero) and (b) the given weights, each at
      sigma map 0 and 15 (a default sigma on clean footage).
-  2. denoising on the held-out videos cows and dog (weights/data.py's validation split; never
+  2. denoising on the held-out videos cows and dog (weights/denoise_train/data.py's validation split; never
      eval-davis4), the middle --frames frames of each: R'G'B' as OpenCV decodes it (in [0, 1]) with
      AWGN unclipped at sigma 10/30/50 (the benchmark's protocol) and 8-bit clipped and quantised
      AWGN at 15/30: RGB PSNR, peak 1, per frame, mean over frames and videos.
@@ -43,10 +43,11 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import reflect_index, reflect_pad  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # weights/: the package
+from denoise_train.data import data_path  # noqa: E402
+from denoise_train.model import reflect_index, reflect_pad  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = ("clamp", "clampx", "none", "hull")
 KR_KB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722)}
 
@@ -248,7 +249,7 @@ def denoising(model, videos: list[str], ffmpeg: str, n: int, seed: int = 0) -> d
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
+    ap.add_argument("--data", default=data_path(), help="the data folder (default: $DENOISE_DATA)")
     ap.add_argument("--clip", default=os.path.join(ROOT, "samples", "car-roundabout_320x192_8bit.mkv"))
     ap.add_argument("--frames", type=int, default=6, help="outputs per held-out video")
     ap.add_argument("--ffmpeg", default=None, help="default: build/bin/ffmpeg, else ffmpeg on PATH")
@@ -260,7 +261,7 @@ def main():
         os.path.join(ROOT, "build", "bin", "ffmpeg")) else shutil.which("ffmpeg"))
     if not ffmpeg:
         sys.exit("output_clamp.py: no ffmpeg (build the project or pass --ffmpeg)")
-    from export import load_weights
+    from denoise_train.checkpoint import load_weights
     model = load_weights(a.weights).eval()
     zero = load_weights(a.weights).eval()
     with torch.no_grad():
@@ -275,6 +276,8 @@ def main():
             print("  " + f"{var:7s} " + "   ".join(
                 f"map {m[3:]:>2s}: Y' max {q['y_max']:6.2f} ({q['y_share']:.3%} > 0.5), Cb/Cr max {q['c_max']:6.2f} "
                 f"({q['c_share']:.3%})" for m, q in r[var].items()))
+    if not a.data:
+        sys.exit("output_clamp.py: --data is needed (or DENOISE_DATA: the data folder)")
     vids = [os.path.join(a.data, "train-video", f"{v}.mp4") for v in ("cows", "dog")]
     for v in vids:
         if not os.path.exists(v):

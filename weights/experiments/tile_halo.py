@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How wide a halo overlapping tiles need so that the tiled output matches the untiled one.
 
-  python3 weights/tile_halo.py WEIGHTS [--clip MP4] [--frames N] [--sigma S] [--tile T]
+  python3 weights/experiments/tile_halo.py WEIGHTS [--clip MP4] [--frames N] [--sigma S] [--tile T]
                                [--halos 0 32 64 ...] [--threads N]
 
 The CUDA engine runs frames that do not fit its memory cap in tiles (kernels/cuda/backend_cuda.cu):
@@ -22,11 +22,11 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from awgn import add_noise  # noqa: E402
-from data import decode_video  # noqa: E402
-from export import load_weights  # noqa: E402
-from model import reflect_index, reflect_pad  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # weights/: the package
+from denoise_train.awgn import add_noise  # noqa: E402
+from denoise_train.checkpoint import load_weights  # noqa: E402
+from denoise_train.data import data_path, decode_video  # noqa: E402
+from denoise_train.model import reflect_index, reflect_pad  # noqa: E402
 
 
 def run_domain(model, x, t, sig, y0, y1, x0, x1):
@@ -46,13 +46,16 @@ def run_domain(model, x, t, sig, y0, y1, x0, x1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("weights")
-    ap.add_argument("--clip", default="/work/shared/data/train-video/car-roundabout.mp4")
+    ap.add_argument("--clip", default=data_path("train-video", "car-roundabout.mp4"),
+                    help="default: $DENOISE_DATA/train-video/car-roundabout.mp4")
     ap.add_argument("--frames", type=int, default=2, help="centre frames measured (frames 3..3+N-1)")
     ap.add_argument("--sigma", type=float, default=20)
     ap.add_argument("--tile", type=int, default=256, help="tile interior side, px (multiple of 64)")
     ap.add_argument("--halos", type=int, nargs="+", default=[0, 32, 64, 96, 128, 192])
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
+    if not args.clip:
+        ap.error("--clip is needed (or DENOISE_DATA: the data folder)")
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The portable compile cache (weights/compile_cache.py) on the CPU, with Inductor's C++ backend
+"""The portable compile cache (weights/denoise_train/compile_cache.py) on the CPU, with Inductor's C++ backend
 standing in for the GPU's Triton one (the same cache artifacts API).
 
-  python3 weights/check_compile_cache.py
+  python3 tests/weights/check_compile_cache.py
 
 Four checks, each printing what it saw:
   name     cache_path under a stand-in CUDA device: <job>-torch<version>-<GPU name>.bin.xz with
@@ -26,13 +26,15 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from needs import WEIGHTS, need
+
+need("torch")
 
 CHILD = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-import torch, compile_cache
+import torch
+from denoise_train import compile_cache
 from torch._dynamo.utils import counters
 compile_cache.cache_path = lambda folder, job: os.path.join(folder, job + ".bin.xz")
 mode, folder = sys.argv[2], sys.argv[3]
@@ -48,7 +50,7 @@ print(json.dumps({"load": load, "save": save, "y": y, "hit": counters["inductor"
 def child(mode: str, folder: str, tmp: str) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, f"inductor-{mode}"),
                TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{mode}"))
-    r = subprocess.run([sys.executable, "-c", CHILD, HERE, mode, folder], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", CHILD, WEIGHTS, mode, folder], env=env, capture_output=True, text=True,
                        timeout=600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode or not lines:
@@ -58,7 +60,7 @@ def child(mode: str, folder: str, tmp: str) -> dict:
 
 def check_name() -> list[str]:
     import torch
-    import compile_cache
+    from denoise_train import compile_cache
     saved = torch.cuda.is_available, torch.cuda.get_device_name
     try:
         torch.cuda.is_available, torch.cuda.get_device_name = (lambda: True), (lambda *a: "NVIDIA H100 80GB HBM3")
@@ -94,7 +96,7 @@ def check_round_trip(tmp: str) -> list[str]:
 
 
 def check_errors(tmp: str) -> list[str]:
-    import compile_cache
+    from denoise_train import compile_cache
     saved = compile_cache.cache_path
     compile_cache.cache_path = lambda folder, job: os.path.join(folder, job + ".bin.xz")
     fails, seen = [], []

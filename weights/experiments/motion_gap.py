@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """How much of a network's temporal denoising real motion costs, on val_davis (never eval-davis4).
 
-  python3 weights/motion_gap.py WEIGHTS [WEIGHTS ...] [--videos DIR ...] [--subpixel 0.25,0.5]
+  python3 weights/experiments/motion_gap.py WEIGHTS [WEIGHTS ...] [--videos DIR ...] [--subpixel 0.25,0.5]
          [--per-clip] [--flow] [--flow-noisy] [--by-residual] [--device cpu|cuda]
 
 For each weight file (.safetensors or training checkpoint), PSNR (dB) at sigma 10 / 30 / 50 on
-val_davis's 16 clips (train.make_val_davis; AWGN, noise seed 777, train.validate: fp32 on the
+val_davis's 16 clips (validation.make_val_davis; AWGN, noise seed 777, validation.validate: fp32 on the
 CPU, bf16 autocast on CUDA) in three forms of the same clips:
   real      the clips as they are: train.log's val_davis figures;
   static    every frame replaced by the clip's centre frame, the noise still independent per
@@ -51,13 +51,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import align  # noqa: E402
-from data import VAL_T  # noqa: E402
-from export import load_weights  # noqa: E402
-from train import centre_outputs, make_val_davis, validate  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # weights/: the package
+from denoise_train import align  # noqa: E402
+from denoise_train.checkpoint import load_weights  # noqa: E402
+from denoise_train.data import VAL_T, data_path  # noqa: E402
+from denoise_train.validation import centre_outputs, make_val_davis, validate  # noqa: E402
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 SIGMAS = (10, 30, 50)
 
 
@@ -179,7 +178,8 @@ def residuals(clips: torch.Tensor, flowed: torch.Tensor | None = None,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="+")
-    ap.add_argument("--videos", nargs="+", default=[os.path.join(DATA, d) for d in ("train-video", "train-video2")])
+    ap.add_argument("--videos", nargs="+", default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
+                    help="default: $DENOISE_DATA/train-video and train-video2")
     ap.add_argument("--subpixel", default="0.25,0.5", help="global motion in px per frame, comma-separated")
     ap.add_argument("--per-clip", action="store_true")
     ap.add_argument("--flow", action="store_true", help="add the flow form (module docstring)")
@@ -187,6 +187,8 @@ def main() -> int:
     ap.add_argument("--by-residual", action="store_true", help="split the error by the fusion window's clean residual")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
+    if not args.videos:
+        ap.error("--videos is needed (or DENOISE_DATA: the data folder)")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device(args.device)

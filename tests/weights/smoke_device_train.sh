@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# CPU smoke test of weights/device_train.sh: every subcommand, two "sittings", tiny settings.
+# CPU smoke test of tools/device_train.py: every subcommand, two sessions on fresh folders, tiny
+# settings.
 #
-#   bash weights/smoke_device_train.sh [SRC]     SRC: the shared data folder (../shared/data)
+#   bash tests/weights/smoke_device_train.sh [SRC]     SRC: the data folder (default: $DT_SRC, else
+#                                                      $DENOISE_DATA)
 #
 # Builds a tiny extract of SRC (22 photos; 14 frames of bmx-trees, cows, sam2-cups, sam2-coffee,
 # so both splits have videos), then runs, with DT_DEVICE=cpu and folders under a temporary
 # directory: pack (small packs) -> unpack 1..N -> bench -> study + poll -> main + pause/resume +
-# poll -> finish; then a second sitting on fresh folders: the returned main_last.pt,
+# poll -> finish; then a second session on fresh folders: the returned main_last.pt,
 # main_train.log, study_winner.pt and bench.json packed from .data/resume -> unpack -> main
 # (resumes) -> poll -> status. Fails (exit 1, naming the step) when a step exits non-zero or an
 # expected result is missing. About 20 minutes on 2 busy cores. Leaves .data/ as it found it
 # (moved aside and restored).
 set -u
-cd "$(dirname "$0")/.."
-SRC=${1:-$(pwd)/../shared/data}
+cd "$(dirname "$0")/../.."
+SRC=${1:-${DT_SRC:-${DENOISE_DATA:-}}}
+[ -n "$SRC" ] || { echo "usage: $0 SRC (the data folder; or set DT_SRC or DENOISE_DATA)" >&2; exit 2; }
+SRC=$(cd "$SRC" && pwd) || exit 2
 W=$(mktemp -d "${TMPDIR:-/tmp}/smoke-device-train.XXXXXX")
 [ -d .data ] && mv .data "$W/data-aside"
 restore() { rm -rf .data; [ -d "$W/data-aside" ] && mv "$W/data-aside" .data; }
@@ -49,7 +53,7 @@ export DT_SRC=$W/src DT_DEVICE=cpu DT_PLAN_MINUTES=2
 export DT_BENCH_ARGS="--device cpu --patch 32 --batch-div 32 --seconds 1 --skip-check --variants v1,graph-math,graph,compile,compile-overlap --compile-backend aot_eager --budget 900"
 export DT_STUDY_ARGS="--candidates v1,frame32-r3 --clips 8 --batch 4 --seconds 1500 --deadline 1800 -- --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 1"
 export DT_TRAIN_ARGS="--batch 4 --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 2 --engine sdpa --val-minutes 0.3"
-D="bash weights/device_train.sh"
+D="python3 tools/device_train.py"
 
 packs() { ls -d .data/pack* | sed 's/.*pack//' | sort -n; }
 DT_PACK_MB=2 step $D pack
@@ -87,6 +91,6 @@ export OUT=$W/B/out_main
 step $D main 0.3
 step $D poll 1500
 step $D status
-[ "$(grep -c '"event": "start"' "$DT_RUN/main/train.log")" = 2 ] || fail "sitting B did not resume the carried run"
+[ "$(grep -c '"event": "start"' "$DT_RUN/main/train.log")" = 2 ] || fail "session B did not resume the carried run"
 grep -q '"resumed": true' "$DT_RUN/main/train.log" || fail "no resumed start"
 echo "SMOKE PASS (work folder $W)"

@@ -32,7 +32,7 @@ index per tile, no per-sample index), takes the K candidates as views of it (unf
 |L_c - candidate| into one (N, K, H, W) float32 buffer (a subtraction, then abs in place) for
 avg_pool2d; the warp gathers with one int64 index per sample, built in one pass. Counted per 384
 pairs (one neighbour of a 128-clip step's windows; tensor bytes read and written per op,
-`python3 weights/check_align.py`'s bytes line): tile_shifts 1.36 GiB read and 1.13 GiB written,
+`python3 tests/weights/check_align.py`'s bytes line): tile_shifts 1.36 GiB read and 1.13 GiB written,
 shift_tiles 0.12 and 0.12, against 10.14 / 9.90 and 0.45 / 0.45 when every level gathered its
 (N, K, H, W) candidates with int64 indices built in several passes (the code the H200 ran at
 1,256 clips/s against 2,290 without the alignment; docs/model.md). Same shifts, bit for bit

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks of the training loss (weights/train_step.py loss_fn, LossWeights) on the CPU
+"""Checks of the training loss (weights/denoise_train/train_step.py loss_fn, LossWeights) on the CPU
 (tests/weights_loss.sh runs it).
 
-  python3 weights/check_loss.py
+  python3 tests/weights/check_loss.py
 
 Each check prints "NAME: figures ok" or raises. On fresh random errors (B 4, 3 channels, 48x40:
 the grid term then reads the top-left 48x32):
@@ -17,13 +17,14 @@ the grid term then reads the top-left 48x32):
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 
-import torch
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_step import GRID, LossWeights, loss_fn  # noqa: E402
+need("torch")
+import torch  # noqa: E402
+
+from denoise_train.train_step import GRID, LossWeights, loss_fn  # noqa: E402
 
 
 def reference(out, target, w: LossWeights, pix_w) -> float:

@@ -2,7 +2,7 @@
 """Where the CUDA engine rounds to bf16, emulated in PyTorch on the CPU: how much PSNR each
 rounding point costs on a clip, against the fp32 network (the CPU engine's function).
 
-  python3 weights/bf16_rounding.py [--weights FILE] [--sample CLIP.mkv] [--frames 8] [--sigma 20]
+  python3 weights/experiments/bf16_rounding.py [--weights FILE] [--sample CLIP.mkv] [--frames 8] [--sigma 20]
 
 The clip is decoded to rgb48le by build/bin/ffmpeg (else the ffmpeg on PATH), AWGN of `sigma`
 (8-bit code values, seed 1234) is added and clipped to [0, 1], as tests/gpu_check.cpp's sample
@@ -37,7 +37,7 @@ Prints the PSNR against the clean clip and its difference from the fp32 network'
 (tests/gpu_check.cpp asks <= 0.05 dB of the whole CUDA network). About 3 minutes of CPU time for
 8 frames of 320x192 (seventeen runs).
 
-  python3 weights/bf16_rounding.py --random 320x192 [--weights FILE] [--seeds 3]
+  python3 weights/experiments/bf16_rounding.py --random 320x192 [--weights FILE] [--seeds 3]
 
 The inputs of tests/gpu_check.cpp's network checks instead of a clip: 7 frames uniform in
 [-0.9, 0.9] rounded to bf16, sigma 20, the U-Net on the windows of 5 starting at frames 0, 1, 2
@@ -47,7 +47,7 @@ the fp32 network, for the whole fused path and the whole correct-first path (the
 outside the blocks), per seed: the error a bf16 engine that rounds where ours does is expected to
 show in those checks.
 
-  python3 weights/bf16_rounding.py --moving 512x384 [--weights tests/data/golden_align_weights.safetensors]
+  python3 weights/experiments/bf16_rounding.py --moving 512x384 [--weights tests/data/golden_align_weights.safetensors]
 
 gpu_check's aligned-model API check instead: a smooth texture whose rows pan in four bands at
 their own speeds, AWGN of 20 code values, 8 bit, 7 frames (tests/gpu_check.cpp moving_clip, drawn
@@ -67,11 +67,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import model as M  # noqa: E402
-from export import load_weights  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # weights/: the package
+import denoise_train.model as M  # noqa: E402
+from denoise_train.checkpoint import load_weights  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def bf(t: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch side of tools/bench.sh: the reference model (model.py) running the same per-output-
+"""PyTorch side of tools/bench.sh: the reference model (weights/denoise_train/model.py) running the same per-output-
 frame work as the engines' steady state (one U-Net pass on a 5-frame window + the head), bf16,
 timed after warm-up (CUDA events on the GPU), median of --iters. Variants, all on the same inputs:
 
@@ -11,7 +11,7 @@ timed after warm-up (CUDA events on the GPU), median of --iters. Variants, all o
                  dynamic); the first call's time is reported as the compile time
 Each line gives the output's relative L2 distance from eager v1's (all bf16: about 1e-2 apart).
 
-  python3 weights/bench_torch.py [--weights weights/denoise-v2.safetensors] [--sizes 960x540,...]
+  python3 tools/bench_torch.py [--weights weights/denoise-v2.safetensors] [--sizes 960x540,...]
       [--compile-sizes 1920x1080,3840x2160] [--compile-modes default,max-autotune] [--device cpu]
 """
 import argparse
@@ -22,9 +22,9 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export import load_weights  # noqa: E402
-from model import gflop_per_frame  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights"))
+from denoise_train.checkpoint import load_weights  # noqa: E402
+from denoise_train.model import gflop_per_frame  # noqa: E402
 
 
 def bench(fn, iters, cuda):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much of the network's window-periodic error comes from the decoder's sub-pixel upsampling.
 
-  python3 weights/expand_grid.py [WEIGHTS] [--data ../shared/data] [--val-clips 24] [--val-patch 128]
+  python3 weights/experiments/expand_grid.py [WEIGHTS] [--data DATA] [--val-clips 24] [--val-patch 128]
 
 model.PatchExpand is a linear C -> 2C followed by depth-to-space: each of the 2x2 output tokens
 gets its own quarter of the weights, so a flat input comes out with a period of 2 tokens per
@@ -18,8 +18,8 @@ For the weights as trained and with expand0, expand1 and both tied, on the CPU i
               interior tokens (8 tokens from the border) of the max |difference| of a token's
               2x2x3 output from the interior's median token, code values (0 for an output that
               does not depend on the position);
-  probe       weights/faithful.py's grid8, neutral_chroma, neutral_chroma_grid, grey_chroma;
-  val         with --data: weights/train.py's validate() and validate_davis() on the held-out
+  probe       weights/denoise_train/faithful.py's grid8, neutral_chroma, neutral_chroma_grid, grey_chroma;
+  val         with --data: denoise_train/validation.py's validate() and validate_davis() on the held-out
               split (--val-clips clips of --val-patch px; val_davis 16 clips), PSNR dB.
 Untrained, a tie shows what the trained expands carry; a fine-tune with tied expands is what
 would tell whether the network can do without them.
@@ -32,11 +32,11 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export import load_weights  # noqa: E402
-from faithful import Runner, checker, flat, probe  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # weights/: the package
+from denoise_train.checkpoint import load_weights  # noqa: E402
+from denoise_train.faithful import Runner, checker, flat, probe  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tie(model, names) -> None:
@@ -60,15 +60,15 @@ def token_dev(run: Runner, img: torch.Tensor) -> float:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("weights", nargs="?", default=os.path.join(ROOT, "weights", "denoise-v2.safetensors"))
-    ap.add_argument("--data", help="../shared/data: also validate (train-photos, train-video, train-video2)")
+    ap.add_argument("--data", help="the data folder: also validate (train-photos, train-video, train-video2)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=128)
     ap.add_argument("--cache", default="/tmp/denoise-val-cache")
     a = ap.parse_args()
     val = None
     if a.data:
-        from data import load_photo_tiles, load_videos
-        from train import VAL_T, make_val_davis, make_val_set, validate, validate_davis
+        from denoise_train.data import VAL_T, load_photo_tiles, load_videos
+        from denoise_train.validation import make_val_davis, make_val_set, validate, validate_davis
         vids = [os.path.join(a.data, d) for d in ("train-video", "train-video2")]
         photos = load_photo_tiles(os.path.join(a.data, "train-photos"), "val", "cpu", a.cache, 0)
         frames, starts = load_videos(vids, "val", "cpu", VAL_T, a.cache, 0)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The training batches are the same when built ahead on a side stream (weights/batch_feed.py)
-and with the gather-based augmentation and tile resampling of weights/data.py.
+"""The training batches are the same when built ahead on a side stream (weights/denoise_train/batch_feed.py)
+and with the gather-based augmentation and tile resampling of weights/denoise_train/data.py.
 
-  python3 weights/check_feed.py [--device cpu|cuda]
+  python3 tests/weights/check_feed.py [--device cpu|cuda]
 
 Seven checks, on fresh random inputs (never zeros), each printing what differs:
   augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
@@ -47,18 +47,19 @@ Exit status 1 when anything fails.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from batch_feed import BatchFeed, training_batch  # noqa: E402
-from data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
-from noise_models import BT709_K, NoiseRecipe, mix_noise  # noqa: E402
+need("torch", "numpy")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from denoise_train.batch_feed import BatchFeed, training_batch  # noqa: E402
+from denoise_train.data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
+from denoise_train.noise_models import BT709_K, NoiseRecipe, mix_noise  # noqa: E402
 
 
 def flip_transpose_steps(c, fx, fy, tr, ft):
@@ -423,7 +424,7 @@ def check(dev) -> tuple[list[str], list[str]]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     a = ap.parse_args()
     failures, _ = check(torch.device(a.device))
     print("feed check:", "PASS" if not failures else "FAIL: " + "; ".join(failures))

@@ -1,7 +1,7 @@
 """Training data on the GPU: decode once (in parallel, cached), build every batch with tensor ops.
 
-Sources (/work/shared/data/README.md): train-photos (JPEG), train-video (DAVIS-2016 mp4, 854x480)
-and train-video2 (SA-V gallery clips and SAM 2's bedroom clip, 854x480). The validation split
+Sources (the data folder's README.md; data_path()): train-photos (JPEG), train-video (DAVIS-2016
+mp4, 854x480) and train-video2 (SA-V gallery clips and SAM 2's bedroom clip, 854x480). The validation split
 holds out the sequences in VAL_VIDEOS and every VAL_PHOTO_EVERY-th photo; eval-davis4 is never
 read here.
 
@@ -22,7 +22,8 @@ Clips are (B, T, 3, P, P) float in [0,1], T = 2R+1 frames (7 for model v1):
 Decoding: Pillow (JPEG) and OpenCV (mp4) in a thread pool (both release the GIL); with a cache
 folder each decoded file is kept as an .npy (written atomically), so later runs load in seconds.
 
-  python3 weights/data.py --cache DIR --photos DIR --videos DIR [DIR ...]   fill the cache
+  python3 -m denoise_train.data --cache DIR --photos DIR --videos DIR [DIR ...]   fill the cache
+  (from weights/, or with weights/ on PYTHONPATH)
 """
 from __future__ import annotations
 
@@ -46,6 +47,16 @@ TILE = 256
 T = 7          # model v1's clip length
 VAL_T = 9      # validation clips are cut this long; a model of radius R uses the middle 2R+1
 WORKERS = min(16, os.cpu_count() or 1)
+DATA_ENV = "DENOISE_DATA"
+
+
+def data_path(*parts: str) -> str | None:
+    """A path in the data folder (train-photos, train-video, train-video2, train-video3,
+    eval-davis4) named by the environment variable DENOISE_DATA; None when it is not set, and the
+    commands that read the data then need their paths given. The data folder lives outside the
+    repository (its sources have their own licences), so no default is assumed."""
+    root = os.environ.get(DATA_ENV)
+    return os.path.join(root, *parts) if root else None
 
 
 def _photo_paths(root):
@@ -382,7 +393,7 @@ def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.
                clip8_share: float = 0.25):
     """Model v1's noise: AWGN with sigma ~ U(0, sigma_max) (8-bit code values) per clip,
     unclipped, except a share of clips clipped to [0,1] and quantised to 8 bit.
-    -> (noisy, sigma (B,)). weights/noise_models.py holds model v2's noise."""
+    -> (noisy, sigma (B,)). weights/denoise_train/noise_models.py holds model v2's noise."""
     B = clean.shape[0]
     dev = clean.device
     sigma = torch.rand(B, device=dev, generator=gen) * sigma_max

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from model import Denoiser, sdpa_block
+from .model import Denoiser, sdpa_block
+from .sdpa_backends import sdpa_backends
 
 ENGINES = ("math", "sdpa", "compile", "graph", "compile-graph")
 FALLBACK = {"compile-graph": "compile", "compile": "sdpa", "graph": "sdpa", "sdpa": "math"}
@@ -54,7 +55,7 @@ def configure_cuda() -> None:
         for the additive mask that carries the relative position bias, so the bias tables could
         not learn. Flash attention takes no mask, so SDPA runs the memory-efficient kernel (whose
         backward returns the mask's gradient), or its math backend where that cannot run;
-        check_attention.sdpa_backends() reports which one ran.
+        sdpa_backends.sdpa_backends() reports which one ran.
       - cudnn.benchmark: cuDNN times its convolution algorithms on the first call of each shape
         and keeps the fastest (training shapes are fixed).
     """
@@ -289,9 +290,8 @@ class StepEngine:
     def attention_backends(self, noisy, smap, target, pix_w) -> dict:
         """Which SDPA backend this engine's kernels run, forward and backward: one forward and
         backward of the step's loss (torch.autograd.grad: no gradient is stored, no optimiser
-        step) under the profiler (check_attention.sdpa_backends). A captured graph replays the
+        step) under the profiler (sdpa_backends.sdpa_backends). A captured graph replays the
         kernels of the eager sdpa path, so the graph engines report that path."""
-        from check_attention import sdpa_backends
         n = noisy.shape[0] // self.accum
         params = [p for p in self.model.parameters() if p.requires_grad]
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Deepen a training checkpoint's network without changing its function.
 
-  python3 weights/deepen.py CKPT OUT.pt --depths mid=10[,enc1=6,dec1=6,...] [--seed 0]
+  python3 -m denoise_train.deepen CKPT OUT.pt --depths mid=10[,enc1=6,dec1=6,...] [--seed 0]   (from weights/)
 
-Swin blocks are added at the end of the named stages (weights/model.py Config.depths: enc0,
-enc1, mid, dec1, dec0), two at a time: a stage alternates plain and shifted windows (block i is
+Swin blocks are added at the end of the named stages (model.py Config.depths: enc0, enc1,
+mid, dec1, dec0), two at a time: a stage alternates plain and shifted windows (block i is
 shifted when i is odd), so an even count keeps every trained block's shift. Each new block's two
 residual branches end in zero (attention proj and MLP fc2, weights and biases 0), so the block is
 the identity, x + 0 + 0, and the deeper network computes exactly the source's function: Net2Net's
@@ -12,7 +12,7 @@ function-preserving deepening (Chen, Goodfellow & Shlens, ICLR 2016) with the ze
 residual branch of Fixup (Zhang, Dauphin & Ma, ICLR 2019). The new blocks' other weights take
 the model's own initialisation (seeded), so the gradients of proj and fc2 are non-zero from the
 first step and the rest follows from the second. With sigma-reparametrised qkv weights (state
-qkv_reparam, weights/sigma_reparam.py) the new blocks get them too.
+qkv_reparam, weights/denoise_train/sigma_reparam.py) the new blocks get them too.
 
 The source's weights are its moving average when it kept one (train.py --ema), as export takes.
 OUT is a checkpoint for `weights/train.py --init OUT.pt`: the source's model state with the new
@@ -21,7 +21,7 @@ state["deepened"] (from / to depths, step, training minutes), and no AdamW state
 list changed, so train.py starts AdamW afresh, with its warm-up). Prints the parameters and GFLOP
 per 1080p frame before and after, and the largest difference of the two networks' outputs on a
 random clip (0 expected; the command fails otherwise). A depth that takes the network outside
-the engines' limits (weights/candidates.py engine_limits: 2x model v1's GFLOP per 1080p frame) is
+the engines' limits (weights/denoise_train/candidates.py engine_limits: 2x model v1's GFLOP per 1080p frame) is
 refused.
 """
 from __future__ import annotations
@@ -33,11 +33,10 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sigma_reparam  # noqa: E402
-from candidates import engine_limits  # noqa: E402
-from export import checkpoint_model  # noqa: E402
-from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
+from . import sigma_reparam
+from .candidates import engine_limits
+from .checkpoint import checkpoint_model
+from .model import Config, Denoiser, count_parameters, gflop_per_frame
 
 STAGES = ("enc0", "enc1", "mid", "dec1", "dec0")
 

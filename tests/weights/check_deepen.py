@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks of weights/deepen.py on the CPU (tests/weights_deepen.sh runs it).
+"""Checks of weights/denoise_train/deepen.py on the CPU (tests/weights_deepen.sh runs it).
 
-  python3 weights/check_deepen.py
+  python3 tests/weights/check_deepen.py
 
 Each check prints "NAME: figures ok" or raises. On a small random model (widths 16/32/64, head
 dim 16, two blocks per stage), plain and with sigma-reparametrised qkv weights:
@@ -10,22 +10,22 @@ dim 16, two blocks per stage), plain and with sigma-reparametrised qkv weights:
   - first step: the new blocks' proj and fc2 weights get non-zero gradients, their qkv and fc1
     zero ones (their branches end in zero);
   - checkpoint: the deepened state dict written as deepen.py writes it (no AdamW state) loads
-    through weights/export.py's model_from_checkpoint with the same output;
+    through denoise_train/checkpoint.py's model_from_checkpoint with the same output;
   - refusals: an odd number of new blocks, a shallower stage and an unknown stage are refused.
 """
 from __future__ import annotations
 
-import dataclasses
-import os
 import sys
 
-import torch
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sigma_reparam  # noqa: E402
-from deepen import STAGES, check_same, deepen, parse_depths  # noqa: E402
-from export import model_from_checkpoint  # noqa: E402
-from model import Config, Denoiser  # noqa: E402
+need("torch", "numpy", "safetensors")
+import torch  # noqa: E402
+
+from denoise_train import sigma_reparam  # noqa: E402
+from denoise_train.checkpoint import model_from_checkpoint  # noqa: E402
+from denoise_train.deepen import STAGES, check_same, deepen, parse_depths  # noqa: E402
+from denoise_train.model import Config, Denoiser  # noqa: E402
 
 
 def small_model(reparam: bool, seed: int = 0) -> Denoiser:

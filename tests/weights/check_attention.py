@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The training kernels compute the same network as the v1 code (weights/model.py), and which SDPA
+"""The training kernels compute the same network as the v1 code (weights/denoise_train/model.py), and which SDPA
 backend they run.
 
-  python3 weights/check_attention.py [--device cpu|cuda] [--bf16]
+  python3 tests/weights/check_attention.py [--device cpu|cuda] [--bf16]
 
 For three configs (v1; v1 widths with head_dim 16, i.e. 2/4/8 heads; a per-frame-encoder design)
 with randomised weights (LayerNorm affines, biases and the relative position bias tables
@@ -28,7 +28,7 @@ bias table, rel L2(sdpa-cl, fp32) <= 2 rel L2(v1 code, fp32) + 1e-3; for the out
 measures the sum of two bf16 errors, not the kernels: up to 1.0e-1 on the CPU and 1.2e-1 on the
 H200 for frame16's mid-level tables.
 
-Backends: check_attention.sdpa_backends() records, with the profiler, which SDPA backend ran
+Backends: denoise_train/sdpa_backends.py's sdpa_backends() records, with the profiler, which SDPA backend ran
 forward and backward (efficient, flash, cudnn, math). On CUDA the memory-efficient kernel is
 expected (train_step.configure_cuda() keeps SDPA off cuDNN attention, flash takes no mask); when
 the math backend ran instead, SDPA's reasons are printed (a run with the math backend excluded,
@@ -38,13 +38,15 @@ Exit status 1 when anything fails, with the tensor that failed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-import torch
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import Config, Denoiser  # noqa: E402
+need("torch")
+import torch  # noqa: E402
+
+from denoise_train.model import Config, Denoiser  # noqa: E402
+from denoise_train.sdpa_backends import describe_backends, sdpa_backends  # noqa: E402
 
 CONFIGS = {
     "v1": Config(),
@@ -52,39 +54,6 @@ CONFIGS = {
     "frame16": Config(fusion="frame", frame_channels=16),
 }
 KERNELS = {"sdpa": {"sdpa": True}, "sdpa-cl": {"sdpa": True, "channels_last": True}}
-BACKEND_OPS = {   # aten op name prefix -> SDPA backend
-    "_scaled_dot_product_efficient_attention": "efficient",
-    "_scaled_dot_product_flash_attention": "flash",
-    "_scaled_dot_product_cudnn_attention": "cudnn",
-    "_scaled_dot_product_attention_math": "math",
-    "_scaled_dot_product_fused_attention_overrideable": "overrideable",
-}
-
-
-def sdpa_backends(fn) -> dict:
-    """Run fn() under the profiler (CPU events: the aten ops as dispatched, backward included)
-    -> {"forward": {backend: calls}, "backward": {backend: calls}}. The math backend has no
-    backward op of its own (autograd differentiates its decomposition)."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
-    out = {"forward": {}, "backward": {}}
-    for e in prof.events():
-        name = e.name.removeprefix("aten::")
-        for op, backend in BACKEND_OPS.items():
-            if name.startswith(op):
-                d = out["backward" if name.endswith("_backward") else "forward"]
-                d[backend] = d.get(backend, 0) + 1
-                break
-    return out
-
-
-def describe_backends(b: dict) -> str:
-    """{"forward": {...}, "backward": {...}} -> 'forward efficient x11, backward efficient x11'."""
-    part = lambda d: " + ".join(f"{k} x{v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
-    return f"forward {part(b['forward'])}, backward {part(b['backward'])}"
-
-
 def randomise(model: Denoiser, gen: torch.Generator) -> None:
     with torch.no_grad():
         for mod in model.modules():
@@ -219,7 +188,7 @@ def fused_kernel_reasons(model, clip, sigma, proj) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("--bf16", action="store_true", help="also the bf16 comparison on the CPU (slow)")
     a = ap.parse_args()
     dev = torch.device(a.device)

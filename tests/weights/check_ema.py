@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks of weights/weight_ema.py on the CPU (tests/weights_ema.sh runs it).
+"""Checks of weights/denoise_train/weight_ema.py on the CPU (tests/weights_ema.sh runs it).
 
-  python3 weights/check_ema.py
+  python3 tests/weights/check_ema.py
 
 Each check prints "NAME: figures ok" or raises. On a small random model (widths 16/32/64, head
 dim 16, two blocks per stage) with sigma-reparametrised qkv weights, trained a few AdamW steps:
@@ -11,21 +11,22 @@ dim 16, two blocks per stage) with sigma-reparametrised qkv weights, trained a f
     average back within 2^-8 of the largest difference;
   - swap: inside swapped() the parameters are the average (and prepare's power-iteration steps
     moved the vectors), after it the live weights and buffers bit for bit;
-  - export: weights/export.py's model_from_checkpoint gives the average's output (average=True,
+  - export: denoise_train/checkpoint.py's model_from_checkpoint gives the average's output (average=True,
     the default) and the live weights' (average=False), both folded to plain weights.
 """
 from __future__ import annotations
 
-import os
 import sys
 
-import torch
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sigma_reparam  # noqa: E402
-from export import model_from_checkpoint  # noqa: E402
-from model import Config, Denoiser  # noqa: E402
-from weight_ema import WeightEMA  # noqa: E402
+need("torch", "numpy", "safetensors")
+import torch  # noqa: E402
+
+from denoise_train import sigma_reparam  # noqa: E402
+from denoise_train.checkpoint import model_from_checkpoint  # noqa: E402
+from denoise_train.model import Config, Denoiser  # noqa: E402
+from denoise_train.weight_ema import WeightEMA  # noqa: E402
 
 
 def model_params(m, ema):

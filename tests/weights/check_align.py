@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks of the fusion windows' motion alignment (weights/align.py, Config.align) on the CPU.
+"""Checks of the fusion windows' motion alignment (weights/denoise_train/align.py, Config.align) on the CPU.
 
-  python3 weights/check_align.py
+  python3 tests/weights/check_align.py
 
   shifts    a smoothed random image moved by a known whole-pixel shift per 64x64 tile (|s| <= 20):
             tile_shifts finds every shift of the tiles whose matched block stays inside the frame
@@ -31,19 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sys
 
-import torch
-import torch.nn.functional as F
+from needs import need
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+need("torch", "numpy")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
-import align  # noqa: E402
-from align import align_features, align_window, shift_tiles, shift_tiles_nhwc, tile_shifts  # noqa: E402
-from model import Config, Denoiser, denoise_sequence, reflect_index  # noqa: E402
+from denoise_train import align  # noqa: E402
+from denoise_train.align import align_features, align_window, shift_tiles, shift_tiles_nhwc, tile_shifts  # noqa: E402
+from denoise_train.model import Config, Denoiser, denoise_sequence, reflect_index  # noqa: E402
 
 
 def textured(n: int, h: int, w: int, g: torch.Generator) -> torch.Tensor:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Plot training logs (weights/train.py's JSON lines) to a PNG: training L1 loss and validation PSNR.
 
-  python3 weights/plot_log.py LOG [LOG ...] PNG [--title TEXT]
+  python3 tools/plot_train_log.py LOG [LOG ...] PNG [--title TEXT]
 
-Several logs are the pieces of one run in order (a piece started with --init from the previous
-piece's checkpoint goes on from its training minutes), read as one log.
+Several logs are the parts of one run in order (a part started with --init from the previous
+part's checkpoint goes on from its training minutes), read as one log.
 The x axis is training minutes when the log records them (model v2's logs), else steps (model v1's).
 The right panel shows val_psnr at sigma 10 / 30 / 50 and, where the log has it, the val_davis mean
 (the validation that tracks eval-davis4, docs/model.md). Every start of a changed recipe, model

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Faithfulness probe: does the network keep what it should not change? (small synthetic frames)
 
-  python3 weights/faithful.py [WEIGHTS(.safetensors|.pt)] [--device cpu|cuda] [--json OUT]
+  python3 -m denoise_train.faithful [WEIGHTS(.safetensors|.pt)] [--device cpu|cuda] [--json OUT]
 
-Default weights: weights/denoise-v2.safetensors. The network (weights/model.py, fp32, TF32 off)
+Default weights: weights/denoise-v2.safetensors. The network (weights/denoise_train/model.py, fp32, TF32 off)
 sees static 2R+1-frame clips (64x128) with independent noise per frame, clipped and quantised to 8
 bit as real files are (seed 0; 8 draws where said below), and one real clip
 (samples/car-roundabout_320x192_8bit.mkv, 8 frames, the output at frame 3 with mirrored
@@ -52,11 +52,10 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import reflect_index  # noqa: E402
-from noise_models import luma_bt709  # noqa: E402
+from .model import reflect_index
+from .noise_models import luma_bt709
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NATURAL = os.path.join(ROOT, "samples", "car-roundabout_320x192_8bit.mkv")
 H, W = 64, 128
 DRAWS = 8
@@ -244,7 +243,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--strict", action="store_true")
     a = ap.parse_args()
-    from export import load_weights
+    from .checkpoint import load_weights
     dev = torch.device(a.device)
     model = load_weights(a.weights, dev)
     r = probe(model, dev)
