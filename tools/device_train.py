@@ -429,7 +429,9 @@ class DeviceTrain:
         logs = [n for n in ("bench.json", "bench.txt", "study", "main") if os.path.exists(self.r(n))]
         if logs:
             skip = ("*.pt", "*.tmp", "*.safetensors")
-            keep = lambda m: None if any(fnmatch.fnmatch(os.path.basename(m.name), p) for p in skip) else m  # noqa: E731
+
+            def keep(m: tarfile.TarInfo) -> tarfile.TarInfo | None:
+                return None if any(fnmatch.fnmatch(os.path.basename(m.name), p) for p in skip) else m
             tmp = os.path.join(self.out, "logs.tgz.tmp")
             with tarfile.open(tmp, "w:gz") as tar:
                 for n in logs:
@@ -448,8 +450,7 @@ class DeviceTrain:
                     f.write("study winner's checkpoint over 16 MiB: not copied to $OUT\n")
         last = self.r("main", "last.pt")
         if os.path.isfile(last):
-            for f in glob.glob(os.path.join(self.out, "main_last.pt")) + glob.glob(os.path.join(self.out,
-                                                                                             "main_last.pt.part*")):
+            for f in glob.glob(os.path.join(self.out, "main_last.pt*")):
                 os.remove(f)
             if os.path.getsize(last) <= BACK_LIMIT:
                 shutil.copy(last, os.path.join(self.out, "main_last.pt"))

@@ -12,10 +12,10 @@ data; throughput does not depend on the pixels; batch_feed.training_batch, as tr
 them), for --seconds of steady state after its set-up and warm-up. Timing: a CUDA event pair around every step (batch generation, noise, forward,
 backward, clipping, AdamW), read after the run; clips/s = clips / (last end - first start).
 
-Variants (weights/denoise_train/train_step.py engines; every one but v1 with NHWC convolutions and head):
+Variants (denoise_train/train_step.py engines; every one but v1 with NHWC convolutions and head):
   v1             model v1's recipe: the v1 attention code, batch 64, AWGN (data.make_noisy), L1,
                  eager (the v1 run compiled the whole model instead: a cold compile took 300 s;
-                 its log, weights/ckpt/train.log, has a median of about 1,290 clips/s).
+                 its training log has a median of about 1,290 clips/s).
   sdpa-b64       SDPA attention, the v2 recipe (noise mixture, synthetic clips, low-pass loss), batch 64
   sdpa           the same at batch 128
   graph          sdpa + the whole step as one CUDA graph, batch 128
@@ -28,7 +28,7 @@ Variants (weights/denoise_train/train_step.py engines; every one but v1 with NHW
                  backgrounds, 12 % synthetic) and loss terms
   shipped-net    compile-graph-overlap-v2h on the shipped network's config (weights/
                  denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24), fresh plain
-                 qkv weights (a piece resumes with --qkv-reparam): the network a training piece
+                 qkv weights (a session resumes with --qkv-reparam): the network a training session
                  runs (the others train Config()); shipped-net-noalign the same with the alignment
                  off, so the two give what the alignment costs
   compile        sdpa + torch.compile'd Swin blocks, batch 128
@@ -48,7 +48,7 @@ took at most 85 s, so that data loading plus set-up stays under 90 s per trainin
 overlap variant only when the feed check passed. A compile variant after another one finds
 Inductor's compiled code in its on-disk cache: put the one whose cold set-up matters first.
 --compile-cache DIR hot-loads DIR's bench compile cache before the checks and saves what
-the run compiled at the end (weights/denoise_train/compile_cache.py): set-up then shows a warm compile on a
+the run compiled at the end (denoise_train/compile_cache.py): set-up then shows a warm compile on a
 fresh machine. Variants that would start after --budget seconds are skipped (and say so).
 --profile N adds, per variant, N more steps under torch.profiler (CUPTI: kernels inside a CUDA
 graph's replay included): the GPU time per kernel class (attention, GEMM, convolution,
@@ -104,7 +104,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-overlap-b256": ("compile", 256, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
     # the shipped network (weights/denoise-v2.safetensors' config: widths, depths, sigma gate, align
-    # 24), fresh weights: the network a training piece runs, with and without its alignment
+    # 24), fresh weights: the network a training session runs, with and without its alignment
     "shipped-net": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped"}),
     "shipped-net-noalign": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped", "align": 0}),
 }
@@ -315,7 +315,7 @@ def main():
     ap.add_argument("--batch-div", type=int, default=1, help="divide every batch (CPU smoke tests)")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--compile-cache", metavar="DIR",
-                    help="hot-load DIR's bench compile cache first and save it at the end (weights/denoise_train/compile_cache.py)")
+                    help="hot-load DIR's bench compile cache first and save it at the end (denoise_train/compile_cache.py)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile N more steps of each variant (GPU time per kernel class, top kernels)")
     a = ap.parse_args()

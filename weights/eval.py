@@ -5,7 +5,7 @@
          [--sigmas 10 20 30 40 50] [--seed 0] [--json out.json] [--bf16]
 
 Protocol: each sequence (FFV1 gbrp, 25 frames, 854x480) decoded to RGB v in [0,1]; AWGN of
-sigma (8-bit code values) from weights/denoise_train/awgn.py with the given seed (the same noise tools/noise
+sigma (8-bit code values) from denoise_train/awgn.py with the given seed (the same noise tools/noise
 writes), unclipped; the whole sequence denoised as the engines do (model.denoise_sequence:
 mirrored ends, full frames); PSNR (peak 1.0, RGB, per frame, averaged per sequence, then across
 sequences) and SSIM (Wang et al. 2004: 11x11 Gaussian window, sigma 1.5, K1 0.01, K2 0.03, per
@@ -71,7 +71,7 @@ def main():
     seqs = sorted(glob.glob(os.path.join(args.data, "*.mkv")))
     if not seqs:
         sys.exit(f"eval.py: no *.mkv sequences in {args.data} (--data)")
-    table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (weights/denoise_train/awgn.py), RGB PSNR peak 1, "
+    table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (denoise_train/awgn.py), RGB PSNR peak 1, "
                          "SSIM 11x11 Gaussian, per frame -> per sequence -> mean" % args.seed,
              "weights": os.path.basename(args.weights), "precision": "bf16" if args.bf16 else "fp32",
              "sigmas": {}}

@@ -64,7 +64,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="+")
     ap.add_argument("--photos", default=data_path("train-photos"), help="default: $DENOISE_DATA/train-photos")
-    ap.add_argument("--videos", nargs="+", default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
+    ap.add_argument("--videos", nargs="+",
+                    default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
                     help="default: $DENOISE_DATA/train-video and train-video2")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="on the CPU: bf16 autocast (CUDA always uses it)")

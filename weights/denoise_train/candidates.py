@@ -19,7 +19,7 @@ measures what the faithfulness recipe costs in AWGN PSNR.
   deep-44644      depths 4/4/6/4/4                                          382.1
   deep-36663      depths 3/6/6/6/3                                          407.8
 
-Recipes (weights/denoise_train/train_step.py applies them):
+Recipes (denoise_train/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
       clips, sigma maps up to 2x the real noise), 8 % synthetic clips (data.Batcher
       synthetic_clips), loss L1 + 0.5 * L1 of the 8x8 mean of the error (low-pass term).
@@ -34,7 +34,7 @@ Recipes (weights/denoise_train/train_step.py applies them):
       given a map and maps above the noise are taught the clean frame pixel by pixel, which the
       low-pass term cannot: an 8 px grid and the chroma of a 1-px grey pattern average out in
       8x8 means) with twice the synthetic share (16 %) and the low-pass term at weight 1.0. Its
-      targets are the probe's (weights/denoise_train/faithful.py) ramp_mean, grid8 and neutral_chroma, which
+      targets are the probe's (denoise_train/faithful.py) ramp_mean, grid8 and neutral_chroma, which
       recipe v2b's run missed.
   v2f v2b with two terms that act on every clip, whatever its map (train_step.loss_fn): the grid
       term (1.0: the error's mean at each position modulo 16 px, less its clip mean) and the
@@ -48,7 +48,7 @@ Recipes (weights/denoise_train/train_step.py applies them):
   v2h v2g with neutral detail where the network is taught to keep it neutral: 10 % grey clips
       (batch_feed.training_batch grey_share: R' = G' = B' = Y' before the noise) and, in a
       quarter of the synthetic clips, their neutral 1-px pattern in place of the background
-      (data.Batcher pattern_bg 0.25) at a 12 % synthetic share (was 8 %). A 20-minute piece of
+      (data.Batcher pattern_bg 0.25) at a 12 % synthetic share (was 8 %). A 20-minute run of
       v2g (with a deeper network) halved the output chroma of a grey natural clip at a map
       above its noise (0.98 -> 0.44) but raised the 1-px checkerboard's from 1.10 to 1.22
       (faithful.py, fp32 on the CPU), part of which follows the windows (expand_grid.py).

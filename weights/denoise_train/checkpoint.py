@@ -20,7 +20,7 @@ def checkpoint_model(d: dict, average: bool = True) -> Denoiser:
     m = Denoiser(Config.from_json(d["config"]))
     if d.get("state", {}).get("qkv_reparam"):
         sigma_reparam.enable(m, fold_norm=False)
-    if average and d.get("ema"):   # the average's own power-iteration vectors (weights/weight_ema.py)
+    if average and d.get("ema"):   # the average's own power-iteration vectors (weight_ema.py)
         m.load_state_dict(averaged_state(d["model"], d["ema"]))
         sigma_reparam.power_steps(m)
     else:

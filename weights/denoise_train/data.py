@@ -393,7 +393,7 @@ def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.
                clip8_share: float = 0.25):
     """Model v1's noise: AWGN with sigma ~ U(0, sigma_max) (8-bit code values) per clip,
     unclipped, except a share of clips clipped to [0,1] and quantised to 8 bit.
-    -> (noisy, sigma (B,)). weights/denoise_train/noise_models.py holds model v2's noise."""
+    -> (noisy, sigma (B,)). denoise_train/noise_models.py holds model v2's noise."""
     B = clean.shape[0]
     dev = clean.device
     sigma = torch.rand(B, device=dev, generator=gen) * sigma_max

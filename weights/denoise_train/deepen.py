@@ -12,7 +12,7 @@ function-preserving deepening (Chen, Goodfellow & Shlens, ICLR 2016) with the ze
 residual branch of Fixup (Zhang, Dauphin & Ma, ICLR 2019). The new blocks' other weights take
 the model's own initialisation (seeded), so the gradients of proj and fc2 are non-zero from the
 first step and the rest follows from the second. With sigma-reparametrised qkv weights (state
-qkv_reparam, weights/denoise_train/sigma_reparam.py) the new blocks get them too.
+qkv_reparam, denoise_train/sigma_reparam.py) the new blocks get them too.
 
 The source's weights are its moving average when it kept one (train.py --ema), as export takes.
 OUT is a checkpoint for `weights/train.py --init OUT.pt`: the source's model state with the new
@@ -21,7 +21,7 @@ state["deepened"] (from / to depths, step, training minutes), and no AdamW state
 list changed, so train.py starts AdamW afresh, with its warm-up). Prints the parameters and GFLOP
 per 1080p frame before and after, and the largest difference of the two networks' outputs on a
 random clip (0 expected; the command fails otherwise). A depth that takes the network outside
-the engines' limits (weights/denoise_train/candidates.py engine_limits: 2x model v1's GFLOP per 1080p frame) is
+the engines' limits (denoise_train/candidates.py engine_limits: 2x model v1's GFLOP per 1080p frame) is
 refused.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
   python3 -m denoise_train.faithful [WEIGHTS(.safetensors|.pt)] [--device cpu|cuda] [--json OUT]
 
-Default weights: weights/denoise-v2.safetensors. The network (weights/denoise_train/model.py, fp32, TF32 off)
+Default weights: weights/denoise-v2.safetensors. The network (denoise_train/model.py, fp32, TF32 off)
 sees static 2R+1-frame clips (64x128) with independent noise per frame, clipped and quantised to 8
 bit as real files are (seed 0; 8 draws where said below), and one real clip
 (samples/car-roundabout_320x192_8bit.mkv, 8 frames, the output at frame 3 with mirrored

@@ -54,7 +54,7 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     a factor on the amounts); they do not run the per-frame encoder.
   align R > 0 (fusion "window" only): before the fusion conv, every frame of F_s's window is moved
     onto x_s by one whole-pixel shift per align_tile x align_tile tile, |dy|, |dx| <= R,
-    estimated on the noisy frames by block matching of their luma (weights/denoise_train/align.py
+    estimated on the noisy frames by block matching of their luma (denoise_train/align.py
     align_window); F_s stays one pass per time index. The head reads F_{t-1} and F_{t+1} moved
     onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). Both
     engines run it (kernels/cpu/block_match.cpp, shift_tiles.cpp; kernels/cuda/block_match.cu,
@@ -533,7 +533,7 @@ class Denoiser(nn.Module):
                 m.lowp = nhwc
         return self
 
-    # -- pieces the engines mirror -------------------------------------------------------------
+    # -- parts the engines mirror --------------------------------------------------------------
     @staticmethod
     def sigma_map(sigma: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         """(B,) code values -> (B, 1, h, w) map sigma/255 shaped like `like` (B, *, h, w)."""
@@ -542,7 +542,7 @@ class Denoiser(nn.Module):
 
     def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2); with
-        align, the frames are first moved onto the centre one (weights/denoise_train/align.py).
+        align, the frames are first moved onto the centre one (denoise_train/align.py).
 
         fusion "frame": the same frames -> (B, 5E+1, H/2, W/2) through frame_features()."""
         if self.cfg.fusion == "frame":

@@ -97,7 +97,7 @@ def enable(model: nn.Module, fold_norm: bool = True) -> nn.Module:
 @torch.no_grad()
 def power_steps(model: nn.Module, n: int = 20) -> nn.Module:
     """n power-iteration steps of every reparametrised qkv weight's (u, v) on its current V, in
-    place: for weights set from elsewhere (a moving average, weights/denoise_train/weight_ema.py), whose V the
+    place: for weights set from elsewhere (a moving average, denoise_train/weight_ema.py), whose V the
     vectors have not followed. Returns the model."""
     for b in swin_blocks(model):
         if not parametrize.is_parametrized(b.attn.qkv, "weight"):

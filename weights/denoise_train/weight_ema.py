@@ -11,7 +11,7 @@ With decay 0.999 the average spans about the last 1,000 steps (about 1.2 trainin
 model v2 on one H200). At a constant learning rate the average sits nearer the loss's valley
 floor than the iterate, which is what a learning-rate decay buys (Morales-Brotons, Vogels &
 Hendrikx, "Exponential moving average of weights in deep learning: dynamics and benefits", TMLR
-2024): each training piece can end on a usable network without a decay phase.
+2024): each training session can end on a usable network without a decay phase.
 
 Buffers are not averaged: sigma_reparam's power-iteration vectors follow the live weights, so
 whoever puts the average in place (swapped()'s `prepare`, weights/export.py) runs power-iteration

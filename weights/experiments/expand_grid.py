@@ -18,7 +18,7 @@ For the weights as trained and with expand0, expand1 and both tied, on the CPU i
               interior tokens (8 tokens from the border) of the max |difference| of a token's
               2x2x3 output from the interior's median token, code values (0 for an output that
               does not depend on the position);
-  probe       weights/denoise_train/faithful.py's grid8, neutral_chroma, neutral_chroma_grid, grey_chroma;
+  probe       denoise_train/faithful.py's grid8, neutral_chroma, neutral_chroma_grid, grey_chroma;
   val         with --data: denoise_train/validation.py's validate() and validate_davis() on the held-out
               split (--val-clips clips of --val-patch px; val_davis 16 clips), PSNR dB.
 Untrained, a tie shows what the trained expands carry; a fine-tune with tied expands is what

@@ -178,7 +178,8 @@ def residuals(clips: torch.Tensor, flowed: torch.Tensor | None = None,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="+")
-    ap.add_argument("--videos", nargs="+", default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
+    ap.add_argument("--videos", nargs="+",
+                    default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
                     help="default: $DENOISE_DATA/train-video and train-video2")
     ap.add_argument("--subpixel", default="0.25,0.5", help="global motion in px per frame, comma-separated")
     ap.add_argument("--per-clip", action="store_true")

@@ -22,7 +22,7 @@ Measurements (the network in fp32 on the CPU):
      |change| and the share of samples changing by more than 0.5, of Y' and of Cb/Cr, for (a) a
      network that changes nothing (head weights and bias zero) and (b) the given weights, each at
      sigma map 0 and 15 (a default sigma on clean footage).
-  2. denoising on the held-out videos cows and dog (weights/denoise_train/data.py's validation split; never
+  2. denoising on the held-out videos cows and dog (denoise_train/data.py's validation split; never
      eval-davis4), the middle --frames frames of each: R'G'B' as OpenCV decodes it (in [0, 1]) with
      AWGN unclipped at sigma 10/30/50 (the benchmark's protocol) and 8-bit clipped and quantised
      AWGN at 15/30: RGB PSNR, peak 1, per frame, mean over frames and videos.
