@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch side of tools/bench.sh: the reference model (weights/denoise_train/model.py) running the same per-output-
+"""PyTorch side of tools/bench.sh: the reference model (denoise_train/model.py) running the same per-output-
 frame work as the engines' steady state (one U-Net pass on a 5-frame window + the head), bf16,
 timed after warm-up (CUDA events on the GPU), median of --iters. Variants, all on the same inputs:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of the fusion windows' motion alignment (weights/denoise_train/align.py, Config.align) on the CPU.
+"""Checks of the fusion windows' motion alignment (denoise_train/align.py, Config.align) on the CPU.
 
   python3 tests/weights/check_align.py
 

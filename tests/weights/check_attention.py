@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The training kernels compute the same network as the v1 code (weights/denoise_train/model.py), and which SDPA
+"""The training kernels compute the same network as the v1 code (denoise_train/model.py), and which SDPA
 backend they run.
 
   python3 tests/weights/check_attention.py [--device cpu|cuda] [--bf16]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The portable compile cache (weights/denoise_train/compile_cache.py) on the CPU, with Inductor's C++ backend
+"""The portable compile cache (denoise_train/compile_cache.py) on the CPU, with Inductor's C++ backend
 standing in for the GPU's Triton one (the same cache artifacts API).
 
   python3 tests/weights/check_compile_cache.py

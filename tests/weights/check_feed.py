@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The training batches are the same when built ahead on a side stream (weights/denoise_train/batch_feed.py)
-and with the gather-based augmentation and tile resampling of weights/denoise_train/data.py.
+"""The training batches are the same when built ahead on a side stream (denoise_train/batch_feed.py)
+and with the gather-based augmentation and tile resampling of denoise_train/data.py.
 
   python3 tests/weights/check_feed.py [--device cpu|cuda]
 
