@@ -163,7 +163,7 @@ std::vector<float> down_bf(Dev &d, size_t n) { return down_bf(d.p, n); }
 
 // The trained weights' relative L2 tolerance (network checks, the aligned moving clip). A bf16
 // engine that rounds where this one does, emulated in PyTorch on these checks' inputs (`python3
-// weights/bf16_rounding.py --random 320x192 --seeds 3`: uniform frames, sigma 20), differs from
+// weights/experiments/bf16_rounding.py --random 320x192 --seeds 3`: uniform frames, sigma 20), differs from
 // the fp32 network by rel L2 5.2e-3..1.15e-2 in F_s and 1.44e-2..1.71e-2 in the head output
 // with model v2 (18 Swin blocks), against 4.1e-3 and 4.4e-3 with v1 (11): the trained network
 // amplifies the roundings, most in the head output, where the residual nearly cancels the
@@ -2049,7 +2049,7 @@ void align_api_check(const std::string &weights, const Clip &c) {
     for (float &v : b) v = 2.f * v - 1.f;
     // Both outputs are 8-bit yuv420p: where bf16 rounding moves a value across a code boundary
     // the two differ by a whole code. The rounding emulated on this kind of clip (`python3
-    // weights/bf16_rounding.py --moving 512x384 --weights tests/data/golden_align_weights.
+    // weights/experiments/bf16_rounding.py --moving 512x384 --weights tests/data/golden_align_weights.
     // safetensors`) differs from the fp32 network by rel L2 5.2e-3 as computed, 9.5e-3 quantised
     // to 8-bit R'G'B' and 1.34e-2 (max abs 2.5e-2) through 8-bit Y'CbCr: hence 2e-2 here.
     check(name, a, b, 0.1, 0, "", 2e-2);

@@ -40,7 +40,7 @@
 //    window grid and shifted window of the three U-Net levels aligns with the whole frame's), on
 //    the tile grown by a halo of kHalo px: frame_in of the (up to 2R+1) frames, the three U-Nets,
 //    the head, and frame_out of the tile's interior. T is the largest that fits the cap.
-// Model option align (weights/align.py; the CPU backend's compute_features / queue_output):
+// Model option align (weights/denoise_train/align.py; the CPU backend's compute_features / queue_output):
 //  - whole frames: a U-Net pass (its graph) first writes the centre's luma and box means (frame_in
 //    with a luma plane only, luma_pyramid) into one whole-frame pyramid, then per other frame of
 //    the window the same into a second one, matches it against the centre (block_match) and moves

@@ -1,4 +1,4 @@
-// Model v1 on the GPU from the ops of ops.h (weights/model.py's UNet and Denoiser.head_out).
+// Model v1 on the GPU from the ops of ops.h (weights/denoise_train/model.py's UNet and Denoiser.head_out).
 //
 // Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock): where the stage's width has a
 // fused kernel that fits the device (swin_block_fused.h), one launch of swin_block_fused on x in
