@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -63,7 +64,7 @@ def main():
     ap.add_argument("--data", help="the data folder: also validate (train-photos, train-video, train-video2)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=128)
-    ap.add_argument("--cache", default="/tmp/denoise-val-cache")
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "denoise-val-cache"))
     a = ap.parse_args()
     val = None
     if a.data:
