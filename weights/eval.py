@@ -71,7 +71,8 @@ def main():
     seqs = sorted(glob.glob(os.path.join(args.data, "*.mkv")))
     if not seqs:
         sys.exit(f"eval.py: no *.mkv sequences in {args.data} (--data)")
-    table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (denoise_train/awgn.py), RGB PSNR peak 1, "
+    # the protocol text as the shipped weights' eval metadata records it (awgn.py is now denoise_train/awgn.py)
+    table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (weights/awgn.py), RGB PSNR peak 1, "
                          "SSIM 11x11 Gaussian, per frame -> per sequence -> mean" % args.seed,
              "weights": os.path.basename(args.weights), "precision": "bf16" if args.bf16 else "fp32",
              "sigmas": {}}
