@@ -1,14 +1,14 @@
 /*
  * libdenoise: the engine behind FFmpeg's denoise filter.
  *
- * A temporal Swin U-Net (weights/model.py is the source of truth) that denoises a stream of
+ * A temporal Swin U-Net (weights/denoise_train/model.py is the source of truth) that denoises a stream of
  * video frames in their own pixel format. The caller pushes frames in display order and pulls
  * one output frame per input frame, in the same order. Output t needs input frames t-R..t+R
  * (R = the model's temporal radius, 3 for models v1 and v2: two fusion windows of radius 2 around t-1,
  * t, t+1 feed the 3x3x3 head), so pulls lag pushes by denoise_latency() frames until
  * denoise_flush() marks the end of a segment; frames outside [0, N-1] are taken by mirroring
  * (index -k -> k, N-1+k -> N-1-k, repeated for very short segments), exactly as
- * weights/model.py's reflect_index() does.
+ * weights/denoise_train/model.py's reflect_index() does.
  *
  * Frames in and out are native frames: planes and linesizes as an AVFrame holds them, described
  * by a DenoisePixelFormat (which bytes hold which component) and a DenoiseColor (libplacebo's
@@ -34,7 +34,7 @@
  *
  * Units: sigma is the noise standard deviation in 8-bit code values of R'G'B' (0..255 scale)
  * whatever the bit depth: the root mean square over R', G', B' of the noise's standard deviation
- * (weights/noise_models.py); the network sees a constant map channel sigma/255. A model with a
+ * (weights/denoise_train/noise_models.py); the network sees a constant map channel sigma/255. A model with a
  * sigma gate G (model v2's config "sigma_gate") scales the change of output t by
  * min(1, sigma_t / G), sigma_t the sigma of F_t: sigma 0 returns the input exactly, and the
  * change fades in linearly up to sigma G (as the amounts below do).
@@ -45,7 +45,7 @@
  *   per frame, weak-texture patch PCA (Liu, Tanaka & Okutomi, IEEE TIP 2013) on the frame's
  *   R'G'B' planes as the network gets them, or, for subsampled Y'CbCr, on the native Y', Cb, Cr
  *   planes with sigma^2 = (1/3) sum_c sum_j dec[c][j]^2 var_j through the frame's decoding matrix
- *   (the R'G'B' noise of independent Y', Cb, Cr noise, as weights/noise_models.py defines it);
+ *   (the R'G'B' noise of independent Y', Cb, Cr noise, as weights/denoise_train/noise_models.py defines it);
  *   smoothed over the segment: the patches' scatter matrices S and counts n are summed as
  *   S = 0.9 S + S_frame, n = 0.9 n + n_frame (an exponential moving average, ~10 frames of
  *   memory) and the estimate is the PCA variance of S / n.
@@ -244,7 +244,7 @@ int denoise_set_amount(DenoiseEngine *e, const DenoiseAmount *a);
 /* The noise levels the model was trained on, sigma in 8-bit code values: the weight file's
  * __metadata__ "sigma_range" (a JSON list [lo, hi], written by weights/export.py) when it has
  * one, else 0..55, the range of models v1 and v2 (both trained on sigma ~ U(0, 55) per clip:
- * weights/noise_models.py, and weights/data.py make_noisy() for v1). The network extrapolates
+ * weights/denoise_train/noise_models.py, and weights/denoise_train/data.py make_noisy() for v1). The network extrapolates
  * outside it. Returns 1 when the range comes from the file, 0 for the default, DENOISE_EINVAL
  * before open. */
 int denoise_model_sigma_range(const DenoiseEngine *e, float *lo, float *hi);

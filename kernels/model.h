@@ -12,7 +12,7 @@
 
 namespace denoise {
 
-// Views into Model::file (fp32, PyTorch layouts and names; weights/model.py).
+// Views into Model::file (fp32, PyTorch layouts and names; weights/denoise_train/model.py).
 struct LinearW { const float *w = nullptr, *b = nullptr; int in = 0, out = 0; };  // w (out, in) row-major; b may be null
 struct NormW { const float *g = nullptr, *b = nullptr; int n = 0; };
 

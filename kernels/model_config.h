@@ -1,4 +1,4 @@
-// Model hyper-parameters as stored in a weight file's __metadata__ "config" (weights/model.py's
+// Model hyper-parameters as stored in a weight file's __metadata__ "config" (weights/denoise_train/model.py's
 // Config.to_json()), their validation, and the tensor list (names and shapes) they imply.
 #ifndef DENOISE_MODEL_CONFIG_H
 #define DENOISE_MODEL_CONFIG_H
@@ -25,9 +25,9 @@ struct ModelConfig {
     double ln_eps = 1e-5;
     // Model v2's sigma gate (8-bit code values; 0: none, model v1): the change of output t is
     // scaled by min(1, sigma_t / sigma_gate), sigma_t the sigma of F_t, so that sigma 0 returns the
-    // input exactly (weights/model.py Config.sigma_gate; engine.cpp folds it into the amounts).
+    // input exactly (weights/denoise_train/model.py Config.sigma_gate; engine.cpp folds it into the amounts).
     double sigma_gate = 0.0;
-    // Model v2's alignment (weights/align.py; weights/model.py Config.align): align > 0 moves every
+    // Model v2's alignment (weights/denoise_train/align.py; weights/denoise_train/model.py Config.align): align > 0 moves every
     // frame of F_s's fusion window onto x_s by one whole-pixel shift (dy, dx), |dy|, |dx| <= align
     // px, per align_tile x align_tile tile of the padded frame, found by block matching of the noisy
     // frames' luma; the head reads F_{t-1} and F_{t+1} through window t's shifts of x_{t-1} and

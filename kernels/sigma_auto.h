@@ -1,7 +1,7 @@
 // sigma=auto: which planes of a frame the noise estimator (common/noise_estimate.h) reads, and how
 // their noise variances make the network's sigma.
 //
-// The network's sigma (weights/noise_models.py, docs/model.md) is the root mean square over the
+// The network's sigma (weights/denoise_train/noise_models.py, docs/model.md) is the root mean square over the
 // R', G', B' samples of the noise's standard deviation, in 8-bit code values: for noise n_c in
 // R'G'B' component c, sigma^2 = (1/3) sum_c Var(n_c). The estimator measures the variance of
 // spatially white noise on one plane (weak-texture PCA), so:
@@ -16,7 +16,7 @@
 //     frame's decoding matrix dec (R'G'B' = dec (Y', Cb, Cr) + dec_off, frame_color.cpp)
 //       sigma^2 = (1/3) sum_c sum_j dec[c][j]^2 var_j,   gain_j = (1/3) sum_c dec[c][j]^2,
 //     the R'G'B' noise of independent Y', Cb, Cr noise carried one sample per chroma site, as
-//     weights/noise_models.py's ycc420 model defines it (BT.709: gain_Y = 1.164^2 for limited
+//     weights/denoise_train/noise_models.py's ycc420 model defines it (BT.709: gain_Y = 1.164^2 for limited
 //     range, sum of the chroma gains K = 2.0591 times 1.138^2).
 // Host-only.
 #ifndef DENOISE_SIGMA_AUTO_H

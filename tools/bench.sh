@@ -32,7 +32,7 @@
 #      frames and the teardown are outside it). GPU memory = nvidia-smi's largest memory.used
 #      during the run minus the idle value (the whole process: CUDA context, FFmpeg's frames, the
 #      engine) and the engine's own peak from the filter's log ("GPU memory peak", -v verbose);
-#   3. weights/bench_torch.py (PyTorch eager, v1 code and SDPA/NHWC kernels, at the three sizes;
+#   3. tools/bench_torch.py (PyTorch eager, v1 code and SDPA/NHWC kernels, at the three sizes;
 #      static-shape torch.compile in the modes of BENCH_TORCH_MODES at 1920x1080 and 3840x2160)
 #      when BENCH_TORCH=1 and python3 with CUDA torch is present.
 # Prints each part's duration and a summary table last, with the bars: CUDA frames >= 90% of the
@@ -210,8 +210,8 @@ fi
 
 if [ "${BENCH_TORCH:-1}" = 1 ]; then
     if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-        echo "=== PyTorch reference (weights/bench_torch.py)"
-        python3 "$ROOT/weights/bench_torch.py" --weights "$WEIGHTS" --sizes 960x540,1920x1080,3840x2160 \
+        echo "=== PyTorch reference (tools/bench_torch.py)"
+        python3 "$ROOT/tools/bench_torch.py" --weights "$WEIGHTS" --sizes 960x540,1920x1080,3840x2160 \
             --compile-sizes 1920x1080,3840x2160 --compile-modes "${BENCH_TORCH_MODES:-default,reduce-overhead}" --iters "$ITERS" |
             tee "$tmp/torch.log"
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
@@ -254,7 +254,7 @@ y=${E2E[3840x2160.sw_yuv420p]:-}
     check_bar "3840x2160 software yuv420p / kernel-only frames/s" "" ">=" 0.70
 check_bar "3840x2160 yuv420p stream GPU memory (MiB, whole process)" "${MEM[3840x2160.sw_yuv420p]:-}" "<=" 3072
 if [ -f "$tmp/torch.log" ]; then
-    echo "PyTorch, same inputs, same run (weights/bench_torch.py; ms per output frame):"
+    echo "PyTorch, same inputs, same run (tools/bench_torch.py; ms per output frame):"
     grep '^pytorch' "$tmp/torch.log" | sed 's/  *[0-9.]* GFLOP\/frame.*//'
     for size in 1920x1080 3840x2160; do
         k=$(kfps "$size")

@@ -10,7 +10,7 @@
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh and prints the failures, the key
 #       checks and the bench summary last; `check` or `bench` runs that part alone (the checks
 #       can share the GPU with a trainer, the bench wants it to itself: pause the trainer around
-#       it, weights/device_train.sh pause / resume). The PyTorch side by side (eager, and static-shape
+#       it, tools/device_train.py pause / resume). The PyTorch side by side (eager, and static-shape
 #       torch.compile at 1920x1080 and 3840x2160: a few cold compiles) only with DEVICE_TORCH=1
 #       (bench budget 480 s instead of 125).
 # Output, always in $OUT (./device-out when OUT is unset), at most 6 files: device.log (each

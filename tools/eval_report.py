@@ -319,7 +319,7 @@ def main():
     w("")
     w("- Clean: the FFV1 gbrp sequences decoded by build/bin/ffmpeg to raw gbrp, v = code / 255 in numpy, stored as raw gbrpf32le.")
     w("- Noise: `build/bin/denoise-noise --pix-fmt gbrpf32le --seed 0 --sigma S` (benchmark protocol: unclipped float; "
-      "the same samples as weights/awgn.py, so the same noisy frames as weights/eval.py).")
+      "the same samples as weights/denoise_train/awgn.py, so the same noisy frames as weights/eval.py).")
     w("- Each method: one `build/bin/ffmpeg -f rawvideo -pix_fmt FMT -s 854x480 -i noisy.raw -sws_flags "
       "accurate_rnd+full_chroma_int+bitexact -vf CHAIN -f rawvideo -pix_fmt FMT out.raw` per sequence (the temporal "
       "filters see the whole clip); FMT is gbrpf32le for denoise (the noise tool's output as is) and, for the "

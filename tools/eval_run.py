@@ -8,7 +8,7 @@
 
 Per sequence (first N frames) and sigma: clean frames decoded by build/bin/ffmpeg to raw
 gbrpf32le; AWGN from build/bin/denoise-noise (seed 0, gbrpf32le, unclipped: the benchmark protocol,
-identical to weights/awgn.py); each method run by build/bin/ffmpeg from that raw file
+identical to weights/denoise_train/awgn.py); each method run by build/bin/ffmpeg from that raw file
 (filter chain in eval_common.filter_chain, FFmpeg denoisers with the settings tuned on a
 training clip, docs/quality/settings.json), output decoded to raw gbrpf32le; PSNR/SSIM in numpy
 against the clean frames (weights/eval.py's definitions). Results are appended to

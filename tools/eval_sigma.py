@@ -4,7 +4,7 @@ against the true sigma, through build/bin/denoise-estimate-sigma (the engine's C
 docs/sigma-auto.md.
 
 Clean frames are decoded with build/bin/ffmpeg to 8-bit gbrp and made R'G'B' floats v = code/255
-(exact); noise is weights/awgn.py's counter-based Gaussian (seed 0, the project's eval protocol),
+(exact); noise is weights/denoise_train/awgn.py's counter-based Gaussian (seed 0, the project's eval protocol),
 the same unit-normal field scaled by each sigma. Noise models:
   awgn    R'G'B' + sigma/255 N(0,1), float, unclipped (the benchmark protocol)
   clip8   the same, clipped to [0, 1] and rounded to 8-bit codes (awgn.py's clip8: real files)
@@ -12,7 +12,7 @@ the same unit-normal field scaled by each sigma. Noise models:
           the Y' codes and on the Cb, Cr codes (one sample per 2x2 block, chroma std = rho x luma
           std, rho = --rho), rounded and clipped to 8 bit, given to the estimator as yuv420p (the
           engine's path for subsampled formats: native planes through the decoding matrix). The
-          true sigma is the network's (weights/noise_models.py): the RMS over R', G', B' of the
+          true sigma is the network's (weights/denoise_train/noise_models.py): the RMS over R', G', B' of the
           noise's standard deviation, sqrt(sum_j gain_j s_j^2) with gain_j = (1/3) sum_c dec[c][j]^2
           for BT.709 limited range; the noise levels are set so that it equals the nominal sigma.
 The estimator sees each clip as one segment: for frame t it reports the segment estimate after
@@ -34,7 +34,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "weights"))
-import awgn  # noqa: E402
+from denoise_train import awgn  # noqa: E402
 
 BIN = os.path.join(os.environ.get("DENOISE_BUILD_DIR", os.path.join(ROOT, "build")), "bin")
 FFMPEG = os.path.join(BIN, "ffmpeg")

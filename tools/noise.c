@@ -18,7 +18,7 @@
  *   for YUV formats the noise is added to the Y, U and V code values as stored (it is then not
  *   white in RGB: use a gbrp* format to reproduce the RGB AWGN the model is trained for).
  *
- * Random numbers: the counter-based generator that weights/awgn.py (the PyTorch evaluation)
+ * Random numbers: the counter-based generator that weights/denoise_train/awgn.py (the PyTorch evaluation)
  *   defines, so the C tool and PyTorch produce the same noisy clip on any machine, in any order:
  *   - mix(z): the SplitMix64 output function (Steele, Lea & Flood, "Fast splittable
  *     pseudorandom number generators", OOPSLA 2014; constants from Vigna's public-domain
@@ -135,7 +135,7 @@ static void usage(FILE *f)
 "  --frames N       stop after N frames (default: until end of input).\n"
 "  -h, --help       this text.\n"
 "\n"
-"Generator (same as weights/awgn.py): n = Box-Muller(u1, u2), u1/u2 from SplitMix64's mixer\n"
+"Generator (same as weights/denoise_train/awgn.py): n = Box-Muller(u1, u2), u1/u2 from SplitMix64's mixer\n"
 "(Steele, Lea & Flood 2014) of mix(seed) + 2i and + 2i+1, i = ((frame*3 + c)*H + y)*W + x with\n"
 "c = 0, 1, 2 for R, G, B (Y, U, V); see the comment at the top of tools/noise.c for the details.\n"
 "\n"

@@ -12,10 +12,10 @@ data; throughput does not depend on the pixels; batch_feed.training_batch, as tr
 them), for --seconds of steady state after its set-up and warm-up. Timing: a CUDA event pair around every step (batch generation, noise, forward,
 backward, clipping, AdamW), read after the run; clips/s = clips / (last end - first start).
 
-Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions and head):
+Variants (denoise_train/train_step.py engines; every one but v1 with NHWC convolutions and head):
   v1             model v1's recipe: the v1 attention code, batch 64, AWGN (data.make_noisy), L1,
                  eager (the v1 run compiled the whole model instead: a cold compile took 300 s;
-                 its log, weights/ckpt/train.log, has a median of about 1,290 clips/s).
+                 its training log has a median of about 1,290 clips/s).
   sdpa-b64       SDPA attention, the v2 recipe (noise mixture, synthetic clips, low-pass loss), batch 64
   sdpa           the same at batch 128
   graph          sdpa + the whole step as one CUDA graph, batch 128
@@ -28,7 +28,7 @@ Variants (weights/train_step.py engines; every one but v1 with NHWC convolutions
                  backgrounds, 12 % synthetic) and loss terms
   shipped-net    compile-graph-overlap-v2h on the shipped network's config (weights/
                  denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24), fresh plain
-                 qkv weights (a piece resumes with --qkv-reparam): the network a training piece
+                 qkv weights (a session resumes with --qkv-reparam): the network a training session
                  runs (the others train Config()); shipped-net-noalign the same with the alignment
                  off, so the two give what the alignment costs
   compile        sdpa + torch.compile'd Swin blocks, batch 128
@@ -40,7 +40,7 @@ For each variant: clips/s, step time, set-up (compile / capture / first step), p
 time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches),
 the host's time to queue one batch and one step onto an idle GPU (host ms batch/step, median of
 5: when their sum reaches the step time, the loop is bound by the host, not the GPU) and which
-SDPA backend its kernels ran, forward and backward (check_attention.sdpa_backends on
+SDPA backend its kernels ran, forward and backward (denoise_train.sdpa_backends on
 one step of the same kernels, after the timing). The recommendation (printed last and written to
 --json as "recommended", the engine, and "recommended_feed") is the fastest variant at batch 128
 in a default form (sdpa, graph, compile, compile-graph, each also with -overlap) whose set-up
@@ -48,15 +48,15 @@ took at most 85 s, so that data loading plus set-up stays under 90 s per trainin
 overlap variant only when the feed check passed. A compile variant after another one finds
 Inductor's compiled code in its on-disk cache: put the one whose cold set-up matters first.
 --compile-cache DIR hot-loads DIR's bench compile cache before the checks and saves what
-the run compiled at the end (weights/compile_cache.py): set-up then shows a warm compile on a
+the run compiled at the end (denoise_train/compile_cache.py): set-up then shows a warm compile on a
 fresh machine. Variants that would start after --budget seconds are skipped (and say so).
 --profile N adds, per variant, N more steps under torch.profiler (CUPTI: kernels inside a CUDA
 graph's replay included): the GPU time per kernel class (attention, GEMM, convolution,
 Triton-generated, optimiser, other) and the kernels with the most GPU time, beside the steps'
 wall time (busy = kernel time / wall time: above 1 the two streams overlapped, below it the GPU
 idled), and the same for N batches built alone. First,
-weights/check_attention.py (the training kernels vs the v1 code, fp32 and bf16, and which SDPA
-backend ran) and weights/check_feed.py (batches built ahead on the side stream are bit-identical
+tests/weights/check_attention.py (the training kernels vs the v1 code, fp32 and bf16, and which SDPA
+backend ran) and tests/weights/check_feed.py (batches built ahead on the side stream are bit-identical
 to synchronous ones, also with both streams held busy; the gather-based augmentation and tile
 resampling against their old formulations) run on the device; --skip-check leaves them out.
 """
@@ -73,16 +73,17 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import candidates  # noqa: E402
-import compile_cache  # noqa: E402
-from check_attention import describe_backends  # noqa: E402
-from batch_feed import BatchFeed, training_batch  # noqa: E402
-from data import TILE, Batcher  # noqa: E402
-from export import load_weights  # noqa: E402
-from model import Config, Denoiser  # noqa: E402
-from noise_models import NoiseRecipe  # noqa: E402
-from train_step import LossWeights, StepEngine  # noqa: E402
+from denoise_train import candidates, compile_cache
+from denoise_train.batch_feed import BatchFeed, training_batch
+from denoise_train.checkpoint import load_weights
+from denoise_train.data import TILE, Batcher
+from denoise_train.model import Config, Denoiser
+from denoise_train.noise_models import NoiseRecipe
+from denoise_train.sdpa_backends import describe_backends
+from denoise_train.train_step import LossWeights, StepEngine
+
+# the attention and batch-feed checks that the bench runs first (--skip-check: not)
+CHECKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "weights")
 
 V1_LOGGED_CLIPS_PER_S = 1290.0
 VARIANTS = {  # name: (engine, batch, recipe, options)
@@ -103,7 +104,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "compile-overlap-b256": ("compile", 256, "v2", {"feed": "overlap"}),
     "compile-graph-overlap-v2h": ("compile-graph", 128, "v2h", {"feed": "overlap"}),
     # the shipped network (weights/denoise-v2.safetensors' config: widths, depths, sigma gate, align
-    # 24), fresh weights: the network a training piece runs, with and without its alignment
+    # 24), fresh weights: the network a training session runs, with and without its alignment
     "shipped-net": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped"}),
     "shipped-net-noalign": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped", "align": 0}),
 }
@@ -314,7 +315,7 @@ def main():
     ap.add_argument("--batch-div", type=int, default=1, help="divide every batch (CPU smoke tests)")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--compile-cache", metavar="DIR",
-                    help="hot-load DIR's bench compile cache first and save it at the end (weights/compile_cache.py)")
+                    help="hot-load DIR's bench compile cache first and save it at the end (denoise_train/compile_cache.py)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile N more steps of each variant (GPU time per kernel class, top kernels)")
     a = ap.parse_args()
@@ -332,6 +333,7 @@ def main():
            "feed_check": None}
     out["compile_cache_load"] = compile_cache.load(a.compile_cache, "bench") if a.compile_cache else None
     if not a.skip_check:
+        sys.path.insert(0, CHECKS)
         from check_attention import check
         t0 = time.time()
         fails, notes = check(dev)

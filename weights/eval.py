@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """PSNR/SSIM of the reference model on eval-davis4 (the numbers the engines must reproduce).
 
-  python3 weights/eval.py WEIGHTS(.safetensors|.pt) --data /work/shared/data/eval-davis4
+  python3 weights/eval.py WEIGHTS(.safetensors|.pt) [--data DATA/eval-davis4]
          [--sigmas 10 20 30 40 50] [--seed 0] [--json out.json] [--bf16]
 
 Protocol: each sequence (FFV1 gbrp, 25 frames, 854x480) decoded to RGB v in [0,1]; AWGN of
-sigma (8-bit code values) from weights/awgn.py with the given seed (the same noise tools/noise
+sigma (8-bit code values) from denoise_train/awgn.py with the given seed (the same noise tools/noise
 writes), unclipped; the whole sequence denoised as the engines do (model.denoise_sequence:
 mirrored ends, full frames); PSNR (peak 1.0, RGB, per frame, averaged per sequence, then across
 sequences) and SSIM (Wang et al. 2004: 11x11 Gaussian window, sigma 1.5, K1 0.01, K2 0.03, per
@@ -23,11 +23,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from awgn import add_noise  # noqa: E402
-from data import decode_video  # noqa: E402
-from export import load_weights  # noqa: E402
-from model import denoise_sequence  # noqa: E402
+from denoise_train.awgn import add_noise
+from denoise_train.checkpoint import load_weights
+from denoise_train.data import data_path, decode_video
+from denoise_train.model import denoise_sequence
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -56,13 +55,15 @@ def ssim(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("weights")
-    ap.add_argument("--data", default="/work/shared/data/eval-davis4")
+    ap.add_argument("--data", default=data_path("eval-davis4"), help="default: $DENOISE_DATA/eval-davis4")
     ap.add_argument("--sigmas", type=float, nargs="+", default=[10, 20, 30, 40, 50])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--frames", type=int, default=0, help="use only the first N frames (quick checks)")
     args = ap.parse_args()
+    if not args.data:
+        ap.error("--data is needed (or DENOISE_DATA: the data folder)")
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -70,6 +71,7 @@ def main():
     seqs = sorted(glob.glob(os.path.join(args.data, "*.mkv")))
     if not seqs:
         sys.exit(f"eval.py: no *.mkv sequences in {args.data} (--data)")
+    # the protocol text as the shipped weights' eval metadata records it (awgn.py is now denoise_train/awgn.py)
     table = {"protocol": "eval-davis4, AWGN unclipped, noise seed %d (weights/awgn.py), RGB PSNR peak 1, "
                          "SSIM 11x11 Gaussian, per frame -> per sequence -> mean" % args.seed,
              "weights": os.path.basename(args.weights), "precision": "bf16" if args.bf16 else "fp32",

@@ -39,16 +39,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import save_file
 
-from weights.align import tile_shifts  # noqa: E402
-from weights.model import FORMAT, VERSION, Config, Denoiser, denoise_sequence, reflect_index, reflect_pad  # noqa: E402
+from denoise_train.align import tile_shifts
+from denoise_train.model import FORMAT, VERSION, Config, Denoiser, denoise_sequence, reflect_index, reflect_pad
 
 
 def randomise(model: Denoiser, gen: torch.Generator) -> None:

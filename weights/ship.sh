@@ -9,7 +9,7 @@
 #   EVAL.json  its eval-davis4 table (python3 weights/eval.py CKPT.pt --data <eval-davis4> --json ...)
 #
 # Steps (each one stops the script when it fails):
-#   1. python3 weights/faithful.py CKPT --device cpu --json FAITHFUL, FAITHFUL being
+#   1. python3 -m denoise_train.faithful CKPT --device cpu --json FAITHFUL (from weights/), FAITHFUL being
 #      faithful_<training minutes>min.json beside CKPT (the probe, fp32, on the CPU)
 #   2. python3 weights/export.py CKPT weights/denoise-v2.safetensors --dtype bf16 --eval EVAL.json
 #      --faithful FAITHFUL
@@ -38,7 +38,7 @@ faithful=$(dirname "$ckpt")/faithful_${minutes}min.json
 weights=$root/weights/denoise-v2.safetensors
 
 echo "ship.sh: 1. faithfulness probe of $ckpt ($minutes training minutes) -> $faithful"
-"$PYTHON" "$root/weights/faithful.py" "$ckpt" --device cpu --json "$faithful"
+PYTHONPATH="$root/weights${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m denoise_train.faithful "$ckpt" --device cpu --json "$faithful"
 echo "ship.sh: 2. export -> $weights"
 "$PYTHON" "$root/weights/export.py" "$ckpt" "$weights" --dtype bf16 --eval "$eval_json" --faithful "$faithful"
 chmod 644 "$weights"

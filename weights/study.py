@@ -7,7 +7,7 @@ number of clips, within a planned duration.
          [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [--feed auto]
          [-- EXTRA train.py ARGS]
 
-Each candidate (weights/candidates.py; every one within candidates.engine_limits) is one
+Each candidate (denoise_train/candidates.py; every one within candidates.engine_limits) is one
 weights/train.py process in OUT/<name>/, started when the one before it has ended: K = --clips
 training clips (default 150,016 = 1,172 batches of 128) with a cosine learning rate over them,
 validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-out split, noise
@@ -25,7 +25,7 @@ SIGTERM (it checkpoints, validates and is marked incomplete). SIGTERM to this pr
 running candidate the same way and ends the study.
 
 Engine (--engine auto): from the bench JSON the default-form engine at batch 128 (sdpa, graph,
-compile, compile-graph, each built with a synchronous or an overlapping feed, weights/batch_feed.py)
+compile, compile-graph, each built with a synchronous or an overlapping feed, denoise_train/batch_feed.py)
 with the least set-up + K / clips-per-second; without one, graph. Feed (--feed auto): that bench
 result's (an overlapping one only if the bench's feed check passed); without one, train.py's own
 default (sync).
@@ -49,9 +49,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import candidates  # noqa: E402
-from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
+from denoise_train import candidates
+from denoise_train.model import Config, Denoiser, count_parameters, gflop_per_frame
 
 DEFAULT = "v1,deep,frame32,frame32-r3,v1-awgn"
 STUDY_ENGINES = ("sdpa", "graph", "compile", "compile-graph")

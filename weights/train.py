@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train the denoiser in resumable pieces (PyTorch; bf16 autocast on CUDA; CPU for smoke tests).
+"""Train the denoiser in resumable sessions (PyTorch; bf16 autocast on CUDA; CPU for smoke tests).
 
   python3 weights/train.py --photos DIR --videos DIR [DIR ...] --out RUN
          [--candidate NAME] [--minutes M | --clips K] [--plan-minutes N] [--init CKPT]
@@ -23,33 +23,33 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     (the starting state first, validated at the start); a validation more than --diverge-db (2)
     below the best (with --ema: of the live weights' means) ends the run with event
     "diverged": the state goes to diverged.pt and best.pt becomes last.pt, so that the next
-    piece resumes from before the fall (with a change: the same recipe falls again).
+    session resumes from before the fall (with a change: the same recipe falls again).
     Each val event carries the attention weights' norms (attn_norms: the largest norm of any
     block's qkv weight and bias and LayerNorm-1 weight and bias, and sigma_reparam's gamma), the
     signature of the attention-logit growth that made the first v2 runs diverge (docs/model.md).
-  - --qkv-reparam: the qkv weights train sigma-reparametrised (weights/sigma_reparam.py; the
+  - --qkv-reparam: the qkv weights train sigma-reparametrised (denoise_train/sigma_reparam.py; the
     function is unchanged at the switch, AdamW starts afresh with a warm-up, the run keeps it;
     export folds it back to plain weights).
-  - --sigma-gate G: model v2's sigma gate (weights/model.py sigma_gate) in the run's config: the
+  - --sigma-gate G: model v2's sigma gate (denoise_train/model.py sigma_gate) in the run's config: the
     output's change scaled by min(1, sigma / G), so sigma 0 returns the input exactly; no
     parameters, so it can be switched on at any resume (it changes the function only below
     sigma G); the checkpoint's config keeps it.
-  - --align R [--align-tile P]: the fusion windows aligned to their centre frames (weights/align.py,
+  - --align R [--align-tile P]: the fusion windows aligned to their centre frames (denoise_train/align.py,
     Config.align), set in the run's config like the sigma gate; no parameters, but the function
     changes for every moving input, so switching it on starts a branch of a run (with --init, or a
     resume in another folder) that continues to train the same weights on aligned windows.
   - Batches: built one step ahead on a side CUDA stream, overlapping the step
-    (weights/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
+    (denoise_train/batch_feed.py; --feed auto takes the bench's recommendation, else sync;
     --feed sync builds each batch on the step's stream just before it). Either way the batches
     are the same, in the same order.
-  - --ema D: an exponential moving average of the weights (weights/weight_ema.py, decay D, e.g.
+  - --ema D: an exponential moving average of the weights (denoise_train/weight_ema.py, decay D, e.g.
     0.999), kept in the checkpoint beside them; validation, the probe, best.pt's ranking and
     export then use the average (val events add val_psnr_mean_raw, the live weights' mean). Set
     in the run's state; a resumed run keeps it unless given again (0 turns it off). --init from
     a checkpoint with an average: with --ema the run carries it on beside the live weights;
     without, the run starts from the average (start event: init_from_average).
   - --compile-cache DIR: hot-load DIR's train compile cache before the first compile and save
-    what the run compiled once its first step is done (weights/compile_cache.py; events
+    what the run compiled once its first step is done (denoise_train/compile_cache.py; events
     compile_cache): set-up is then a warm compile on a fresh machine of the same kind.
   - Log events: data, start, compile_cache, engine (with the feed; + engine_fallback), train (loss, lr,
     clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
@@ -58,7 +58,7 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
     data event that gives val_davis_clips), with val_davis_s30_map1.3 (sigma 30 given a map 1.3x
     the noise: how much the network's smoothing follows its map); and the faithfulness probe,
-    weights/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume, or at an --init,
+    denoise_train/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume, or at an --init,
     names another recipe than the checkpoint's; the state keeps the list as recipe_changes), done. Nothing is
     read back from the GPU between logs.
 Never interactive; exit status 0 when the budget was trained, 1 on an error (logged), 2 when the
@@ -77,18 +77,16 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import candidates  # noqa: E402
-import compile_cache  # noqa: E402
-import sigma_reparam  # noqa: E402
-from batch_feed import FEEDS, BatchFeed, training_batch  # noqa: E402
-from data import VAL_DAVIS, VAL_T, Batcher, load_photo_tiles, load_videos  # noqa: E402
-from export import checkpoint_model  # noqa: E402
-from faithful import probe, summary  # noqa: E402
-from model import Config, Denoiser, count_parameters, gflop_per_frame  # noqa: E402
-from noise_models import NoiseRecipe, mix_noise  # noqa: E402
-from train_step import ENGINES, LossWeights, Schedule, StepEngine  # noqa: E402
-from weight_ema import WeightEMA  # noqa: E402
+from denoise_train import candidates, compile_cache, sigma_reparam
+from denoise_train.batch_feed import FEEDS, BatchFeed, training_batch
+from denoise_train.checkpoint import checkpoint_model
+from denoise_train.data import VAL_T, Batcher, load_photo_tiles, load_videos
+from denoise_train.faithful import probe, summary
+from denoise_train.model import Config, Denoiser, count_parameters, gflop_per_frame
+from denoise_train.noise_models import NoiseRecipe
+from denoise_train.train_step import ENGINES, LossWeights, Schedule, StepEngine
+from denoise_train.validation import make_val_davis, make_val_set, validate, validate_davis
+from denoise_train.weight_ema import WeightEMA
 
 
 class Log:
@@ -102,99 +100,6 @@ class Log:
         print(line, flush=True)
         self.fh.write(line + "\n")
         self.fh.flush()
-
-
-def psnr(a, b):
-    mse = ((a - b) ** 2).flatten(1).mean(1)
-    return -10 * torch.log10(mse.clamp_min(1e-12))
-
-
-def make_val_set(photos, frames, starts, device, n=24, P=256):
-    """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1] on
-    device. Drawn on the CPU (CPU generator, seed 12345) whatever the device, so that every
-    machine validates on the same clips. In each group of 8 the first 4 come from the videos and
-    the last 4 from the photos (data.Batcher.clean; all 8 from one source when the other is
-    missing)."""
-    cpu = lambda t: None if t is None else t.cpu()
-    b = Batcher(cpu(photos), cpu(frames), cpu(starts), "cpu", seed=12345, T=VAL_T)
-    return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))]).to(device)
-
-
-def make_val_davis(videos, device, cache=None, limit=0, P=256):
-    """The val_davis clips: make_val_set over the split's DAVIS sequences alone (data.VAL_DAVIS),
-    16 clips, (16, VAL_T, 3, P, P) on device; None when the videos hold none of them."""
-    frames, starts = load_videos(videos, "val", device, VAL_T, cache, limit, names=VAL_DAVIS)
-    return None if frames is None else make_val_set(None, frames, starts, device, n=16, P=P)
-
-
-VAL_NOISES = ("awgn", "awgn8", "pg", "ycc420")
-
-
-@torch.no_grad()
-def centre_outputs(model, noisy: torch.Tensor, sigma: float) -> torch.Tensor:
-    """The network's centre frames (N, 3, H, W) in [0, 1], fp32, for noisy clips (N, T, 3, H, W)
-    in [0, 1] (T the network's window) and a sigma map of sigma code values; 8 clips at a time,
-    bf16 autocast on CUDA, fp32 on the CPU."""
-    outs = []
-    for i in range(0, len(noisy), 8):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=noisy.is_cuda):
-            y = model(noisy[i:i + 8] * 2 - 1, torch.full((len(noisy[i:i + 8]),), sigma, device=noisy.device))
-        outs.append((y.float() + 1) / 2)
-    return torch.cat(outs)
-
-
-@torch.no_grad()
-def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise="awgn"):
-    """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
-    the CPU, like the clips, so that any machine reproduces the figures). groups: optional
-    {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips. map_scale:
-    the network is given a sigma map of map_scale * sigma (1: the real noise; a network that
-    uses its map loses PSNR above 1, where it smooths more; one that ignores it does not).
-    noise (weights/val.py --noise; training always validates on awgn): the training's other
-    noise models at the same sigma, from the same normal draw through noise_models.mix_noise:
-    awgn8 (AWGN clipped to [0, 1] and quantised to 8 bit), pg (Poisson-Gaussian, f = 0.5), ycc420
-    (4:2:0 chroma noise, rho = 0.75); the middles of the training's ranges."""
-    if noise not in VAL_NOISES:
-        raise ValueError(f"noise must be one of {VAL_NOISES}, got {noise!r}")
-    model.eval()
-    T = 2 * model.cfg.temporal_radius + 1
-    c = val.shape[1] // 2
-    clips = val[:, c - T // 2:c + T // 2 + 1]
-    g = torch.Generator()
-    g.manual_seed(777)
-    res = {}
-    for s in sigmas:
-        n = torch.randn(val.shape, generator=g).to(val.device)[:, c - T // 2:c + T // 2 + 1]
-        if noise == "awgn":
-            noisy = clips + s / 255.0 * n
-        else:
-            B = len(clips)
-            full = lambda v: torch.full((B,), float(v), device=val.device)  # noqa: E731
-            kind = {"awgn8": 0.0, "pg": 0.5, "ycc420": 0.9}[noise]   # kind < 1/3: awgn, < 2/3: pg, else ycc420
-            noisy = mix_noise(clips, n, full(s), full(kind), full(0.5), full(0.75),
-                              torch.full((B,), noise == "awgn8", device=val.device),
-                              torch.zeros(B, dtype=torch.bool, device=val.device), 1 / 3, 2 / 3)
-        p = psnr(centre_outputs(model, noisy, float(s) * map_scale), clips[:, T // 2])
-        res[f"val_psnr_s{s}"] = round(p.mean().item(), 3)
-        for name, idx in (groups or {}).items():
-            res[f"val_psnr_s{s}_{name}"] = round(p[idx].mean().item(), 3)
-    res["val_psnr_mean"] = round(sum(res[f"val_psnr_s{s}"] for s in sigmas) / len(sigmas), 3)
-    model.train()
-    return res
-
-
-def validate_davis(model, val_davis, noise="awgn") -> dict:
-    """validate() on the DAVIS clips of the split (data.VAL_DAVIS), keys val_davis_*: sigma 10 / 30
-    / 50 and their mean, and sigma 30 with a map 1.3x the noise on the same noise
-    (val_davis_s30_map1.3; the sixth piece's events in weights/ckpt-v2/main_train.log drew
-    another noise for it). noise: validate's. {} when val_davis is None."""
-    if val_davis is None:
-        return {}
-    r = {k.replace("val_psnr", "val_davis"): v for k, v in validate(model, val_davis, noise=noise).items()}
-    # sigmas (10, 30): sigma 30's noise is then the same draw as in the call above
-    r["val_davis_s30_map1.3"] = validate(model, val_davis, sigmas=(10, 30), map_scale=1.3,
-                                         noise=noise)["val_psnr_s30"]
-    return r
 
 
 @torch.no_grad()
@@ -303,7 +208,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--photos", required=True)
     ap.add_argument("--videos", nargs="+", required=True)
-    ap.add_argument("--cache", help="decode cache folder (weights/data.py)")
+    ap.add_argument("--cache", help="decode cache folder (denoise_train/data.py)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--candidate", default="v1", help=f"one of {', '.join(candidates.CANDIDATES)}")
     ap.add_argument("--recipe", choices=sorted(candidates.RECIPES), help="override the candidate's recipe")
@@ -330,24 +235,24 @@ def main():
                     "its step; auto: the bench's recommendation (overlap where its feed check passed), else sync")
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--compile-backend", default="inductor")
-    ap.add_argument("--compile-cache", metavar="DIR", help="a folder for the portable compile cache (weights/compile_cache.py)")
+    ap.add_argument("--compile-cache", metavar="DIR", help="a folder for the portable compile cache (denoise_train/compile_cache.py)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--ckpt-minutes", type=float, default=2.0)
     ap.add_argument("--val-minutes", type=float, default=4.0, help="trained minutes between validations")
     ap.add_argument("--qkv-reparam", action="store_true",
-                    help="train the attention's qkv weights sigma-reparametrised (weights/sigma_reparam.py); "
+                    help="train the attention's qkv weights sigma-reparametrised (denoise_train/sigma_reparam.py); "
                     "a run keeps it once on")
     ap.add_argument("--sigma-gate", type=float, default=None,
-                    help="model v2's sigma gate G (8-bit code values; weights/model.py sigma_gate): the output's change "
+                    help="model v2's sigma gate G (8-bit code values; denoise_train/model.py sigma_gate): the output's change "
                     "scaled by min(1, sigma / G), so that sigma 0 returns the input; set in the run's config (no "
                     "parameters), a resumed run keeps it unless given again; 0 turns it off")
     ap.add_argument("--align", type=int, default=None,
                     help="fusion windows aligned to their centre frame, whole-pixel shifts up to R px per tile "
-                    "(weights/align.py); set in the run's config, kept by a resumed run unless given again; 0: off")
+                    "(denoise_train/align.py); set in the run's config, kept by a resumed run unless given again; 0: off")
     ap.add_argument("--align-tile", type=int, default=None, help="the alignment's tile in px (default 64)")
     ap.add_argument("--ema", type=float, default=None,
                     help="keep an exponential moving average of the weights with this decay (e.g. 0.999; "
-                    "weights/weight_ema.py) and validate and export it; kept by a resumed run unless given again; 0: off")
+                    "denoise_train/weight_ema.py) and validate and export it; kept by a resumed run unless given again; 0: off")
     ap.add_argument("--diverge-db", type=float, default=2.0,
                     help="end the run when a validation's mean PSNR falls this far below the best of this invocation")
     ap.add_argument("--log-steps", type=int, default=200)
@@ -429,7 +334,7 @@ def run(args, log, dev):
     if src is not None:
         model.load_state_dict(checkpoint_model(src).state_dict() if init_average else src["model"])
     # switching sigma-reparametrised qkv weights on in a run that trained without them: the same
-    # function, new parameters (a fresh AdamW with a warm-up; weights/sigma_reparam.py)
+    # function, new parameters (a fresh AdamW with a warm-up; denoise_train/sigma_reparam.py)
     reparam_on = args.qkv_reparam and not reparam_src
     if reparam_on:
         sigma_reparam.enable(model)
@@ -450,7 +355,7 @@ def run(args, log, dev):
                          candidate=st.get("candidate", args.candidate),
                          init={"from": os.path.abspath(args.init), "clips": st.get("clips", 0)},
                          recipe_changes=list(st.get("recipe_changes", [])))
-            if st.get("deepened"):   # weights/deepen.py's record travels with the weights
+            if st.get("deepened"):   # denoise_train/deepen.py's record travels with the weights
                 state["deepened"] = list(st["deepened"])
             if st.get("recipe") and st["recipe"] != recipe_name:   # a branch that trains on with another recipe
                 change = {"from": st["recipe"], "to": recipe_name, "step": state["step"],
@@ -568,7 +473,7 @@ def run(args, log, dev):
         return False
 
     def diverged():
-        """The state to diverged.pt, best.pt to last.pt (the next piece resumes from there)."""
+        """The state to diverged.pt, best.pt to last.pt (the next session resumes from there)."""
         save_ckpt(os.path.join(args.out, "diverged.pt"), model, eng.opt, state, ema)
         os.replace(os.path.join(args.out, "best.pt"), os.path.join(args.out, "last.pt"))
         log(event="diverged", step=state["step"], train_minutes=round(state["train_seconds"] / 60, 3),
@@ -579,11 +484,11 @@ def run(args, log, dev):
     def budget_left():
         if args.clips:
             return state["clips"] < args.clips
-        return state["train_seconds"] < piece_end
+        return state["train_seconds"] < session_end
 
     if src is not None:   # score the starting state itself (a checkpoint's last val may be older)
         val_event(probe_too=False)
-    piece_end = state["train_seconds"] + (args.minutes or 0) * 60
+    session_end = state["train_seconds"] + (args.minutes or 0) * 60
     val_at = sorted(c for c in args.val_at if c > state["clips"])
     step_run, logged = 0, False
     last_ck = time.monotonic()

@@ -5,9 +5,9 @@
          [--bf16] [--jpeg Q] [--map-scale F] [--noise awgn|awgn8|pg|ycc420] [--val-clips 24]
          [--val-patch 256]
 
-WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by weights/export.py's
-load_weights. The clips are train.py's make_val_set (24 clips of 9 frames, 256x256, from the val
-split of ../shared/data's train-photos and train-video*, drawn with a CPU generator, seed 12345)
+WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by denoise_train/checkpoint.py's
+load_weights. The clips are validation.make_val_set's (24 clips of 9 frames, 256x256, from the
+val split of the data folder's train-photos and train-video*, drawn with a CPU generator, seed 12345)
 and the noise its validate (AWGN unclipped, seed 777, on the CPU); PSNR in dB against the clean
 centre frame, peak 1, at sigma 10 / 30 / 50 (8-bit code values) and their mean. Both are drawn on
 the CPU, so these figures equal train.log's val events (those with val_rng "cpu") on any machine,
@@ -20,10 +20,10 @@ copies and the downscaled photos have lost; a stand-in for eval-davis4's kind of
 never reads them. On 2026-12-03 it did not reproduce eval-davis4's ranking of v1 and v2
 (docs/model.md): the round trip smooths these already smooth clips further.
 --map-scale F: on the whole split the network is given a sigma map of F x the noise
-(train.validate's map_scale); the val_davis line keeps train.log's maps.
+(validation.validate's map_scale); the val_davis line keeps train.log's maps.
 --noise: the clips' noise, on the whole split and val_davis: awgn (train.log's), awgn8 (clipped and
 quantised), pg (Poisson-Gaussian, f 0.5) or ycc420 (4:2:0 chroma noise, rho 0.75), each at the
-same sigma from the same normal draw (train.validate): what a recipe's noise mix costs or buys on
+same sigma from the same normal draw (validation.validate): what a recipe's noise mix costs or buys on
 each model.
 Prints one line per file, the same PSNR over the video clips and over the photo clips (the
 first and last 4 of each group of 8: make_val_set's layout), and train.log's val_davis figures:
@@ -36,19 +36,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
-import sys
 
 import numpy as np
 import torch
 from PIL import Image
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data import VAL_DAVIS, VAL_T, load_photo_tiles, load_videos  # noqa: E402
-from export import load_weights  # noqa: E402
-from train import VAL_NOISES, make_val_davis, make_val_set, validate, validate_davis  # noqa: E402
+from denoise_train.checkpoint import load_weights
+from denoise_train.data import VAL_DAVIS, VAL_T, data_path, load_photo_tiles, load_videos
+from denoise_train.validation import VAL_NOISES, make_val_davis, make_val_set, validate, validate_davis
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
 
 def jpeg_round_trip(clips: torch.Tensor, quality: int) -> torch.Tensor:
@@ -67,17 +63,21 @@ def jpeg_round_trip(clips: torch.Tensor, quality: int) -> torch.Tensor:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="+")
-    ap.add_argument("--photos", default=os.path.join(DATA, "train-photos"))
-    ap.add_argument("--videos", nargs="+", default=[os.path.join(DATA, d) for d in ("train-video", "train-video2")])
+    ap.add_argument("--photos", default=data_path("train-photos"), help="default: $DENOISE_DATA/train-photos")
+    ap.add_argument("--videos", nargs="+",
+                    default=data_path() and [data_path(d) for d in ("train-video", "train-video2")],
+                    help="default: $DENOISE_DATA/train-video and train-video2")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="on the CPU: bf16 autocast (CUDA always uses it)")
     ap.add_argument("--jpeg", type=int, metavar="Q", help="clean clips round-tripped through JPEG at quality Q first")
     ap.add_argument("--map-scale", type=float, default=1.0, help="sigma map = F x the noise (default 1)")
     ap.add_argument("--noise", choices=VAL_NOISES, default="awgn",
-                    help="the noise model of the whole split's and val_davis's clips (train.validate; default awgn)")
+                    help="the noise model of the whole split's and val_davis's clips (validation.validate; default awgn)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
     args = ap.parse_args()
+    if not args.photos or not args.videos:
+        ap.error("--photos and --videos are needed (or DENOISE_DATA: the data folder)")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device(args.device)

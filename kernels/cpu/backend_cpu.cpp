@@ -5,7 +5,7 @@
 // reflect_index on both axes, so any size down to 1x1 works) and space-to-depth'd to
 // (hp/2, wp/2, 12), channel c*4 + dy*2 + dx. Kept: x (network units) and the native copy.
 // Per feature map (compute_features): the fusion input of frames s-r..s+r plus the sigma/255
-// channel, one U-Net pass (unet.cpp) -> F_s (hp/2, wp/2, c0). Model option align (weights/align.py
+// channel, one U-Net pass (unet.cpp) -> F_s (hp/2, wp/2, c0). Model option align (weights/denoise_train/align.py
 // align_window): first every frame of the window but the centre is matched against x_s
 // (block_match: per align_tile tile of the padded frame, a whole-pixel shift) and moved onto it
 // (shift_tiles_s2d); the shift maps of taps r-1 and r+1 are kept with F_s for the head.

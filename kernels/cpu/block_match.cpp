@@ -1,5 +1,5 @@
 // Per-tile whole-pixel block matching of two frames (the estimation half of model option `align`,
-// weights/align.py tile_shifts; hierarchical block matching after Bierling, SPIE VCIP 1988).
+// weights/denoise_train/align.py tile_shifts; hierarchical block matching after Bierling, SPIE VCIP 1988).
 //
 // Math: luma L = (R' + G' + B') / 3 of the network input; box means L1 = 2x2 and L2 = 4x4 means
 // of L. Per tile of the centre frame, three searches of the least mean |Lc(p) - Lo(clamp(p + s))|

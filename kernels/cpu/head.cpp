@@ -1,6 +1,6 @@
 // Output head: conv3d 3x3x3 (32 -> 12 channels; time taps F_{t-1}, F_t, F_{t+1}, no time padding;
 // spatial zero padding 1) + bias + s2d(x_t) residual r, clamped to [min(-1, r), max(1, r)] (the
-// range widened to the input sample: weights/model.py output_clamp).
+// range widened to the input sample: weights/denoise_train/model.py output_clamp).
 //
 // Two passes (the idea of the project's stencil-head note, own code):
 //  1. temporal GEMM: G (h*w, 9*Cout) = sum_dt F_dt (h*w, Cin) x Wt_dt (Cin, 9*Cout), where output

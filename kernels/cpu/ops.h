@@ -1,5 +1,5 @@
-// CPU reference operators of model v1 and of model v2's alignment (weights/model.py,
-// weights/align.py). All tensors are fp32, NHWC (token-major: element (y, x, c) of an h x w x C
+// CPU reference operators of model v1 and of model v2's alignment (weights/denoise_train/model.py,
+// weights/denoise_train/align.py). All tensors are fp32, NHWC (token-major: element (y, x, c) of an h x w x C
 // map lives at (y * w + x) * C + c) unless stated otherwise. Each operator is in its own file with
 // a note on its math and memory traffic. None allocates except where stated; callers pass
 // workspaces. Loops run on the engine's pool (parallel.h); GEMMs are OpenBLAS.
@@ -76,7 +76,7 @@ void window_scatter_add(const float *win, const float *bias, int H, int W, int C
 
 // head.cpp: conv3d 3x3x3 (time taps t-1, t, t+1, spatial zero padding) as a temporal GEMM to
 // 9 x Cout channels followed by a 9-tap stencil, + bias + residual r, clamped to [min(-1, r),
-// max(1, r)] (weights/model.py output_clamp).
+// max(1, r)] (weights/denoise_train/model.py output_clamp).
 // F[3]: the three feature maps (h, w, Cin); wt: head_pack output; residual and out (h, w, Cout);
 // work: head_work_floats(h, w, Cout) floats.
 void head_pack(const float *w_oitkk, int Cout, int Cin, float *wt);  // -> 3 x (Cin, 9*Cout)
@@ -85,7 +85,7 @@ void head_conv3d(const float *const F[3], int h, int w, int Cin, const float *wt
                  const float *residual, float *out, float *work);
 
 // block_match.cpp: per-tile whole-pixel motion of `other` against `centre` (model option
-// `align`'s estimation; the formula is weights/align.py's tile_shifts, hierarchical block matching
+// `align`'s estimation; the formula is weights/denoise_train/align.py's tile_shifts, hierarchical block matching
 // after Bierling, SPIE VCIP 1988). Inputs: the CPU engine's network input of each frame, NHWC
 // space-to-depth (h2, w2, 12) floats in [-1, 1] (x = 2 R'G'B' - 1 of the padded H x W = 2 h2 x
 // 2 w2 frame), channel c*4 + dy*2 + dx for colour c (R', G', B') of pixel (2 y + dy, 2 x + dx).
@@ -107,7 +107,7 @@ size_t block_match_work_floats(int h2, int w2);
 int block_match(const float *centre, const float *other, int h2, int w2, int radius, int tile, int32_t *shifts,
                 float *work);
 
-// shift_tiles.cpp: per-tile whole-pixel warp (model option `align`'s moving half, weights/align.py
+// shift_tiles.cpp: per-tile whole-pixel warp (model option `align`'s moving half, weights/denoise_train/align.py
 // shift_tiles): out(p) = in(clamp(p + s)), s = (dy, dx) the shift of the tile that holds p, the
 // source clamped to the map ([0, h-1] x [0, w-1]). in and out must not alias.
 // shift_tiles: an NHWC map (h, w, C) at its own resolution, tiles of tile x tile samples;

@@ -1,4 +1,4 @@
-// Per-tile whole-pixel warp (the moving half of model option `align`, weights/align.py
+// Per-tile whole-pixel warp (the moving half of model option `align`, weights/denoise_train/align.py
 // shift_tiles): out(p) = in(clamp(p + s_tile(p))), one shift (dy, dx) per tile, reads outside the
 // map clamped to its edge.
 //

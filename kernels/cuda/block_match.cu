@@ -1,5 +1,5 @@
 // luma_pyramid and block_match: per-tile whole-pixel motion of one frame against another (model
-// option `align`'s estimation, weights/align.py tile_shifts), the GPU twin of kernels/cpu/
+// option `align`'s estimation, weights/denoise_train/align.py tile_shifts), the GPU twin of kernels/cpu/
 // block_match.cpp with the same shifts on every tile, ties included.
 //
 // Math: L = ((R' + G' + B') / 3 of the fp32 network input x, written by frame_in before its bf16

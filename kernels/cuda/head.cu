@@ -9,7 +9,7 @@
 // per time tap) for 108 outputs, and the spatial taps move to this cheap pass.
 // Pass 2 (here): out[y, x, o] = clamp(bias[o] + r + sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*12 + o],
 //   min(-1, r), max(1, r)), r = residual[y, x, o], G zero outside the map (the conv's spatial zero
-// padding): the clamp range is widened to the input sample (weights/model.py output_clamp), so the
+// padding): the clamp range is widened to the input sample (weights/denoise_train/model.py output_clamp), so the
 // clamp moves no out-of-range input by itself. One thread per output token, 12 fp32 accumulators; the nine shifted
 // 48-byte reads of G rows y-1..y+1 come mostly from L1/L2, so G is read about once from DRAM.
 // Value path: fp32 from the three time taps (GEMM accumulator) through the nine spatial taps, the

@@ -6,7 +6,7 @@
 // per token, the whole head here moves 3 x 64 B of features + 2 Cout B of residual in and 4 Cout
 // B out per token.
 //
-// Math: out[y, x, o] = clamp(a + r, min(-1, r), max(1, r)) (weights/model.py output_clamp), r =
+// Math: out[y, x, o] = clamp(a + r, min(-1, r), max(1, r)) (weights/denoise_train/model.py output_clamp), r =
 // residual[y, x, o], a = bias[o] + sum_{ky, kx} sum_{dt < 3, c < 32} F_dt[y+ky-1, x+kx-1, c]
 // W[o, c, dt, ky, kx], F zero outside the map; with as_change the kernel stores 0.5 (out - r)
 // instead (frame_out.cu turns it into samples). As a GEMM: M = output tokens, N = Cout padded to

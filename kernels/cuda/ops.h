@@ -1,4 +1,4 @@
-// CUDA operators of model v1 (weights/model.py), correct-first version: cuBLASLt for every
+// CUDA operators of model v1 (weights/denoise_train/model.py), correct-first version: cuBLASLt for every
 // matrix product, one simple kernel per remaining op; the frame conversions between native
 // frames and the network (frame_in, frame_out); model v2's alignment (block_match, shift_tiles).
 // Fused per-layer kernels are checked against these.
@@ -219,7 +219,7 @@ int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *
 // temporal GEMM's output for map rows g0.. (at least max(0, r0-1) .. min(h, r1+1) - 1), (w, Gc)
 // fp32 per row, channel (ky*3 + kx)*Cout + o = spatial tap (ky, kx) of output o (Gc >= 9 Cout);
 // o = clamp(bias + r + sum of the 9 shifted taps (zero outside the map), min(-1, r), max(1, r)), r the
-// residual (h, w, Cout) bf16 (the s2d centre frame; weights/model.py output_clamp); out (h, w, Cout)
+// residual (h, w, Cout) bf16 (the s2d centre frame; weights/denoise_train/model.py output_clamp); out (h, w, Cout)
 // fp32 receives o, or with as_change the change 0.5 (o - residual) (R'G'B' units). Cout <= 16.
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
@@ -250,7 +250,7 @@ inline double head_two_pass_bytes(int64_t tokens, int Cout) {
 int head_conv3d_tc_supported(int device, std::string *why);
 
 // ---- block_match.cu: per-tile whole-pixel motion of one frame against another (model option
-// align's estimation; kernels/cpu/block_match.cpp, weights/align.py tile_shifts), same shifts as
+// align's estimation; kernels/cpu/block_match.cpp, weights/denoise_train/align.py tile_shifts), same shifts as
 // the CPU's on every tile, ties included.
 // A luma pyramid of an H x W frame (H, W multiples of 4) is luma_pyramid_floats(H, W) fp32: L
 // (H, W) (frame_in's luma plane), then L1 (H/2, W/2) and L2 (H/4, W/4), the 2x2 and 4x4 box means
@@ -264,7 +264,7 @@ int block_match(Ctx &ctx, const float *centre, const float *other, int H, int W,
                 int32_t *shifts);
 
 // ---- shift_tiles.cu: per-tile whole-pixel warps (align's moving half; kernels/cpu/
-// shift_tiles.cpp, weights/align.py shift_tiles): out(p) = in(clamp(p + s)), s the shift of the
+// shift_tiles.cpp, weights/denoise_train/align.py shift_tiles): out(p) = in(clamp(p + s)), s the shift of the
 // tile holding p, reads clamped to the domain's edge; bf16 copies, the CPU's values bit for bit.
 // The shift map is (rows, stride, 2) int32 (dy, dx); `shifts` points at the domain's first tile.
 // shift_tiles_s2d: the full-resolution 2 h2 x 2 w2 frame behind the s2d input in (h2, w2, 12)

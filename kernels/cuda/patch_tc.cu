@@ -1,7 +1,7 @@
 // Fused patch merge and patch expand (+ skip concat + skip linear) of the U-Net on tensor cores
 // (mma.sync.m16n8k16 bf16, fp32 accumulate; kernels/cuda/warp_mma.h), each one launch that reads
 // the fp32 maps once and writes the fp32 result once: no intermediate in DRAM. Same math as
-// patch.cu's ops + linear.cu's GEMMs (weights/model.py PatchMerge, PatchExpand, skip linears),
+// patch.cu's ops + linear.cu's GEMMs (weights/denoise_train/model.py PatchMerge, PatchExpand, skip linears),
 // which stay the correct-first path they are checked against.
 //
 // patch_merge_tc: out (H/2, W/2, Co) fp32 = LN(s2d(x)) W^T, x (H, W, C) fp32, s2d 2x2 to 4C
@@ -30,7 +30,7 @@
 // size), against the same bf16 weights: the operand is [d2s(up) | hi | lo] against [Wu | Ws | Ws]
 // (patch_tc.h). The skip map is the encoder's fp32 stream passed straight to the decoder:
 // rounding it once to bf16 was the one rounding of the fused path that measurably cost PSNR
-// (weights/bf16_rounding.py: about 0.01 dB on the bedroom sample, docs/cuda.md).
+// (weights/experiments/bf16_rounding.py: about 0.01 dB on the bedroom sample, docs/cuda.md).
 // CTA: 32 consecutive low-res tokens (row-major, may wrap) = 128 output tokens (row 4 r + j of
 // the tile: low-res token r, sub-pixel j = 2 dy + dx), 8 warps. Phase 1: the 32 lo tokens (one
 // contiguous run) -> bf16 A1 (32, C + 8); the 128 skip tokens -> hi and lo into bf16

@@ -9,7 +9,7 @@
 // b0 = bf16 (k 16 ks + 2 t, + 1), b1 = (k 16 ks + 2 t + 8, + 9), the lower k in the low half. N K
 // bf16 in all (the size of the plain matrix).
 //
-// Index permutations folded into the packing (weights/model.py's s2d_nhwc / d2s_nhwc put channel
+// Index permutations folded into the packing (weights/denoise_train/model.py's s2d_nhwc / d2s_nhwc put channel
 // c of sub-pixel j = 2 dy + dx at c * 4 + j):
 //  - merge: the kernel's K index is sub-pixel-major, k' = j C + c (a run of 16 k' is 16 consecutive
 //    channels of one source token); B(n, k') = W[n][c * 4 + j], and the LayerNorm's gamma / beta

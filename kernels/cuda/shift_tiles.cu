@@ -1,5 +1,5 @@
 // shift_tiles_s2d and shift_tiles: per-tile whole-pixel warps (model option `align`'s moving
-// half, weights/align.py shift_tiles), the GPU twins of kernels/cpu/shift_tiles.cpp: out(p) =
+// half, weights/denoise_train/align.py shift_tiles), the GPU twins of kernels/cpu/shift_tiles.cpp: out(p) =
 // in(clamp(p + s)), s = (dy, dx) the shift of the tile that holds p, reads outside the domain
 // clamped to its edge. Pure copies of bf16 samples: the CPU's values on the same input, bit for
 // bit.
@@ -29,7 +29,7 @@ namespace {
 
 __device__ __forceinline__ int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// floor(s / 2) (weights/align.py align_features)
+// floor(s / 2) (weights/denoise_train/align.py align_features)
 __device__ __forceinline__ int floor_half(int s) { return s >> 1; }
 
 __global__ void shift_s2d_kernel(const bf16 *__restrict__ in, int h2, int w2, const int32_t *__restrict__ shifts,

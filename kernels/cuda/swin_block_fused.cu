@@ -1,7 +1,7 @@
 // One fused kernel per Swin block: x (H, W, C) NHWC += proj(W-MSA(LN1(x))); x += fc2(GELU_tanh(
 // fc1(LN2(x)))) in place, every phase of a tile of TW 8x8 windows in one CTA, in registers and
 // shared memory, the matrix products on tensor cores (mma.sync.m16n8k16 bf16, fp32 accumulate).
-// Math: weights/model.py SwinBlock (Liu et al., Swin Transformer, ICCV 2021, pre-norm; window 8,
+// Math: weights/denoise_train/model.py SwinBlock (Liu et al., Swin Transformer, ICCV 2021, pre-norm; window 8,
 // cyclic shift `shift` with Swin's region mask, head dim HD = C / heads, scale HD^-0.5, relative
 // position bias, MLP ratio 4, GELU tanh, LayerNorm with biased variance and eps).
 //

@@ -16,7 +16,7 @@
 #   flat_2x    flat 0x336699 gbrp, noise 15, sigma 30: |mean change| of R, G, B <= 0.5
 #   grey_2x    flat grey 128 gbrp, noise 25, sigma 50: |mean change| <= 0.5, and the range of the
 #              mean change of G over the 64 positions (x mod 8, y mod 8) <= 1.0 (no 8 px grid)
-#   ramp_15, ramp_30  weights/faithful.py's slow colour ramp (each channel a plane in x and
+#   ramp_15, ramp_30  weights/denoise_train/faithful.py's slow colour ramp (each channel a plane in x and
 #              y, e.g. R' 60 -> 124 across the frame) gbrp, noise 15, sigma 15 and 30: per 16x16
 #              block and channel the mean change over all 32 frames, worst |.| <= 1.0 (one
 #              frame's block means carry about 0.5 of residual noise, the 32 frames' mean about
@@ -52,7 +52,7 @@ gen() {
                 else { v = 128; l = line(x, y); if (l) v = substr(l, c, 1) == "1" ? 255 : 0 }
                 printf "%c", v
             } } }
-    # ramp: weights/faithful.py ramp() (base, dx, dy: its colour and gradients), channel c (1 R,
+    # ramp: weights/denoise_train/faithful.py ramp() (base, dx, dy: its colour and gradients), channel c (1 R,
     # 2 G, 3 B), rounded to 8 bit
     function ramp(c, x, y,   v) {
         v = base[c] + 255 * (0.25 * x / (W - 1) * dx[c] + 0.15 * y / (H - 1) * dy[c])

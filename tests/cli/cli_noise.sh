@@ -3,7 +3,7 @@
 #
 #   - the output for a fixed input, sigma 25, seed 42, 64x48, 2 frames matches stored md5s for
 #     gbrpf32le (unclipped) and gbrp (rounded, clipped). The md5s were checked bit-exact against
-#     weights/awgn.py (add_noise, clip8=True for gbrp) when they were recorded, so a pass here
+#     weights/denoise_train/awgn.py (add_noise, clip8=True for gbrp) when they were recorded, so a pass here
 #     means the C tool still makes the same noise as the PyTorch evaluation.
 #   - noise statistics: mean ~ 0, std ~ sigma/255 (float)
 #   - chunking: frame 1 alone with --first-frame 1 equals frame 1 of a 2-frame run
@@ -21,7 +21,7 @@ bsz=$((W * H * 3))       # one gbrp frame
 head -c $((2 * fsz)) /dev/zero >"$TMP/zero_f32"
 head -c $((2 * bsz)) /dev/zero | tr '\0' '\200' >"$TMP/grey_8"
 
-# golden md5s (recorded with tools/noise.c == weights/awgn.py, see above)
+# golden md5s (recorded with tools/noise.c == weights/denoise_train/awgn.py, see above)
 MD5_F32=4f0feebb0b6db92493ace72386a08ec0
 MD5_GBRP=54c62bb05fd829aa9134d1e5c3ba566c
 

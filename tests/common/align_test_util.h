@@ -1,6 +1,6 @@
 // Test inputs for model v2's alignment (block_match_emu_test, the GPU align check): a planar (3, H, W)
 // frame moved per t x t tile by whole-pixel shifts drawn uniformly from [-smax, smax] (reads
-// clamped to the frame, as weights/align.py's shift_tiles), plus uniform noise in [-a, a] when
+// clamped to the frame, as weights/denoise_train/align.py's shift_tiles), plus uniform noise in [-a, a] when
 // a > 0. The shifts are drawn first, then the noise, from g.
 #pragma once
 

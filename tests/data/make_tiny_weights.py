@@ -22,11 +22,11 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "weights"))
 from safetensors.torch import save_file  # noqa: E402
 
-from weights.make_goldens import randomise  # noqa: E402
-from weights.model import FORMAT, Config, Denoiser  # noqa: E402
+from denoise_train.model import FORMAT, Config, Denoiser  # noqa: E402
+from make_goldens import randomise  # noqa: E402
 
 
 def main() -> None:

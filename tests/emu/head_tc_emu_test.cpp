@@ -1,7 +1,7 @@
 // The tensor-core head (kernels/cuda/head_tc.cu) run on the CPU through the warp emulator
 // (tests/emu/warp_emu.h: the same kernel source, its mma/ldmatrix/barrier as rendezvous of fibers)
 // against a plain double-precision conv3d 3x3x3 + bias + residual + widened clamp written here
-// from the definition (weights/model.py's head and output_clamp). No GPU needed: this checks the
+// from the definition (weights/denoise_train/model.py's head and output_clamp). No GPU needed: this checks the
 // kernel's index math (weight packing, halo staging of the three time taps, zero padding at the
 // map's edges, N padding, fragment layouts, the epilogue's channel mask, tile tails, the
 // persistent tile loop, the as_change form).

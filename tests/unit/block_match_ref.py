@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Cross-check of the CPU block matching (kernels/cpu/block_match.cpp) against its reference,
-weights/align.py's tile_shifts on PyTorch's CPU: fresh random frames (fixed seed) at several
+weights/denoise_train/align.py's tile_shifts on PyTorch's CPU: fresh random frames (fixed seed) at several
 (radius, tile) settings, written for `block_match_test --ref IN OUT`; every tile's shift must be
 identical, ties included (both scan candidates nearest-first and keep the first minimum, and form
 every cost in fp32 in the same order; the first check confirms that this PyTorch's channel mean and
@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "weights"))
-import align  # noqa: E402
-from align import shift_tiles, tile_shifts  # noqa: E402
+from denoise_train import align  # noqa: E402
+from denoise_train.align import shift_tiles, tile_shifts  # noqa: E402
 
 TIES = [0]
 _costs = align._costs

@@ -1,5 +1,5 @@
-// The CPU block matching of model option `align` (kernels/cpu/block_match.cpp, weights/align.py
-// tile_shifts), mirroring weights/check_align.py: a smoothed random frame moved by known per-tile
+// The CPU block matching of model option `align` (kernels/cpu/block_match.cpp, weights/denoise_train/align.py
+// tile_shifts), mirroring tests/weights/check_align.py: a smoothed random frame moved by known per-tile
 // shifts (|s| <= 20, R 24, tile 64, 256x256) found exactly on every inner tile, clean and with
 // noise; a flat frame kept at shift 0; bad arguments refused.
 //
@@ -31,7 +31,7 @@ struct Planar {  // (3, H, W) R'G'B' in [-1, 1]
     float at(int c, int y, int x) const { return v[((size_t)c * H + y) * W + x]; }
 };
 
-// weights/check_align.py's textured(): uniform [-1, 1] noise, 3x3 mean with zero padding
+// tests/weights/check_align.py's textured(): uniform [-1, 1] noise, 3x3 mean with zero padding
 Planar textured(int H, int W, std::mt19937 &rng) {
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     Planar r(H, W), o(H, W);

@@ -1,5 +1,5 @@
 // The per-tile warp of model option `align` (kernels/cpu/shift_tiles.cpp) against a direct
-// transcription of weights/align.py's shift_tiles, out(p) = in(clamp(p + s_tile(p))): an NHWC map
+// transcription of weights/denoise_train/align.py's shift_tiles, out(p) = in(clamp(p + s_tile(p))): an NHWC map
 // at its own resolution (C 32 and 3, tiles 16 and 32), and the full-resolution frame behind an
 // s2d map (odd and even shifts, every tile's clamp at the frame edges), bit-exact; shift 0 is a
 // copy; bad arguments refused with nothing written.

@@ -138,7 +138,7 @@ TEST(SigmaAutoPlan, GainsFollowTheDecodingMatrix) {
     ASSERT_EQ(p.planes, 3);
     EXPECT_EQ(p.width[0], 64);
     EXPECT_EQ(p.height[2], 24);
-    // weights/noise_models.py: luma (255/219)^2; chroma together K (255/224)^2, K = 2.0591
+    // weights/denoise_train/noise_models.py: luma (255/219)^2; chroma together K (255/224)^2, K = 2.0591
     EXPECT_NEAR(p.gain[0], std::pow(255.0 / 219, 2), 2e-4);
     const double K = (1.5748 * 1.5748 + 0.1873 * 0.1873 + 0.4681 * 0.4681 + 1.8556 * 1.8556) / 3;
     EXPECT_NEAR(p.gain[1] + p.gain[2], K * std::pow(255.0 / 224, 2), 2e-3);

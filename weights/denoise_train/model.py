@@ -1,0 +1,680 @@
+"""The denoise network: a temporal Swin U-Net with a 3x3x3 stencil head. Config's defaults are model
+v1 (the widths and depths below); the v2 options (further below) and other depths make a model v2.
+The shipped weights, weights/denoise-v2.safetensors, are a model v2 (its __metadata__ "config":
+deeper enc1, mid and dec1 stages, the sigma gate and alignment).
+
+This module is the source of truth for the network; the CPU engine (kernels/cpu/) and the CUDA
+engine (kernels/cuda/) reproduce it, and the notes below fix every detail an engine must match.
+
+Domain and shapes
+  - Frames are RGB, v in [0,1] (non-linear code value / max), the network value is x = 2v - 1.
+  - A clip is (B, T, 3, H, W) float, T = 7 (frames t-3..t+3); the output is the centre frame
+    (B, 3, H, W) in [-1,1]. H and W are reflect-padded to a multiple of 64 and cropped after.
+  - sigma is in 8-bit code values; the network sees a constant map channel sigma/255.
+  - Space-to-depth 2x2 (pixel_unshuffle): channel index c*4 + dy*2 + dx. Patch merging and the
+    expand use the same convention (merge: channel c*4 + dy*2 + dx of the 4C vector; expand:
+    linear C -> 2C, then pixel_shuffle).
+  - Inside the U-Net tensors are NHWC (B, H, W, C).
+
+Network (per output time t, features F_s for s = t-1, t, t+1)
+  F_s = UNet(concat(s2d(x_{s-2}), ..., s2d(x_{s+2}), sigma/255)):
+    fusion conv 3x3 (61 -> 32, zero padding) -> enc0 (2 blocks, C 32, 1 head)
+    -> merge (LN 128, linear 128 -> 64 no bias) -> enc1 (2 blocks, C 64, 2 heads)
+    -> merge (LN 256, linear 256 -> 128 no bias) -> mid (3 blocks, C 128, 4 heads)
+    -> expand (linear 128 -> 256, pixel_shuffle -> 64), concat [up, enc1] -> linear 128 -> 64
+    -> dec1 (2 blocks) -> expand (64 -> 128 -> 32), concat [up, enc0] -> linear 64 -> 32
+    -> dec0 (2 blocks) = F_s (32 ch at H/2 x W/2)
+  out_t = clamp(conv3d_3x3x3(F_{t-1}, F_t, F_{t+1}) + s2d(x_t), lo, hi), then depth-to-space, with
+  [lo, hi] = [-1, 1] in training and [min(-1, x_t), max(1, x_t)] per sample at inference
+  (output_clamp: what both engines do).
+  conv3d: 32 -> 12 channels, kernel (3,3,3) over (time, y, x), no time padding (exactly three
+  inputs), spatial zero padding 1.
+
+Swin block (Liu et al., "Swin Transformer", ICCV 2021; pre-norm):
+  x += proj(W-MSA(LN1(x)));  x += fc2(GELU_tanh(fc1(LN2(x))))
+  window 8x8, odd blocks (1, 3, ...) of a stage use a cyclic shift of 4 (torch.roll by -4 on
+  H and W before, +4 after) with Swin's region mask (tokens from different regions of the
+  shifted image never attend to each other). Head dim 32, scale 32**-0.5, relative position
+  bias table (15*15, heads) indexed by (dy + 7) * 15 + (dx + 7) with dy = y_q - y_k,
+  dx = x_q - x_k. qkv is one linear C -> 3C whose output is [q | k | v], each split into heads
+  as (head, 32). LayerNorm eps 1e-5. GELU is the tanh approximation.
+
+Temporal edges: frames outside [0, N-1] are mirrored by reflect_index(), features outside
+too (F_{-1} is the U-Net of the mirrored window, not a copy of F_1).
+
+Model v2 options (Config fields with v1 defaults; a config that leaves them at their defaults is
+model v1 and writes exactly v1's config JSON, version 1; any other value makes it version 2):
+  fusion "window" (v1): the fusion conv reads the 5 raw space-to-depth frames, as above.
+  fusion "frame": a per-frame encoder E_j = conv3x3(GELU_tanh(conv3x3(concat(s2d(x_j), sigma/255))))
+    (13 -> E -> E channels, zero padding, E = frame_channels) is computed once per input frame and
+    reused by every window that contains it (an engine keeps E_j in its ring buffer); the fusion
+    conv 3x3 reads concat(E_{s-r}, ..., E_{s+r}, sigma/255): (2r+1)*E + 1 -> C0 channels.
+  sigma_gate G > 0: the output is centre + min(1, sigma / G) (out - centre) (sigma_gate()): sigma
+    0 returns the input exactly, whatever the weights. The engines run it (kernels/engine.cpp, as
+    a factor on the amounts); they do not run the per-frame encoder.
+  align R > 0 (fusion "window" only): before the fusion conv, every frame of F_s's window is moved
+    onto x_s by one whole-pixel shift per align_tile x align_tile tile, |dy|, |dx| <= R,
+    estimated on the noisy frames by block matching of their luma (denoise_train/align.py
+    align_window); F_s stays one pass per time index. The head reads F_{t-1} and F_{t+1} moved
+    onto x_t by the halved shifts of x_{t-1} and x_{t+1} against x_t (align_features). Both
+    engines run it (kernels/cpu/block_match.cpp, shift_tiles.cpp; kernels/cuda/block_match.cu,
+    shift_tiles.cu).
+
+Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
+  attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
+  attention "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in
+    shifted blocks, the region mask) as one additive float mask, contiguous (PyTorch's fused CUDA
+    kernels need the mask's last dimension at stride 1): (1, h, N, N) broadcast over the windows of
+    an unshifted block; (nWB, h, N, N), the per-window sum repeated over the batch, in a shifted one.
+    Of the fused kernels only the memory-efficient one returns the mask's gradient (which the bias
+    tables learn from); train_step.configure_cuda() keeps SDPA off cuDNN attention for that reason.
+  layout "channels_last" (with sdpa): the 3x3 convolutions run on NHWC tensors (PyTorch's
+    channels-last memory format) with their input channels zero-padded to a multiple of 8 (the
+    weight too: the same sums plus zero terms), the head's conv3d runs as the equal conv2d over
+    [F_{t-1} | F_t | F_{t+1}] (3C channels, index k*C + c, weight W2[o, k*C + c] = W[o, c, k]),
+    and patch merging keeps its LayerNorm output in bf16 (layer_norm_lowp). No NCHW <-> NHWC
+    copies around the U-Net.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .align import align_features, align_window
+
+FORMAT = "denoise-swin"
+VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
+VERSIONS = (1, 2)    # what load_weights() accepts
+V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64}
+
+
+def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
+    """The head's output clamp. y: head output plus the residual x (the s2d centre frame), both in
+    network units [-1, 1] for in-range samples, same shape.
+
+    Training: clamp(y, -1, 1): the clean targets lie in [-1, 1].
+    Inference (eval mode, and what both engines compute): clamp(y, min(-1, x), max(1, x)), the range
+    widened to the input sample. Identical to the plain clamp for every sample inside [-1, 1] (all
+    R'G'B' frames); a sample outside it (decoded Y'CbCr beyond the R'G'B' cube, float input) may stay
+    where it is but is never pushed further out, so a network that adds nothing returns the input
+    exactly (weights/experiments/output_clamp.py "hull": with a zero head the plain clamp moved 0.54 % of a
+    yuv420p clip's Y' samples by up to 6 code values, this moves none).
+    """
+    if training:
+        return y.clamp(-1.0, 1.0)
+    return torch.minimum(torch.maximum(y, x.clamp(max=-1.0)), x.clamp(min=1.0))
+
+
+@dataclass
+class Config:
+    channels: tuple = (32, 64, 128)      # enc0/dec0, enc1/dec1, mid
+    heads: tuple = (1, 2, 4)
+    depths: dict = field(default_factory=lambda: {"enc0": 2, "enc1": 2, "mid": 3, "dec1": 2, "dec0": 2})
+    window: int = 8
+    shift: int = 4
+    head_dim: int = 32
+    mlp_ratio: int = 4
+    fusion_radius: int = 2               # frames s-2..s+2 feed F_s
+    head_radius: int = 1                 # F_{t-1}, F_t, F_{t+1} feed the head
+    s2d: int = 2
+    pad_multiple: int = 64
+    ln_eps: float = 1e-5
+    fusion: str = "window"               # "window" (v1) or "frame" (per-frame encoder, v2)
+    frame_channels: int = 0              # E, the per-frame encoder's width (fusion "frame")
+    sigma_gate: float = 0.0              # G (8-bit code values): the change scaled by min(1, sigma / G); 0: none
+    align: int = 0                       # R: fusion windows aligned to their centre, shifts up to R px; 0: none
+    align_tile: int = 64                 # the alignment's tile (px), a multiple of 4 dividing pad_multiple
+
+    def __post_init__(self):
+        if self.fusion not in ("window", "frame"):
+            raise ValueError(f"fusion must be 'window' or 'frame', got {self.fusion!r}")
+        if (self.fusion == "frame") != (self.frame_channels > 0):
+            raise ValueError("frame_channels > 0 exactly when fusion is 'frame'")
+        if not 0.0 <= self.sigma_gate <= 255.0:
+            raise ValueError(f"sigma_gate must be in [0, 255] (8-bit code values), got {self.sigma_gate}")
+        if not 0 <= self.align <= 64:
+            raise ValueError(f"align must be in [0, 64] px, got {self.align}")
+        if not self.align:
+            self.align_tile = V2_DEFAULTS["align_tile"]   # no alignment: the tile means nothing, v1's JSON
+        elif self.align_tile <= 0 or self.align_tile % 4 or self.pad_multiple % self.align_tile:
+            raise ValueError(f"align_tile must be a multiple of 4 dividing pad_multiple {self.pad_multiple}, "
+                             f"got {self.align_tile}")
+        if self.align and self.fusion != "window":
+            raise ValueError("align needs fusion 'window' (it moves the raw frames of a fusion window)")
+        for c, h in zip(self.channels, self.heads):
+            if c != h * self.head_dim:
+                raise ValueError(f"channels {tuple(self.channels)} != heads {tuple(self.heads)} * head_dim {self.head_dim}")
+
+    @property
+    def temporal_radius(self) -> int:
+        """Frames t-R..t+R are needed for output t."""
+        return self.fusion_radius + self.head_radius
+
+    @property
+    def version(self) -> int:
+        """1 when every v2 field has its v1 default (the v1 engines run it), else 2."""
+        return 1 if all(getattr(self, k) == v for k, v in V2_DEFAULTS.items()) else 2
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        for k, v in V2_DEFAULTS.items():
+            if d[k] == v:
+                del d[k]
+        d["channels"] = list(self.channels)
+        d["heads"] = list(self.heads)
+        d["temporal_radius"] = self.temporal_radius
+        d["format"] = FORMAT
+        d["version"] = self.version
+        return json.dumps(d, sort_keys=True)
+
+    @staticmethod
+    def from_json(s: str) -> "Config":
+        d = json.loads(s)
+        for k in ("temporal_radius", "format", "version"):
+            d.pop(k, None)
+        d["channels"] = tuple(d["channels"])
+        d["heads"] = tuple(d["heads"])
+        return Config(**d)
+
+
+def sigma_gate(out: torch.Tensor, centre: torch.Tensor, sigma: torch.Tensor, gate: float) -> torch.Tensor:
+    """Model v2's sigma gate: centre + min(1, sigma / gate) (out - centre), per sample; out and
+    centre (B, 3, H, W) in [-1, 1], sigma (B,) 8-bit code values; out itself when gate is 0 (v1).
+    Sigma 0 then returns the input exactly whatever the network does, and the change fades in
+    linearly up to sigma = gate. The engines apply the same factor to output t's amounts, with the
+    sigma of F_t (kernels/engine.cpp), so the change is scaled before its rounding to code values."""
+    if gate <= 0:
+        return out
+    g = (sigma.to(out.dtype) / gate).clamp(0.0, 1.0).view(-1, 1, 1, 1)
+    return centre + g * (out - centre)
+
+
+def reflect_index(i: int, n: int) -> int:
+    """Mirror index i into [0, n-1] without repeating the edge (-1 -> 1, n -> n-2).
+
+    Repeats for |i| beyond one period so any i maps (n = 1 gives 0 always). The engines use the
+    same rule for time and for the spatial padding to a multiple of 64.
+    """
+    if n == 1:
+        return 0
+    p = 2 * (n - 1)
+    i %= p
+    return p - i if i >= n else i
+
+
+def reflect_pad(x: torch.Tensor, ph: int, pw: int) -> torch.Tensor:
+    """Pad (..., H, W) at the bottom and right by ph, pw rows/cols with reflect_index()."""
+    H, W = x.shape[-2], x.shape[-1]
+    if ph:
+        iy = torch.tensor([reflect_index(i, H) for i in range(H + ph)], device=x.device)
+        x = x.index_select(-2, iy)
+    if pw:
+        ix = torch.tensor([reflect_index(i, W) for i in range(W + pw)], device=x.device)
+        x = x.index_select(-1, ix)
+    return x
+
+
+def relative_position_index(ws: int) -> torch.Tensor:
+    """(ws*ws, ws*ws) long: (dy + ws-1) * (2ws-1) + (dx + ws-1), query row, key column."""
+    ys, xs = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
+    ys, xs = ys.flatten(), xs.flatten()
+    dy = ys[:, None] - ys[None, :] + ws - 1
+    dx = xs[:, None] - xs[None, :] + ws - 1
+    return dy * (2 * ws - 1) + dx
+
+
+def shift_region_ids(H: int, W: int, ws: int, s: int) -> torch.Tensor:
+    """(H, W) region id of Swin's shifted-window mask (3 x 3 regions), in the shifted frame."""
+    ids = torch.zeros(H, W, dtype=torch.long)
+    bounds = lambda n: ((0, n - ws), (n - ws, n - s), (n - s, n))
+    r = 0
+    for (h0, h1) in bounds(H):
+        for (w0, w1) in bounds(W):
+            ids[h0:h1, w0:w1] = r
+            r += 1
+    return ids
+
+
+def window_partition(x: torch.Tensor, ws: int) -> torch.Tensor:
+    """(B, H, W, C) -> (B * H/ws * W/ws, ws*ws, C), windows in row-major order."""
+    B, H, W, C = x.shape
+    x = x.view(B, H // ws, ws, W // ws, ws, C).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, ws * ws, C)
+
+
+def window_reverse(w: torch.Tensor, ws: int, B: int, H: int, W: int) -> torch.Tensor:
+    C = w.shape[-1]
+    x = w.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(B, H, W, C)
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, ws: int):
+        super().__init__()
+        self.heads, self.ws = heads, ws
+        self.head_dim = dim // heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * ws - 1) ** 2, heads))
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        self.register_buffer("rpi", relative_position_index(ws), persistent=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x: (nWB, N=ws*ws, C); mask: (nW, N, N) additive (0 / -inf) or None."""
+        nWB, N, C = x.shape
+        qkv = self.qkv(x).view(nWB, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]                       # (nWB, h, N, d)
+        bias = self.relative_position_bias_table[self.rpi.view(-1)]
+        bias = bias.view(N, N, self.heads).permute(2, 0, 1)    # (h, N, N)
+        attn = (q * self.scale) @ k.transpose(-2, -1) + bias.to(q.dtype)
+        if mask is not None:
+            nW = mask.shape[0]
+            attn = attn.view(nWB // nW, nW, self.heads, N, N) + mask[None, :, None].to(attn.dtype)
+            attn = attn.view(nWB, self.heads, N, N)
+        attn = attn.softmax(dim=-1)
+        out = (attn @ v).transpose(1, 2).reshape(nWB, N, C)
+        return self.proj(out)
+
+    def forward_sdpa(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward() through F.scaled_dot_product_attention, same function.
+
+        x: (nWB, N, C) windows, window index b * nW + w; mask: (nW, N, N) additive shift mask or
+        None. The bias (plus the mask) is one additive float mask, so SDPA's fused kernels
+        (memory-efficient attention on CUDA) apply it and return its gradient: (1, h, N, N)
+        broadcast over the windows of an unshifted block; in a shifted one (nWB, h, N, N), the
+        (nW, h, N, N) sum repeated over the batch (h*N values per token: fewer bytes than
+        regrouping q, k and v by window).
+        """
+        nWB, N, C = x.shape
+        h, d = self.heads, self.head_dim
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
+        # (h, N, N), contiguous: the gathered table is (N, N, h), last dimension at stride 1
+        # only after the copy (for h > 1 the permuted view has stride h there, which every fused
+        # CUDA kernel refuses)
+        bias = self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1).contiguous()
+        if mask is None:
+            m = bias.to(q.dtype)[None]
+        else:
+            nW = mask.shape[0]
+            m = (mask[:, None] + bias[None]).to(q.dtype)
+            m = m.expand(nWB // nW, nW, h, N, N).reshape(nWB, h, N, N)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=self.scale)
+        return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
+
+
+_MASKS: dict = {}
+
+
+def layer_norm_lowp(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """norm(x), but under autocast with a bf16/fp16 x the output stays in x's dtype (autocast
+    would return fp32, which the next linear casts back): same function, half the bytes moved
+    by the roll, window partition and cast that follow. Statistics are still taken in fp32."""
+    if x.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return F.layer_norm(x, norm.normalized_shape, norm.weight.to(x.dtype), norm.bias.to(x.dtype), norm.eps)
+    return norm(x)
+
+
+def conv2d_nhwc(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """conv(x) for x (B, H, W, Cin) NHWC -> (B, H, W, Cout) NHWC, run on channels-last kernels.
+
+    The input channels (and the weight's) are zero-padded to a multiple of 8, the tile width of
+    bf16 tensor-core convolutions: the same sums plus zero terms. x.permute(0, 3, 1, 2) of a
+    contiguous NHWC tensor is a channels-last NCHW tensor, and so is the output, so neither side
+    needs a copy."""
+    p = (-x.shape[-1]) % 8
+    w = conv.weight
+    x = F.pad(x, (0, p)) if p else x.contiguous()
+    if p:
+        w = F.pad(w, (0, 0, 0, 0, 0, p))
+    y = F.conv2d(x.permute(0, 3, 1, 2), w, conv.bias, conv.stride, conv.padding)
+    return y.permute(0, 2, 3, 1)
+
+
+class SwinBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, cfg: Config, shifted: bool):
+        super().__init__()
+        self.ws = cfg.window
+        self.shift = cfg.shift if shifted else 0
+        self.norm1 = nn.LayerNorm(dim, eps=cfg.ln_eps)
+        self.attn = WindowAttention(dim, heads, cfg.window)
+        self.norm2 = nn.LayerNorm(dim, eps=cfg.ln_eps)
+        self.fc1 = nn.Linear(dim, cfg.mlp_ratio * dim)
+        self.fc2 = nn.Linear(cfg.mlp_ratio * dim, dim)
+
+    @torch.compiler.disable
+    def attn_mask(self, H: int, W: int, device) -> torch.Tensor | None:
+        """(nW, N, N) additive mask, 0 within a region and -inf across; cached per size.
+
+        Kept out of torch.compile's graph: it is host-side set-up, built once per frame size.
+        """
+        if not self.shift:
+            return None
+        key = (H, W, str(device))
+        m = _MASKS.get(key)
+        if m is None:
+            ids = shift_region_ids(H, W, self.ws, self.shift)
+            w = window_partition(ids[None, :, :, None], self.ws).squeeze(-1)   # (nW, N)
+            same = w[:, :, None] == w[:, None, :]
+            m = torch.zeros(same.shape).masked_fill(~same, float("-inf")).to(device)
+            _MASKS[key] = m
+        return m
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, sdpa: bool = False) -> torch.Tensor:
+        """x (B, H, W, C) NHWC -> same. sdpa False: the v1 code (builds its own shift mask).
+        sdpa True: attention through WindowAttention.forward_sdpa with `mask`, the stage's
+        (nW, N, N) shift mask (used by shifted blocks only)."""
+        B, H, W, C = x.shape
+        h = layer_norm_lowp(self.norm1, x) if sdpa else self.norm1(x)
+        if self.shift:
+            h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
+        if sdpa:
+            w = self.attn.forward_sdpa(window_partition(h, self.ws), mask if self.shift else None)
+        else:
+            w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
+        h = window_reverse(w, self.ws, B, H, W)
+        if self.shift:
+            h = torch.roll(h, shifts=(self.shift, self.shift), dims=(1, 2))
+        x = x + h
+        h = layer_norm_lowp(self.norm2, x) if sdpa else self.norm2(x)
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """One Swin block with SDPA attention (the unit a training engine may torch.compile)."""
+    return block(x, mask, sdpa=True)
+
+
+class Stage(nn.Module):
+    def __init__(self, dim: int, heads: int, depth: int, cfg: Config):
+        super().__init__()
+        self.blocks = nn.ModuleList(SwinBlock(dim, heads, cfg, shifted=i % 2 == 1) for i in range(depth))
+        self.block_fn = None   # set by Denoiser.set_engine: (block, x, shift mask) -> x
+
+    def forward(self, x):
+        if self.block_fn is None:
+            for b in self.blocks:
+                x = b(x)
+            return x
+        mask = None
+        for b in self.blocks:
+            if b.shift and mask is None:   # built outside block_fn, once per stage call
+                mask = b.attn_mask(x.shape[1], x.shape[2], x.device)
+            x = self.block_fn(b, x, mask)
+        return x
+
+
+def s2d_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, W, C) -> (B, H/2, W/2, 4C), channel c*4 + dy*2 + dx."""
+    B, H, W, C = x.shape
+    x = x.view(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 5, 2, 4)
+    return x.reshape(B, H // 2, W // 2, 4 * C)
+
+
+def d2s_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, w, 4C) -> (B, 2h, 2w, C), inverse of s2d_nhwc."""
+    B, h, w, C4 = x.shape
+    C = C4 // 4
+    x = x.view(B, h, w, C, 2, 2).permute(0, 1, 4, 2, 5, 3)
+    return x.reshape(B, 2 * h, 2 * w, C)
+
+
+class PatchMerge(nn.Module):
+    """2x2 patch merging (Swin): s2d to 4C, LayerNorm, linear 4C -> 2C without bias."""
+
+    def __init__(self, dim: int, cfg: Config):
+        super().__init__()
+        self.norm = nn.LayerNorm(4 * dim, eps=cfg.ln_eps)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+        self.lowp = False   # set by Denoiser.set_engine (channels_last): LayerNorm output in bf16
+
+    def forward(self, x):
+        x = s2d_nhwc(x)
+        return self.reduction(layer_norm_lowp(self.norm, x) if self.lowp else self.norm(x))
+
+
+class PatchExpand(nn.Module):
+    """linear C -> 2C, depth-to-space -> C/2 at twice the resolution."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.expand = nn.Linear(dim, 2 * dim)
+
+    def forward(self, x):
+        return d2s_nhwc(self.expand(x))
+
+
+class UNet(nn.Module):
+    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, 32) NHWC.
+
+    With fusion "frame" the input is (B, 5*E+1, h, w): the per-frame features and the sigma map.
+    """
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        c0, c1, c2 = cfg.channels
+        h0, h1, h2 = cfg.heads
+        d = cfg.depths
+        per_frame = cfg.frame_channels if cfg.fusion == "frame" else 3 * cfg.s2d ** 2
+        nin = (2 * cfg.fusion_radius + 1) * per_frame + 1
+        self.fusion = nn.Conv2d(nin, c0, 3, padding=1)
+        self.enc0 = Stage(c0, h0, d["enc0"], cfg)
+        self.merge0 = PatchMerge(c0, cfg)
+        self.enc1 = Stage(c1, h1, d["enc1"], cfg)
+        self.merge1 = PatchMerge(c1, cfg)
+        self.mid = Stage(c2, h2, d["mid"], cfg)
+        self.expand1 = PatchExpand(c2)
+        self.skip1 = nn.Linear(2 * c1, c1)
+        self.dec1 = Stage(c1, h1, d["dec1"], cfg)
+        self.expand0 = PatchExpand(c1)
+        self.skip0 = nn.Linear(2 * c0, c0)
+        self.dec0 = Stage(c0, h0, d["dec0"], cfg)
+        self.channels_last = False   # set by Denoiser.set_engine: the fusion conv on NHWC kernels
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x0 = self.enc0(conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1)))
+        else:
+            x0 = self.enc0(self.fusion(z).permute(0, 2, 3, 1))
+        x1 = self.enc1(self.merge0(x0))
+        x2 = self.mid(self.merge1(x1))
+        y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)))
+        return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)))
+
+
+class FrameEncoder(nn.Module):
+    """Per-frame features (fusion "frame"): (B, 13, h, w) NCHW, the s2d frame and the sigma map
+    -> (B, E, h, w): conv 3x3 (13 -> E) -> GELU (tanh) -> conv 3x3 (E -> E), zero padding."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        nin = 3 * cfg.s2d ** 2 + 1
+        self.conv1 = nn.Conv2d(nin, cfg.frame_channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(cfg.frame_channels, cfg.frame_channels, 3, padding=1)
+        self.channels_last = False   # set by Denoiser.set_engine: both convs on NHWC kernels
+
+    def forward(self, z):
+        if self.channels_last:   # NCHW in and out (channels-last strides), NHWC inside
+            e = conv2d_nhwc(self.conv2, F.gelu(conv2d_nhwc(self.conv1, z.permute(0, 2, 3, 1)), approximate="tanh"))
+            return e.permute(0, 3, 1, 2)
+        return self.conv2(F.gelu(self.conv1(z), approximate="tanh"))
+
+
+class Denoiser(nn.Module):
+    """Model v1/v2. forward(clip (B, 2R+1, 3, H, W) in [-1,1], sigma (B,) 8-bit code values)."""
+
+    def __init__(self, cfg: Config | None = None):
+        super().__init__()
+        self.cfg = cfg or Config()
+        self.unet = UNet(self.cfg)
+        self.head = nn.Conv3d(self.cfg.channels[0], 3 * self.cfg.s2d ** 2, 3, padding=(0, 1, 1))
+        if self.cfg.fusion == "frame":
+            self.frame_enc = FrameEncoder(self.cfg)
+        self.channels_last = False
+
+    def set_engine(self, sdpa: bool = False, block_fn=None, channels_last: bool = False) -> "Denoiser":
+        """Choose the kernels, not the function: sdpa=True runs every Swin block through
+        sdpa_block (or block_fn, e.g. torch.compile(sdpa_block)), and channels_last (with sdpa)
+        the convolutions and the head on NHWC kernels (module docstring); sdpa=False restores
+        the v1 code."""
+        fn = (block_fn or sdpa_block) if sdpa else None
+        nhwc = bool(sdpa and channels_last)
+        for m in self.modules():
+            if isinstance(m, Stage):
+                m.block_fn = fn
+            elif isinstance(m, (UNet, FrameEncoder, Denoiser)):
+                m.channels_last = nhwc
+            elif isinstance(m, PatchMerge):
+                m.lowp = nhwc
+        return self
+
+    # -- parts the engines mirror --------------------------------------------------------------
+    @staticmethod
+    def sigma_map(sigma: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """(B,) code values -> (B, 1, h, w) map sigma/255 shaped like `like` (B, *, h, w)."""
+        B, _, h, w = like.shape
+        return (sigma.to(like.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, h, w)
+
+    def fusion_input(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """frames (B, 5, 3, H, W) in [-1,1] (H, W multiples of 64) -> (B, 61, H/2, W/2); with
+        align, the frames are first moved onto the centre one (denoise_train/align.py).
+
+        fusion "frame": the same frames -> (B, 5E+1, H/2, W/2) through frame_features()."""
+        if self.cfg.fusion == "frame":
+            return self.fusion_input_frames(self.frame_features(frames, sigma), sigma)
+        frames = align_window(frames, self.cfg.align, self.cfg.align_tile)
+        B, T, C, H, W = frames.shape
+        s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2).reshape(B, T * 12, H // 2, W // 2)
+        smap = (sigma.to(frames.dtype) / 255.0).view(B, 1, 1, 1).expand(B, 1, H // 2, W // 2)
+        return torch.cat([s, smap], dim=1)
+
+    def frame_features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """fusion "frame": frames (B, T, 3, H, W) in [-1,1] -> E (B, T, E, H/2, W/2), one
+        encoder pass per frame."""
+        B, T, C, H, W = frames.shape
+        s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2)
+        z = torch.cat([s, self.sigma_map(sigma.repeat_interleave(T), s)], dim=1)
+        e = self.frame_enc(z)
+        return e.view(B, T, *e.shape[1:])
+
+    def fusion_input_frames(self, e: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """fusion "frame": E (B, 2r+1, E, h, w) -> (B, (2r+1)E + 1, h, w)."""
+        B, T, E, h, w = e.shape
+        z = e.reshape(B, T * E, h, w)
+        return torch.cat([z, self.sigma_map(sigma, z)], dim=1)
+
+    def features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """frames (B, 5, 3, H, W) -> F (B, H/2, W/2, 32) NHWC."""
+        return self.unet(self.fusion_input(frames, sigma))
+
+    def head_out(self, feats: list, centre: torch.Tensor) -> torch.Tensor:
+        """feats: [F_{t-1}, F_t, F_{t+1}] each (B, h, w, 32); centre (B, 3, H, W) -> (B, 3, H, W)."""
+        if self.channels_last:   # conv3d over exactly 3 time taps == conv2d over the 3C concatenation
+            w = self.head.weight                                              # (O, C, 3, 3, 3)
+            w2 = w.permute(0, 2, 1, 3, 4).reshape(w.shape[0], -1, 3, 3)       # (O, 3C, 3, 3): k*C + c
+            y = F.conv2d(torch.cat(feats, dim=-1).permute(0, 3, 1, 2), w2, self.head.bias, padding=1)
+        else:
+            f = torch.stack([t.permute(0, 3, 1, 2) for t in feats], dim=2)   # (B, 32, 3, h, w)
+            y = self.head(f).squeeze(2)
+        x = F.pixel_unshuffle(centre, 2)
+        return F.pixel_shuffle(output_clamp(y + x, x, self.training), 2)
+
+    def forward(self, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        B, T, C, H, W = clip.shape
+        R, r = self.cfg.temporal_radius, self.cfg.fusion_radius
+        assert T == 2 * R + 1, f"clip must hold {2 * R + 1} frames, got {T}"
+        m = self.cfg.pad_multiple
+        ph, pw = (-H) % m, (-W) % m
+        if ph or pw:
+            clip = reflect_pad(clip, ph, pw)
+        centres = range(R - 1, R + 2)
+        if self.cfg.fusion == "frame":
+            # One encoder pass per frame of the clip, shared by the three windows.
+            e = self.frame_features(clip, sigma)
+            z = torch.cat([self.fusion_input_frames(e[:, c - r:c + r + 1], sigma) for c in centres], dim=0)
+            f = self.unet(z)
+        else:
+            # All three fusion windows in one batch: (3B, 5, 3, H, W).
+            wins = torch.cat([clip[:, c - r:c + r + 1] for c in centres], dim=0)
+            f = self.features(wins, sigma.repeat(3))
+        feats = align_features(list(f.chunk(3, dim=0)), clip[:, R - 1:R + 2], self.cfg.align, self.cfg.align_tile)
+        out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
+        return out[..., :H, :W]
+
+
+def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk: int = 4) -> torch.Tensor:
+    """Denoise a whole sequence as the engines do: frames (N, 3, H, W) in [-1,1] -> (N, 3, H, W).
+
+    Each output t uses frames reflect_index(t-3..t+3); features are computed once per time index
+    s in [-1, N] and reused by the three outputs that need them (fusion "frame": the per-frame
+    encoder runs once per input frame and its output is reused by every window).
+    """
+    N, C, H, W = frames.shape
+    cfg = model.cfg
+    r = cfg.fusion_radius
+    m = cfg.pad_multiple
+    ph, pw = (-H) % m, (-W) % m
+    x = reflect_pad(frames, ph, pw) if (ph or pw) else frames
+    sig = torch.full((1,), float(sigma), device=frames.device)
+    enc = None
+    if cfg.fusion == "frame":   # per-frame features, once per input frame
+        enc = torch.cat([model.frame_features(x[i:i + chunk][None], sig)[0] for i in range(0, N, chunk)])
+    feats = {}
+    idx = list(range(-1, N + 1))
+    for i in range(0, len(idx), chunk):
+        ss = idx[i:i + chunk]
+        taps = [[reflect_index(s + k, N) for k in range(-r, r + 1)] for s in ss]
+        if enc is not None:
+            f = model.unet(model.fusion_input_frames(torch.stack([enc[t] for t in taps]), sig.expand(len(ss))))
+        else:
+            f = model.features(torch.stack([x[t] for t in taps]), sig.expand(len(ss)))
+        for j, s in enumerate(ss):
+            feats[s] = f[j:j + 1]
+    out = torch.empty_like(frames)
+    for t in range(N):
+        f3 = [feats[t - 1], feats[t], feats[t + 1]]
+        if cfg.align:
+            f3 = align_features(f3, x[[reflect_index(t - 1, N), t, reflect_index(t + 1, N)]][None],
+                                cfg.align, cfg.align_tile)
+        y = sigma_gate(model.head_out(f3, x[t:t + 1]), x[t:t + 1], sig, cfg.sigma_gate)
+        out[t] = y[0, :, :H, :W]
+    return out
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
+    """Multiply-adds x 2 of one output frame in steady state (one U-Net pass + head, and with
+    fusion "frame" one per-frame encoder pass), padded size, in GFLOP."""
+    m = cfg.pad_multiple
+    H, W = H + (-H) % m, W + (-W) % m
+    c0, c1, c2 = cfg.channels
+    n0 = (H // 2) * (W // 2)
+    n1, n2 = n0 // 4, n0 // 16
+    N = cfg.window ** 2
+    r = cfg.mlp_ratio
+
+    def block(C, n):  # qkv, proj, fc1, fc2 + QK^T and PV over N keys
+        return n * (3 * C * C + C * C + 2 * r * C * C + 2 * N * C)
+
+    d = cfg.depths
+    nf = 2 * cfg.fusion_radius + 1
+    if cfg.fusion == "frame":   # encoder once per frame (reused by every window), then fusion
+        E = cfg.frame_channels
+        macs = n0 * (13 * E * 9 + E * E * 9) + n0 * (nf * E + 1) * c0 * 9
+    else:
+        macs = n0 * (nf * 12 + 1) * c0 * 9
+    macs += block(c0, n0) * (d["enc0"] + d["dec0"]) + block(c1, n1) * (d["enc1"] + d["dec1"])
+    macs += block(c2, n2) * d["mid"]
+    macs += n1 * 4 * c0 * c1 + n2 * 4 * c1 * c2            # merges
+    macs += n2 * c2 * 2 * c2 + n1 * 2 * c1 * c1             # expand1 + skip1
+    macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0             # expand0 + skip0
+    macs += n0 * c0 * 27 * 12                               # head
+    return 2 * macs / 1e9
