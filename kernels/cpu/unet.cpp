@@ -1,4 +1,4 @@
-// The whole network of models v1 and v2 on the CPU (weights/model.py's UNet and Denoiser.head_out),
+// The whole network of models v1 and v2 on the CPU (weights/denoise_train/model.py's UNet and Denoiser.head_out),
 // built from the operators in ops.h. fp32 NHWC throughout. Memory: the workspace holds the three
 // skip levels (x0, x1, x2), two token buffers of the largest stage (a, b), qkv (3C), one MLP chunk and
 // the head's 108-channel map; at 854x480 (padded 896x512, 448x256 tokens of 32 ch) about 210 MB.

@@ -1,5 +1,5 @@
 // The CUDA backend's pass for model option align (class in backend_cuda_impl.h)
-// (weights/align.py; the CPU backend's compute_features / queue_output):
+// (weights/denoise_train/align.py; the CPU backend's compute_features / queue_output):
 //  - whole frames: a U-Net pass (its graph) first writes the centre's luma and box means (frame_in
 //    with a luma plane only, luma_pyramid) into one whole-frame pyramid, then per other frame of
 //    the window the same into a second one, matches it against the centre (block_match) and moves

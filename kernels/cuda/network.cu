@@ -1,5 +1,5 @@
 // The network on the GPU, the U-Net and head that models v1 and v2 share (v2's alignment is in
-// alignment_pass.cpp, its sigma gate in engine.cpp), from the ops of ops.h (weights/model.py's
+// alignment_pass.cpp, its sigma gate in engine.cpp), from the ops of ops.h (weights/denoise_train/model.py's
 // UNet and Denoiser.head_out).
 //
 // Per Swin block on the fp32 map x (H, W, C) (model.py SwinBlock): where the stage's width has a

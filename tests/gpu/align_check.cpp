@@ -270,7 +270,7 @@ void align_api_check(const std::string &weights, const Clip &c) {
     for (float &v : b) v = 2.f * v - 1.f;
     // Both outputs are 8-bit yuv420p: where bf16 rounding moves a value across a code boundary
     // the two differ by a whole code. The rounding emulated on this kind of clip (`python3
-    // weights/bf16_rounding.py --moving 512x384 --weights tests/data/golden_align_weights.
+    // weights/experiments/bf16_rounding.py --moving 512x384 --weights tests/data/golden_align_weights.
     // safetensors`) differs from the fp32 network by rel L2 5.2e-3 as computed, 9.5e-3 quantised
     // to 8-bit R'G'B' and 1.34e-2 (max abs 2.5e-2) through 8-bit Y'CbCr: hence 2e-2 here.
     check(name, a, b, 0.1, 0, "", 2e-2);

@@ -93,7 +93,7 @@ inline std::vector<float> down_bf(Dev &d, size_t n) { return down_bf(d.p, n); }
 
 // The trained weights' relative L2 tolerance (network checks, the aligned moving clip). A bf16
 // engine that rounds where this one does, emulated in PyTorch on these checks' inputs (`python3
-// weights/bf16_rounding.py --random 320x192 --seeds 3`: uniform frames, sigma 20), differs from
+// weights/experiments/bf16_rounding.py --random 320x192 --seeds 3`: uniform frames, sigma 20), differs from
 // the fp32 network by rel L2 5.2e-3..1.15e-2 in F_s and 1.44e-2..1.71e-2 in the head output
 // with model v2 (18 Swin blocks), against 4.1e-3 and 4.4e-3 with v1 (11): the trained network
 // amplifies the roundings, most in the head output, where the residual nearly cancels the

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/unit/block_match_ref.sh: the CPU block matching of model option `align`
-# (kernels/cpu/block_match.cpp) against its reference, weights/align.py's tile_shifts on PyTorch's
+# (kernels/cpu/block_match.cpp) against its reference, weights/denoise_train/align.py's tile_shifts on PyTorch's
 # CPU: tests/unit/block_match_ref.py writes fresh random frames (fixed seed: moved textures with noise,
 # unrelated noise, 8-bit near-flat content with tied costs, a flat frame) at several (radius, tile)
 # settings, build/tests/block_match_test --ref computes the shifts, and every tile's shift must be
@@ -19,6 +19,6 @@ elif python3 "$ROOT/tests/unit/block_match_ref.py" "$BM" "$TMP" >"$TMP/out" 2>&1
     pass "$(grep -c ' ok$' "$TMP/out") checks ok (shifts identical to align.py): $(tr '\n' ' ' <"$TMP/out" | cut -c1-300)"
 else
     cat "$TMP/out"
-    fail "shifts differ from weights/align.py's tile_shifts"
+    fail "shifts differ from weights/denoise_train/align.py's tile_shifts"
 fi
 finish

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of denoise_train/deepen.py on the CPU (tests/weights_deepen.sh runs it).
+"""Checks of denoise_train/deepen.py on the CPU (tests/run_tests.sh runs it).
 
   python3 tests/weights/check_deepen.py
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of denoise_train/weight_ema.py on the CPU (tests/weights_ema.sh runs it).
+"""Checks of denoise_train/weight_ema.py on the CPU (tests/run_tests.sh runs it).
 
   python3 tests/weights/check_ema.py
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks of the training loss (denoise_train/train_step.py loss_fn, LossWeights) on the CPU
-(tests/weights_loss.sh runs it).
+(tests/run_tests.sh runs it).
 
   python3 tests/weights/check_loss.py
 

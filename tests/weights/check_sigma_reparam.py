@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of denoise_train/sigma_reparam.py on the CPU (tests/weights_sigma_reparam.sh runs it).
+"""Checks of denoise_train/sigma_reparam.py on the CPU (tests/run_tests.sh runs it).
 
   python3 tests/weights/check_sigma_reparam.py
 

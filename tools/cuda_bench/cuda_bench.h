@@ -83,7 +83,7 @@ int time_each(cuda::Ctx &ctx, cudaEvent_t a, cudaEvent_t b, int n, F &&f, std::v
     return 0;
 }
 
-// GFLOP of one frame of model c at H x W (weights/model.py gflop_per_frame's formula)
+// GFLOP of one frame of model c at H x W (weights/denoise_train/model.py gflop_per_frame's formula)
 double gflop_per_frame(const ModelConfig &c, int H, int W);
 DenoisePixelFormat yuv420p();
 DenoiseColor bt709();

@@ -26,7 +26,7 @@
 //           kernels lines give their TFLOP/s as a share of that GEMM, and a roofline table per
 //           size gives each op kind of the fused path its GFLOP, least DRAM MB, TFLOP/s and GB/s
 //           against both ceilings (fused_op_cost).
-// Each line also gives GFLOP/frame (weights/model.py gflop_per_frame's formula) and TFLOP/s.
+// Each line also gives GFLOP/frame (weights/denoise_train/model.py gflop_per_frame's formula) and TFLOP/s.
 // --cap SIZE=MIB runs that size's API measurements under a GPU memory cap (tiles).
 // --plans prints, without touching a GPU, the memory plan the backend picks for each size, for
 // yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
