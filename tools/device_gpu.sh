@@ -2,10 +2,10 @@
 # tools/device_gpu.sh: every GPU check and benchmark of the CUDA engine in one run on a GPU
 # machine that builds nothing (docs/cuda.md, "Running on a GPU machine").
 #
-#   here (the build machine):   ./configure && make && tools/device_gpu.sh --pack
+#   here (the build machine):   ./configure && make && tools/device_gpu.sh --pack DEVICE_LIBS_SH
 #       packs build/bin, build/lib, build/tests/gpu/ (the GPU check programs) into .device/build.tar.xz and the Debian
-#       libraries the GPU machine lacks into .devlibs/libs.tar.xz (../shared/tools/device-libs.sh,
-#       or /work/shared/tools/device-libs.sh); both folders are git-ignored.
+#       libraries the GPU machine lacks into .devlibs/libs.tar.xz (made by DEVICE_LIBS_SH, the
+#       workplace's device-libs.sh, or $DEVICE_LIBS_SH); both folders are git-ignored.
 #   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench]
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh and prints the failures, the key
 #       checks and the bench summary last; `check` or `bench` runs that part alone (the checks
@@ -44,9 +44,9 @@ if [ "${1:-}" = --pack ]; then
     (set -o pipefail; tar cf - -C .device/stage build | xz -T0 --lzma2=preset=6,dict=192MiB > .device/build.tar.xz) ||
         { echo "device_gpu: packing build/ failed" >&2; rm -f .device/build.tar.xz; exit 1; }
     rm -rf .device/stage
-    libs=
-    for d in ../shared/tools /work/shared/tools; do [ -x "$d/device-libs.sh" ] || [ -f "$d/device-libs.sh" ] && { libs=$(cd "$d" && pwd)/device-libs.sh; break; }; done
-    [ -n "$libs" ] || { echo "device_gpu: device-libs.sh not found (../shared/tools)" >&2; exit 1; }
+    libs=${2:-${DEVICE_LIBS_SH:-}}
+    [ -f "$libs" ] || { echo "device_gpu: --pack needs the device-libs.sh script (argument or DEVICE_LIBS_SH)" >&2; exit 1; }
+    libs=$(cd "$(dirname "$libs")" && pwd)/$(basename "$libs")
     # device-libs.sh records .devlibs in .git/info/exclude: give it a folder where that works
     # (a git worktree's .git is a file)
     work=$(mktemp -d)

@@ -4,7 +4,7 @@
 # docs/quality/*.png, docs/quality/results.json. All through build/bin/ffmpeg + build/bin/denoise-noise.
 #
 # Environment (or make variables: make eval EVAL_FRAMES=5):
-#   DENOISE_DATA   data folder (default: ../shared/data relative to the repository root)
+#   DENOISE_DATA   the data folder holding eval-davis4/ and train-video/ (required)
 #   EVAL_FRAMES    first N frames of each sequence (default 25 = the full table; 5 = quick mode)
 #   EVAL_SIGMAS    default "10 20 30 40 50"
 #   EVAL_METHODS   default "noisy denoise hqdn3d nlmeans bm3d atadenoise fftdnoiz vaguedenoiser"
@@ -15,7 +15,7 @@
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-: "${DENOISE_DATA:=$root/../shared/data}"
+: "${DENOISE_DATA:?eval.sh: set DENOISE_DATA to the data folder (eval-davis4/, train-video/)}"
 export DENOISE_DATA
 for b in ffmpeg denoise-noise; do
     test -x "$root/build/bin/$b" || { echo "eval.sh: build/bin/$b missing (run make)" >&2; exit 1; }

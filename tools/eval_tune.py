@@ -77,7 +77,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "quality", "settings.json"))
     args = ap.parse_args()
     if "eval-davis4" in os.path.abspath(args.clip):
-        sys.exit("refusing to tune on eval-davis4 (see /work/shared/data/README.md)")
+        sys.exit("refusing to tune on eval-davis4 (the data folder's README.md)")
 
     settings = {}
     if os.path.exists(args.out):

@@ -24,7 +24,7 @@
 # Needs build/tests/gpu/fused_check: built here, or unpacked from .device/build.tar.xz
 # (tools/device_gpu.sh --pack) when that is carried instead; and, on a machine without the build
 # machine's Debian libraries (OpenBLAS for the CPU reference), .devlibs/libs.tar.xz from
-# ../shared/tools/device-libs.sh, unpacked here.
+# the workplace's device-libs.sh (tools/device_gpu.sh --pack), unpacked here.
 set -u
 MODE=()
 [ "${1:-}" = --head ] && MODE=(--head)
