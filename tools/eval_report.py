@@ -214,7 +214,7 @@ def main():
     w("```")
     w("")
     w("Finished rows are cached in build/eval/results.jsonl (delete it to start over); `DENOISE_DATA` points at the "
-      "project's data folder (by default a folder shared/data next to the checkout's own folder). Needs python3 with numpy, scipy, matplotlib.")
+      "project's data folder (required). Needs python3 with numpy, scipy, matplotlib.")
     w("")
     w("## Bar: denoise >= best FFmpeg denoiser + 2 dB (mean PSNR) at every sigma")
     w("")
