@@ -36,7 +36,8 @@ Variants (denoise_train/train_step.py engines; every one but v1 with NHWC convol
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
                  side CUDA stream (batch_feed.BatchFeed), overlapping the step; the others build
                  each batch on the step's stream just before it (feed "sync")
-For each variant: clips/s, step time, set-up (compile / capture / first step), peak memory, the
+For each variant: clips/s, model FLOPs per clip and MFU against the bf16 GEMM rate measured at the start
+of the run (denoise_train/flops.py), step time, set-up (compile / capture / first step), peak memory, the
 time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches),
 the host's time to queue one batch and one step onto an idle GPU (host ms batch/step, median of
 5: when their sum reaches the step time, the loop is bound by the host, not the GPU) and which
@@ -77,6 +78,7 @@ from denoise_train import candidates, compile_cache
 from denoise_train.batch_feed import BatchFeed, training_batch
 from denoise_train.checkpoint import load_weights
 from denoise_train.data import TILE, Batcher
+from denoise_train.flops import bf16_gemm_tflops, train_flop_per_clip
 from denoise_train.model import Config, Denoiser
 from denoise_train.noise_models import NoiseRecipe
 from denoise_train.sdpa_backends import describe_backends
@@ -228,6 +230,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
                               recipe["grey_share"])
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
+    flop_clip = train_flop_per_clip(cfg, patch)
 
     def one(lr):
         return eng.step(*batch(), lr)
@@ -296,7 +299,9 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
          "first_step_seconds": round(first, 1), "setup_seconds": round(setup, 1), "peak_alloc_gib": peak,
          "mean_loss": round(acc.item() / (len(ev) + len(host_s)), 4), "sdpa_backends": backends,
          "attention": describe_backends(backends), "fallbacks": eng.fallbacks,
-         "noise_compile_error": noise.compile_error if noise else None}
+         "noise_compile_error": noise.compile_error if noise else None,
+         "train_gflop_per_clip": round(flop_clip / 1e9, 3)}
+    r["model_tflops"] = round(r["clips_per_s"] * flop_clip / 1e12, 2)
     if prof:
         r["profile"] = prof
     return r
@@ -347,6 +352,9 @@ def main():
         out["feed_check"] = {"pass": not fails, "failures": fails, "notes": notes, "seconds": round(time.time() - t0, 1)}
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+    # the MFU's denominator: the bf16 GEMM rate of this card in this run (train_step turns TF32 on
+    # for the steps; the bf16 product does not use it)
+    out["bf16_gemm_tflops"] = round(bf16_gemm_tflops(dev), 1) if dev.type == "cuda" else None
     frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
     names = [n.strip() for n in a.variants.split(",") if n.strip()]
     for n in names:
@@ -365,6 +373,8 @@ def main():
             r = {"variant": n, "error": f"{type(e).__name__}: {str(e)[:500]}"}
         if dev.type == "cuda":   # the variant's model, optimiser and graph pool are gone: free them
             torch.cuda.empty_cache()
+        if "model_tflops" in r and out["bf16_gemm_tflops"]:
+            r["mfu"] = round(r["model_tflops"] / out["bf16_gemm_tflops"], 4)
         print(json.dumps(r), flush=True)
         out["results"].append(r)
     ok = [r for r in out["results"] if "error" not in r]
@@ -384,6 +394,9 @@ def main():
             json.dump(out, f, indent=1)
     print()
     ac = out["attention_check"]
+    if out["bf16_gemm_tflops"]:
+        print(f"bf16 GEMM ceiling (8192^3, median of 20): {out['bf16_gemm_tflops']:.1f} TFLOP/s; MFU = clips/s x "
+              "GFLOP/clip (FlopCounterMode, forward + backward) / that ceiling")
     print(f"{out['device']}, torch {out['torch']}, clips 7x{a.patch}x{a.patch}, {a.seconds:g} s per variant "
           f"after warm-up; attention check: " + ("skipped" if ac is None else
           ("PASS" if ac["pass"] else "FAIL " + "; ".join(ac["failures"])) + "; " + "; ".join(ac["notes"])))
@@ -391,7 +404,8 @@ def main():
         print("feed check: " + ("PASS" if fc["pass"] else "FAIL " + "; ".join(fc["failures"][:4]))
               + "".join("; " + n for n in fc["notes"]))
     print(f"{'variant':21s} {'engine':14s} {'feed':7s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
-          f"{'step ms':>8s} {'data ms':>7s} {'host ms':>11s} {'setup s':>7s} {'GiB':>6s}  SDPA backend")
+          f"{'step ms':>8s} {'data ms':>7s} {'host ms':>11s} {'setup s':>7s} {'GiB':>6s} {'GFLOP/clip':>10s} "
+          f"{'TFLOP/s':>7s} {'MFU %':>6s}  SDPA backend")
     for r in out["results"]:
         if "error" in r:
             print(f"{r['variant']:21s} ERROR {r['error'][:100]}")
@@ -399,7 +413,9 @@ def main():
         x = f"{r['clips_per_s'] / v1['clips_per_s']:.2f}" if v1 else "-"
         print(f"{r['variant']:21s} {r['engine']:14s} {r['feed']:7s} {r['batch']:5d} {r['clips_per_s']:9.1f} {x:>6s} "
               f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['data_ms_median']:7.2f} "
-              f"{r['host_batch_ms_median']:5.1f}/{r['host_step_ms_median']:5.1f} {r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f}  {r['attention']}")
+              f"{r['host_batch_ms_median']:5.1f}/{r['host_step_ms_median']:5.1f} {r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f} "
+              f"{r['train_gflop_per_clip']:10.2f} {r['model_tflops']:7.1f} "
+              + (f"{100 * r['mfu']:6.2f}" if "mfu" in r else f"{'-':>6s}") + f"  {r['attention']}")
     by = {r["variant"]: r for r in ok}
     for v in DEFAULT_FORMS:
         if v in by and f"{v}-overlap" in by:

@@ -42,19 +42,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import re
+import signal
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import torch
+
 from denoise_train import candidates
+from denoise_train.flops import bf16_gemm_tflops, train_flop_per_clip
 from denoise_train.model import Config, Denoiser, count_parameters, gflop_per_frame
 
 DEFAULT = "v1,deep,frame32,frame32-r3,v1-awgn"
 STUDY_ENGINES = ("sdpa", "graph", "compile", "compile-graph")
 STUDY_VARIANTS = STUDY_ENGINES + tuple(f"{e}-overlap" for e in STUDY_ENGINES)
+HERE = os.path.dirname(os.path.abspath(__file__))
 OVERHEAD_S = 20.0   # start, data loading, two validations and the probe, checkpoints
 
 
@@ -77,8 +80,12 @@ def seeded(name: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (name, 0)
 
 
-def summarise(name: str, folder: str, K: int, half: int) -> dict:
-    """A candidate's figures from its train.log (whatever it has logged so far)."""
+_FLOP_PER_CLIP: dict[str, float] = {}
+
+
+def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | None = None) -> dict:
+    """A candidate's figures from its train.log (whatever it has logged so far); with gemm_tflops
+    (the card's bf16 GEMM rate, measured at the study's start) its training MFU too."""
     ev = read_log(os.path.join(folder, "train.log"))
     cfg, recipe = candidates.get(seeded(name)[0])
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
@@ -93,6 +100,11 @@ def summarise(name: str, folder: str, K: int, half: int) -> dict:
     r["complete"] = any(e.get("event") == "done" for e in ev) and r["clips"] >= K
     r["clips_per_s"] = round(sum(e["clips_per_s"] for e in trains) / len(trains), 1) if trains else None
     r["train_seconds"] = round(ends[-1]["train_seconds"], 1) if ends else None
+    if name not in _FLOP_PER_CLIP:
+        _FLOP_PER_CLIP[name] = train_flop_per_clip(cfg)
+    r["train_gflop_per_clip"] = round(_FLOP_PER_CLIP[name] / 1e9, 2)
+    if gemm_tflops and r["clips_per_s"]:
+        r["mfu"] = round(r["clips_per_s"] * _FLOP_PER_CLIP[name] / 1e12 / gemm_tflops, 4)
     err = [e for e in ev if e.get("event") == "error"]
     if err:
         r["error"] = err[-1]["error"]
@@ -139,7 +151,7 @@ def pick_winner(rows: list[dict], tie_db: float) -> tuple[str | None, str]:
 
 
 def table(rows: list[dict], meta: dict) -> str:
-    h = ("| candidate | status | recipe | params | GFLOP/1080p frame | clips | clips/s | train min | "
+    h = ("| candidate | status | recipe | params | GFLOP/1080p frame | clips | clips/s | MFU % | train min | "
          "val PSNR s10 / s30 / s50 | mean | vs v1 | mean at K/2 | probe: identity max / flat mean / flat cast / "
          "grid8 / neutral chroma / border |")
     lines = [h, "|" + "|".join(["---"] * (h.count("|") - 1)) + "|"]
@@ -155,7 +167,8 @@ def table(rows: list[dict], meta: dict) -> str:
              if v and v1 and r["name"] != "v1" and v1.get("complete") else "-")
         tmin = f"{r['train_seconds'] / 60:.2f}" if r.get("train_seconds") else "-"
         lines.append(f"| {r['name']} | {status} | {r['recipe']} | {r['params']:,} | {r['gflop_1080p']} | "
-                     f"{r.get('clips', 0):,} | {r.get('clips_per_s') or '-'} | {tmin} | "
+                     f"{r.get('clips', 0):,} | {r.get('clips_per_s') or '-'} | "
+                     + (f"{100 * r['mfu']:.2f}" if r.get("mfu") else "-") + f" | {tmin} | "
                      + (f"{v['val_psnr_s10']:.2f} / {v['val_psnr_s30']:.2f} / {v['val_psnr_s50']:.2f} | "
                         f"{v['val_psnr_mean']:.2f}" if v else "- | -")
                      + f" | {d} | {half if half is not None else '-'} | {pv} |")
@@ -163,7 +176,9 @@ def table(rows: list[dict], meta: dict) -> str:
             f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; "
             f"planned {meta['seconds']:.0f} s, "
             f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
-            f"24 clips of 256x256, AWGN unclipped, noise seed 777.\n")
+            f"24 clips of 256x256, AWGN unclipped, noise seed 777. MFU: clips/s x training FLOP per clip "
+            f"(denoise_train/flops.py) / the bf16 GEMM rate measured at the start"
+            + (f" ({meta['gemm_tflops']} TFLOP/s).\n" if meta.get("gemm_tflops") else " (not measured: no GPU).\n"))
 
 
 def main():
@@ -214,13 +229,18 @@ def main():
     feed = a.feed if a.feed != "auto" else (b.get("feed", "sync") if b else "auto")
     rate = b["clips_per_s"] if b else a.rate
     overhead = (b["setup_seconds"] if b else 0.0) + OVERHEAD_S
-    meta = {"K": K, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
+    # MFU's denominator, measured once before the candidates take the GPU
+    gemm = None
+    if (a.device or "cuda").startswith("cuda") and torch.cuda.is_available():
+        gemm = round(bf16_gemm_tflops(torch.device(a.device or "cuda")), 1)
+        torch.cuda.empty_cache()
+    meta = {"gemm_tflops": gemm, "K": K, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
             "deadline": a.deadline, "elapsed": 0.0, "rate_assumed": rate, "overhead_assumed": overhead}
     log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine,
         feed=feed,
         cost={n: round(c, 2) for n, c in cost.items()}, seconds=a.seconds, deadline=a.deadline,
         bench=b and {k: b[k] for k in ("variant", "clips_per_s", "setup_seconds")})
-    rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half), status="pending") for n in names}
+    rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half, gemm), status="pending") for n in names}
 
     def write(final=False):
         meta["elapsed"] = time.time() - t0
@@ -281,7 +301,7 @@ def main():
                 log(event="deadline_stop" if stop["sig"] is None else "study_stop", candidate=n,
                     seconds=round(time.time() - t0, 1))
         wall = time.time() - ts
-        r = summarise(n, d, K, half)
+        r = summarise(n, d, K, half, gemm)
         r.update(exit=p.returncode, wall_seconds=round(wall, 1), estimate_s=round(est, 1),
                  status="complete" if r["complete"] else ("failed" if p.returncode else "incomplete"))
         rows[n] = r
