@@ -7,7 +7,8 @@ number of clips, within a planned duration.
          [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [--feed auto]
          [-- EXTRA train.py ARGS]
 
-Each candidate (denoise_train/candidates.py; every one within candidates.engine_limits) is one
+Each candidate (denoise_train/candidates.py; every one within candidates.engine_limits, though
+the engines do not run all of them yet: results' engine_runs, candidates.engine_runs) is one
 weights/train.py process in OUT/<name>/, started when the one before it has ended: K = --clips
 training clips (default 150,016 = 1,172 batches of 128) with a cosine learning rate over them,
 validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-out split, noise
@@ -89,7 +90,8 @@ def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | No
     ev = read_log(os.path.join(folder, "train.log"))
     cfg, recipe = candidates.get(seeded(name)[0])
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
-         "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K}
+         "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K,
+         "engine_runs": not candidates.engine_runs(cfg)}
     trains = [e for e in ev if e.get("event") == "train"]
     vals = [e for e in ev if e.get("event") == "val"]
     ends = [e for e in ev if e.get("event") in ("done", "stopped")]
