@@ -15,7 +15,9 @@ validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-o
 seed 777. Processes sharing the GPU train slower together than one alone, so each gets it whole.
 
 Plan. Candidates run in the given order (v1, the control, first). Before each one starts, its
-duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's
+duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's,
+times its U-Net passes per training clip over v1's 3 (candidates.train_passes: fusion "shift" runs
+one per frame, 7; its GFLOP per frame alone would plan it 2.3x too short)
 (a conservative guess: the wider and deeper candidates of the first GPU study trained 1.2 to 1.4x
 slower than v1 at 1.2 to 1.5x its GFLOP), rate the v1-equivalent clips/s (first from the bench
 JSON for the study's engine at batch 128, else --rate; then the mean over the finished candidates
@@ -225,7 +227,8 @@ def main():
     K = max(1, a.clips // a.batch) * a.batch
     half = (K // a.batch // 2) * a.batch
     v1g = gflop_per_frame(Config(), 1080, 1920)
-    cost = {n: gflop_per_frame(candidates.get(seeded(n)[0])[0], 1080, 1920) / v1g for n in names}
+    cost = {n: gflop_per_frame(candidates.get(seeded(n)[0])[0], 1080, 1920) / v1g
+               * candidates.train_passes(candidates.get(seeded(n)[0])[0]) / 3 for n in names}
     b = bench_choice(a.bench_json, a.engine, K)
     engine = b["engine"] if b else ("graph" if a.engine == "auto" else a.engine)
     feed = a.feed if a.feed != "auto" else (b.get("feed", "sync") if b else "auto")

@@ -146,6 +146,13 @@ def engine_runs(cfg: Config) -> list[str]:
     return why
 
 
+def train_passes(cfg: Config) -> int:
+    """U-Net passes of one training clip: 3 (F_{t-1}, F_t, F_{t+1}) for fusion "window" and
+    "frame"; fusion "shift" runs one per frame of the clip, 2R+1 (7). A training clip costs
+    about train_passes x (GFLOP per frame less the head) (denoise_train/flops.py)."""
+    return 2 * cfg.temporal_radius + 1 if cfg.fusion == "shift" else 3
+
+
 def get(name: str):
     """-> (Config, recipe name); KeyError names the known candidates."""
     if name not in CANDIDATES:
