@@ -21,7 +21,11 @@ CPU, fp32 (TF32 off).
               from a 13-frame clip's (the truncated receptive field the validation measures).
   sequence    denoise_sequence on exactly T frames gives forward(clip)'s centre output; on N = 17
               frames, output t (6 <= t <= 10) equals forward on the 13 frames t-6..t+6 (a clip
-              that holds the whole receptive field), all within 1e-5; validation.validate with
+              that holds the whole receptive field), all within 1e-5; model.stream_sequence (the
+              engine's schedule: frames arrive one by one, each (layer, frame) value computed once
+              and freed after its last reader) equals denoise_sequence within 1e-5 on the math and
+              the sdpa/channels-last kernels, emitting output t once frame t + L + 1 has arrived
+              (never reading a frame before it arrives); validation.validate with
               frames = 9 feeds the network 9-frame clips (7 without), and refuses other fusions.
   flops       gflop_per_frame of "shift" vs the same depths with fusion "window": less by exactly
               the fusion conv's (61 - 13) x C0 x 9 multiply-adds per position.
@@ -44,7 +48,7 @@ import torch  # noqa: E402
 from denoise_train import candidates  # noqa: E402
 from denoise_train.checkpoint import load_weights  # noqa: E402
 from denoise_train.model import (Config, Denoiser, SwinBlock, denoise_sequence, gflop_per_frame,  # noqa: E402
-                                 sdpa_block, temporal_shift)
+                                 sdpa_block, stream_sequence, temporal_shift)
 from denoise_train.validation import validate  # noqa: E402
 from needs import WEIGHTS  # noqa: E402
 
@@ -241,6 +245,19 @@ def check_sequence() -> None:
         assert worst < 1e-5, f"sequence: denoise_sequence vs forward on the receptive field: {worst:.2e}"
     print(f"sequence: 7 frames: frame 3 = forward(clip) ({e:.1e}); {N} frames: outputs {D}..{N - 1 - D} = forward on "
           f"their {2 * D + 1} frames (max abs {worst:.1e}) ok")
+    # the streaming schedule: frame by frame, every (layer, frame) once, freed after its last reader
+    for kernels in ({}, {"sdpa": True, "channels_last": True}):
+        model.set_engine(**kernels)
+        streamed, st = stream_sequence(model, seq, 20.0)
+        e = (streamed - whole).abs().max().item()
+        assert e < 1e-5, f"stream_sequence vs denoise_sequence ({kernels}): {e:.2e}"
+        assert st["delay"][:N - D] == [D] * (N - D), f"stream_sequence delays {st['delay']}, expected {D} inside"
+        # a block's input: frames s-1, s, s+1 at most (the skips wait longer: their own ring buffers)
+        ring = [h for i, (h, k) in enumerate(zip(st["held"], st["layers"][1:])) if k == "block" and i not in (st["x0"], st["x1"])]
+        assert max(ring) <= 3, f"a block's input held {max(ring)} frames: {st['held']}"
+    model.set_engine()
+    print(f"sequence: stream_sequence (frame by frame, each layer's value computed once) = denoise_sequence "
+          f"({e:.1e}), output t emitted after frame t+{D}; frames held per layer {st['held']} ok")
     val = torch.rand(8, 9, 3, 64, 64, generator=g)
     lengths = []
     fwd = model.forward

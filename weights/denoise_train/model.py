@@ -88,8 +88,12 @@ field left at its default is not written, e.g. shift_div 8 or align_tile 64):
     is done, so block b lags one frame behind block b-1 and the output lags L + 1 frames behind
     the input; each block keeps a ring buffer of its input (frame s whole, channels [0, k) of
     s-1, frame s+1 as it arrives), and the skips x0 and x1 (enc0's and enc1's outputs) wait in
-    ring buffers until the decoder reaches the same frame (depths 2/4/6/4/2: x0 for 14 frames,
-    x1 for 6). The engines do not run fusion "shift" yet (candidates.engine_runs).
+    ring buffers until the decoder reaches the same frame (depths 2/4/6/4/2: x0 from block 2 to
+    block 16, 14 frames, x1 from block 6 to block 12, 6 frames, plus the frame in flight).
+    stream_sequence() is this schedule's reference (frames arrive one at a time, every layer's
+    value of a frame computed once and freed after its last reader; it reports the frames each
+    layer held: 3 for a block's input, 16 and 8 for the skips at depths 2/4/6/4/2). The engines
+    do not run fusion "shift" yet (candidates.engine_runs).
 
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
@@ -423,11 +427,14 @@ class SwinBlock(nn.Module):
         (nW, N, N) shift mask (used by shifted blocks only). streams T > 0 (fusion "shift"): x is
         (B'T, H, W, C), stream t of clip b at batch index b * T + t, and the attention branch reads
         temporal_shift(x, T, k) (the identity path keeps x)."""
+        x_in = temporal_shift(x, streams, x.shape[-1] // self.shift_div) if streams else x
+        return self.branch(x, x_in, mask, sdpa)
+
+    def branch(self, x: torch.Tensor, x_in: torch.Tensor, mask: torch.Tensor | None = None,
+               sdpa: bool = False) -> torch.Tensor:
+        """The block with x on the identity path and x_in read by the attention branch (x_in is x
+        but for fusion "shift"'s temporal shift; stream_sequence calls it per frame)."""
         B, H, W, C = x.shape
-        if streams:
-            x_in = temporal_shift(x, streams, C // self.shift_div)
-        else:
-            x_in = x
         h = layer_norm_lowp(self.norm1, x_in) if sdpa else self.norm1(x_in)
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
@@ -769,6 +776,107 @@ def denoise_sequence_shift(model: Denoiser, x: torch.Tensor, sig: torch.Tensor, 
         xc = x[i:i + len(ts)]
         out[i:i + len(ts)] = sigma_gate(model.head_out(feats, xc), xc, sig.expand(len(ts)), model.cfg.sigma_gate)
     return out
+
+
+@torch.no_grad()
+def stream_sequence(model: Denoiser, frames: torch.Tensor, sigma: float) -> tuple[torch.Tensor, dict]:
+    """fusion "shift" as a streaming engine would run it, the reference of its schedule: frames
+    (N, 3, H, W) in [-1,1] arrive one at a time; every (layer, frame) value of the U-Net is computed
+    once, when its inputs exist, and freed as soon as its last reader has run (the per-block ring
+    buffers); output t is emitted once frame t + L + 1 has arrived (L = cfg.blocks), or at the
+    end of the sequence. -> (outputs (N, 3, H, W), stats): stats["held"] is, per layer, the most
+    frames of its output held at once (an engine's ring-buffer depth: 2-3 for the input of a block,
+    the encoder-decoder distance for the skips), stats["delay"] the frames of input beyond t read
+    before output t was emitted (L + 1 inside the sequence). Equals denoise_sequence up to
+    rounding (tests/weights/check_temporal_shift.py); slow (one frame per call), for tests."""
+    cfg, u = model.cfg, model.unet
+    if cfg.fusion != "shift":
+        raise ValueError("stream_sequence is fusion 'shift''s schedule")
+    N, _, H, W = frames.shape
+    m = cfg.pad_multiple
+    x = reflect_pad(frames, (-H) % m, (-W) % m)
+    sig = torch.full((1,), float(sigma), device=frames.device)
+    # the U-Net as a chain of layers: ("block", SwinBlock) reads the layer before at s-1, s, s+1;
+    # ("frame", fn, skip) reads it at s (and the output of layer `skip` at s)
+    layers = [("in", None, None)]
+    def add_stage(stage):
+        for b in stage.blocks:
+            layers.append(("block", b, None))
+    add_stage(u.enc0)
+    i_x0 = len(layers) - 1
+    layers.append(("frame", u.merge0, None))
+    add_stage(u.enc1)
+    i_x1 = len(layers) - 1
+    layers.append(("frame", u.merge1, None))
+    add_stage(u.mid)
+    layers.append(("frame", lambda y, sk: u.skip1(torch.cat([u.expand1(y), sk], dim=-1)), i_x1))
+    add_stage(u.dec1)
+    layers.append(("frame", lambda y, sk: u.skip0(torch.cat([u.expand0(y), sk], dim=-1)), i_x0))
+    add_stage(u.dec0)
+    last = len(layers) - 1
+    readers = [0] * len(layers)   # readers of layer i's value at one frame (inside the sequence)
+    for i, (kind, _, skip) in enumerate(layers[1:], 1):
+        readers[i - 1] += 3 if kind == "block" else 1
+        if skip is not None:
+            readers[skip] += 1
+    val, refs, held, computed = {}, {}, [0] * len(layers), set()
+    arrived = {"n": 0, "max_read": -1}
+
+    def release(i, s):
+        if 0 <= s < N and i != last:
+            refs[(i, s)] -= 1
+            if refs[(i, s)] == 0:
+                del val[(i, s)]
+
+    def get(i, s):
+        if (i, s) in val:
+            return val[(i, s)]
+        assert (i, s) not in computed, f"layer {i} frame {s} computed twice"
+        kind, fn, skip = layers[i]
+        if kind == "in":
+            assert s < arrived["n"], f"frame {s} read before it arrived"
+            arrived["max_read"] = max(arrived["max_read"], s)
+            z = F.pixel_unshuffle(x[s:s + 1], 2)
+            z = torch.cat([z, model.sigma_map(sig, z)], dim=1)
+            y = (conv2d_nhwc(u.fusion, z.permute(0, 2, 3, 1)) if u.channels_last
+                 else u.fusion(z).permute(0, 2, 3, 1))
+        elif kind == "block":
+            cur = get(i - 1, s)
+            k = cur.shape[-1] // fn.shift_div
+            prev = get(i - 1, s - 1)[..., :k] if s > 0 else cur.new_zeros(*cur.shape[:-1], k)
+            nxt = get(i - 1, s + 1)[..., k:2 * k] if s < N - 1 else cur.new_zeros(*cur.shape[:-1], k)
+            y = fn.branch(cur, torch.cat([prev, nxt, cur[..., 2 * k:]], dim=-1),
+                          fn.attn_mask(cur.shape[1], cur.shape[2], cur.device) if u.enc0.block_fn else None,
+                          sdpa=u.enc0.block_fn is not None)
+            for d in (-1, 0, 1):
+                release(i - 1, s + d)
+        else:
+            y = fn(get(i - 1, s), get(skip, s)) if skip is not None else fn(get(i - 1, s))
+            release(i - 1, s)
+            if skip is not None:
+                release(skip, s)
+        computed.add((i, s))
+        # readers inside the sequence (a block at frame 0 or N-1 has no reader beyond it)
+        n = readers[i] - (1 if i + 1 < len(layers) and layers[i + 1][0] == "block" and s == 0 else 0) \
+            - (1 if i + 1 < len(layers) and layers[i + 1][0] == "block" and s == N - 1 else 0)
+        val[(i, s)], refs[(i, s)] = y, n
+        held[i] = max(held[i], sum(1 for (j, _) in val if j == i))
+        return y
+
+    out = torch.empty_like(x)
+    delay, t = [], 0
+    L = cfg.blocks
+    for n in range(N):
+        arrived["n"] = n + 1
+        while t < N and (t + L + 1 <= n or n == N - 1):
+            f = [get(last, reflect_index(t + d, N)) for d in (-1, 0, 1)]
+            delay.append(arrived["max_read"] - t)
+            xc = x[t:t + 1]
+            out[t] = sigma_gate(model.head_out(f, xc), xc, sig, cfg.sigma_gate)[0]
+            val.pop((last, t - 1), None)   # no later output reads F_{t-1}
+            t += 1
+    return out[..., :H, :W], {"held": held, "delay": delay, "layers": [k for k, _, _ in layers],
+                              "x0": i_x0, "x1": i_x1}
 
 
 def count_parameters(model: nn.Module) -> int:
