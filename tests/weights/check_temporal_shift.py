@@ -181,7 +181,8 @@ def check_kernels() -> None:
     sigma = torch.tensor([7.0, 43.0])
     proj = torch.randn(2, 3, 64, 128, generator=g)
     y0, g0 = run(model, clip, sigma, proj)
-    assert all(g0[n] is not None and g0[n].abs().max() > 0 for n in g0 if n.endswith("bias_table")), "a zero bias-table gradient"
+    tables = [n for n in g0 if n.endswith("bias_table")]
+    assert all(g0[n] is not None and g0[n].abs().max() > 0 for n in tables), "a zero bias-table gradient"
     compare("shift sdpa vs math", *run(model, clip, sigma, proj, sdpa=True), y0, g0)
     compare("shift sdpa channels-last vs math", *run(model, clip, sigma, proj, sdpa=True, channels_last=True), y0, g0)
     # the compiled unit of the compile engines (train_step: torch.compile(sdpa_block)), on a small config
@@ -253,7 +254,8 @@ def check_sequence() -> None:
         assert e < 1e-5, f"stream_sequence vs denoise_sequence ({kernels}): {e:.2e}"
         assert st["delay"][:N - D] == [D] * (N - D), f"stream_sequence delays {st['delay']}, expected {D} inside"
         # a block's input: frames s-1, s, s+1 at most (the skips wait longer: their own ring buffers)
-        ring = [h for i, (h, k) in enumerate(zip(st["held"], st["layers"][1:])) if k == "block" and i not in (st["x0"], st["x1"])]
+        ring = [h for i, (h, k) in enumerate(zip(st["held"], st["layers"][1:]))
+                if k == "block" and i not in (st["x0"], st["x1"])]
         assert max(ring) <= 3, f"a block's input held {max(ring)} frames: {st['held']}"
     model.set_engine()
     print(f"sequence: stream_sequence (frame by frame, each layer's value computed once) = denoise_sequence "
