@@ -13,6 +13,7 @@ strings, as safetensors requires) holds:
   H200"), eval (JSON of weights/eval.py, if given), faithfulness (JSON of
   denoise_train/faithful.py, if given).
 The weights are the checkpoint's moving average when the run kept one (weights/train.py --ema).
+A fusion "shift" checkpoint is refused (the engines do not run it yet).
 Loading it back: denoise_train/checkpoint.py's load_weights(), or the C engine (kernels/safetensors.cpp).
 """
 from __future__ import annotations
@@ -75,6 +76,10 @@ def main():
     args = ap.parse_args()
     d = torch.load(args.ckpt, map_location="cpu")
     cfg = Config.from_json(d["config"])
+    if cfg.fusion == "shift":   # candidates.engine_runs: the shipped file is for the engines
+        raise SystemExit(f"export.py: {args.ckpt} is a fusion 'shift' model (temporal shift in every block), which "
+                         "neither engine runs yet (denoise_train/candidates.py engine_runs); validate or evaluate the "
+                         "checkpoint itself (weights/val.py and weights/eval.py read .pt files)")
     m = model_from_checkpoint(d)
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     tensors = {k: v.detach().to(dt).contiguous() for k, v in m.state_dict().items()}

@@ -7,14 +7,17 @@ number of clips, within a planned duration.
          [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [--feed auto]
          [-- EXTRA train.py ARGS]
 
-Each candidate (denoise_train/candidates.py; every one within candidates.engine_limits) is one
+Each candidate (denoise_train/candidates.py; every one within candidates.engine_limits, though
+the engines do not run all of them yet: results' engine_runs, candidates.engine_runs) is one
 weights/train.py process in OUT/<name>/, started when the one before it has ended: K = --clips
 training clips (default 150,016 = 1,172 batches of 128) with a cosine learning rate over them,
 validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-out split, noise
 seed 777. Processes sharing the GPU train slower together than one alone, so each gets it whole.
 
 Plan. Candidates run in the given order (v1, the control, first). Before each one starts, its
-duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's
+duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's,
+times its U-Net passes per training clip over v1's 3 (candidates.train_passes: fusion "shift" runs
+one per frame, 7; its GFLOP per frame alone would plan it 2.3x too short)
 (a conservative guess: the wider and deeper candidates of the first GPU study trained 1.2 to 1.4x
 slower than v1 at 1.2 to 1.5x its GFLOP), rate the v1-equivalent clips/s (first from the bench
 JSON for the study's engine at batch 128, else --rate; then the mean over the finished candidates
@@ -89,7 +92,8 @@ def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | No
     ev = read_log(os.path.join(folder, "train.log"))
     cfg, recipe = candidates.get(seeded(name)[0])
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
-         "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K}
+         "gflop_1080p": round(gflop_per_frame(cfg, 1080, 1920), 1), "budget_clips": K,
+         "engine_runs": not candidates.engine_runs(cfg)}
     trains = [e for e in ev if e.get("event") == "train"]
     vals = [e for e in ev if e.get("event") == "val"]
     ends = [e for e in ev if e.get("event") in ("done", "stopped")]
@@ -223,7 +227,8 @@ def main():
     K = max(1, a.clips // a.batch) * a.batch
     half = (K // a.batch // 2) * a.batch
     v1g = gflop_per_frame(Config(), 1080, 1920)
-    cost = {n: gflop_per_frame(candidates.get(seeded(n)[0])[0], 1080, 1920) / v1g for n in names}
+    cost = {n: gflop_per_frame(candidates.get(seeded(n)[0])[0], 1080, 1920) / v1g
+               * candidates.train_passes(candidates.get(seeded(n)[0])[0]) / 3 for n in names}
     b = bench_choice(a.bench_json, a.engine, K)
     engine = b["engine"] if b else ("graph" if a.engine == "auto" else a.engine)
     feed = a.feed if a.feed != "auto" else (b.get("feed", "sync") if b else "auto")

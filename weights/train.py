@@ -57,7 +57,9 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
     (before, on the device: those figures differ; weights/val.py reproduces them for any weight
     file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
     data event that gives val_davis_clips), with val_davis_s30_map1.3 (sigma 30 given a map 1.3x
-    the noise: how much the network's smoothing follows its map); and the faithfulness probe,
+    the noise: how much the network's smoothing follows its map); for a fusion "shift" model also
+    val_psnr_*_T9, the same clips' centre frames through 9-frame clips (validation.validate
+    frames: the gap between its 7-frame training clips and longer inputs); and the faithfulness probe,
     denoise_train/faithful.py), ckpt, diverged, recipe_changed (--recipe at a resume, or at an --init,
     names another recipe than the checkpoint's; the state keeps the list as recipe_changes), done. Nothing is
     read back from the GPU between logs.
@@ -452,6 +454,10 @@ def run(args, log, dev):
         avg = ema.swapped(prepare=lambda: sigma_reparam.power_steps(model)) if ema is not None else None
         with avg or contextlib.nullcontext():
             r.update(validate(model, val))
+            if cfg.fusion == "shift" and val.shape[1] > T:
+                # the same centre frames through a longer clip (VAL_T = 9 frames, not the training's
+                # 7): what the training clip's truncated receptive field costs (model.py, fusion "shift")
+                r.update({f"{k}_T{val.shape[1]}": v for k, v in validate(model, val, frames=val.shape[1]).items()})
             r.update(validate_davis(model, val_davis))
             if probe_too and not args.no_probe:
                 p = probe(model, dev)

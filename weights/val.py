@@ -3,7 +3,7 @@
 
   python3 weights/val.py WEIGHTS [WEIGHTS ...] [--photos DIR] [--videos DIR ...] [--device cpu|cuda]
          [--bf16] [--jpeg Q] [--map-scale F] [--noise awgn|awgn8|pg|ycc420] [--val-clips 24]
-         [--val-patch 256]
+         [--val-patch 256] [--frames N]
 
 WEIGHTS: .safetensors files or training checkpoints (.pt), loaded by denoise_train/checkpoint.py's
 load_weights. The clips are validation.make_val_set's (24 clips of 9 frames, 256x256, from the
@@ -29,7 +29,10 @@ Prints one line per file, the same PSNR over the video clips and over the photo 
 first and last 4 of each group of 8: make_val_set's layout), and train.log's val_davis figures:
 16 clips of the DAVIS sequences of the split alone (data.VAL_DAVIS, make_val_set's seed), the
 validation that ranks models as eval-davis4 does (docs/model.md), with sigma 30 given a map 1.3x
-the noise. Never trains, never reads eval-davis4.
+the noise. --frames N (fusion "shift" models, which read clips of any odd length): a second line,
+the same centre frames through N-frame clips, the gap that the 7-frame training clip's truncated
+receptive field leaves (denoise_train/model.py; with N > 9 the set is drawn N frames long, so both
+lines are on other clips than train.log's). Never trains, never reads eval-davis4.
 """
 from __future__ import annotations
 
@@ -75,6 +78,9 @@ def main():
                     help="the noise model of the whole split's and val_davis's clips (validation.validate; default awgn)")
     ap.add_argument("--val-clips", type=int, default=24)
     ap.add_argument("--val-patch", type=int, default=256)
+    ap.add_argument("--frames", type=int, metavar="N",
+                    help="fusion 'shift' models: also validate the same centre frames through N-frame clips (odd, "
+                    f">= 3; above {VAL_T} the set is drawn N frames long, other clips than train.log's)")
     args = ap.parse_args()
     if not args.photos or not args.videos:
         ap.error("--photos and --videos are needed (or DENOISE_DATA: the data folder)")
@@ -82,8 +88,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device(args.device)
     vphotos = load_photo_tiles(args.photos, "val", "cpu")
-    vframes, vstarts = load_videos(args.videos, "val", "cpu", VAL_T)
-    val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+    vt = max(VAL_T, args.frames or 0)
+    vframes, vstarts = load_videos(args.videos, "val", "cpu", vt)
+    val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch, T=vt)
     val_davis = make_val_davis(args.videos, dev, P=args.val_patch)
     if args.jpeg is not None:
         if not 1 <= args.jpeg <= 95:
@@ -107,6 +114,12 @@ def main():
         print(f"{path}: {'bf16' if bf16 else 'fp32'} {dev.type}{jpeg} PSNR sigma 10 / 30 / 50 "
               f"{r['val_psnr_s10']:.3f} / {r['val_psnr_s30']:.3f} / {r['val_psnr_s50']:.3f}, "
               f"mean {r['val_psnr_mean']:.3f} dB{scaled}", flush=True)
+        if args.frames and model.cfg.fusion == "shift":
+            with ctx:
+                rl = validate(model, val, groups=groups, map_scale=args.map_scale, noise=args.noise, frames=args.frames)
+            print(f"  through {args.frames}-frame clips (the same centre frames and noise): PSNR sigma 10 / 30 / 50 "
+                  f"{rl['val_psnr_s10']:.3f} / {rl['val_psnr_s30']:.3f} / {rl['val_psnr_s50']:.3f}, "
+                  f"mean {rl['val_psnr_mean']:.3f} dB ({rl['val_psnr_mean'] - r['val_psnr_mean']:+.3f})", flush=True)
         for name in groups or {}:
             print(f"  {len(groups[name])} {name} clips: " +
                   " / ".join(f"{r[f'val_psnr_s{s}_{name}']:.3f}" for s in (10, 30, 50)) + " dB", flush=True)

@@ -4,7 +4,8 @@ backend they run.
 
   python3 tests/weights/check_attention.py [--device cpu|cuda] [--bf16]
 
-For three configs (v1; v1 widths with head_dim 16, i.e. 2/4/8 heads; a per-frame-encoder design)
+For four configs (v1; v1 widths with head_dim 16, i.e. 2/4/8 heads; a per-frame-encoder design;
+fusion "shift" with v1's depths: the 7 frames as 7 streams, the temporal shift in every block)
 with randomised weights (LayerNorm affines, biases and the relative position bias tables
 perturbed, as weights/make_goldens.py does, so that each one shows in the output), a random
 7-frame clip of 64x128 (4 x 8 windows at the first level, so shifted blocks have all 9 mask
@@ -52,6 +53,7 @@ CONFIGS = {
     "v1": Config(),
     "heads-2-4-8": Config(heads=(2, 4, 8), head_dim=16),
     "frame16": Config(fusion="frame", frame_channels=16),
+    "shift": Config(fusion="shift"),
 }
 KERNELS = {"sdpa": {"sdpa": True}, "sdpa-cl": {"sdpa": True, "channels_last": True}}
 def randomise(model: Denoiser, gen: torch.Generator) -> None:

@@ -18,6 +18,14 @@ measures what the faithfulness recipe costs in AWGN PSNR.
   deep-34643      depths 3/4/6/4/3 (v3 study: blocks at the finest level)   347.9
   deep-44644      depths 4/4/6/4/4                                          382.1
   deep-36663      depths 3/6/6/6/3                                          407.8
+  shift           temporal shift in every block (fusion "shift", shift_div 8:   299.2
+                  C/8 channels from each neighbouring frame), depths 2/4/6/4/2,
+                  one U-Net pass per frame, reused; 7-frame training clips
+  shift-34643     shift with depths 3/4/6/4/3                               333.5
+
+The engines do not run fusion "frame" or "shift" yet (engine_runs): those candidates are within
+engine_limits (their widths, heads, window, MLP ratio and cost are what the fused kernels are built
+for) and the study trains them, but a winner among them needs engine work before it can ship.
 
 Recipes (denoise_train/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
@@ -72,6 +80,8 @@ CANDIDATES = {
     "deep-34643": (Config(depths=dict(enc0=3, enc1=4, mid=6, dec1=4, dec0=3)), "v2"),
     "deep-44644": (Config(depths=dict(enc0=4, enc1=4, mid=6, dec1=4, dec0=4)), "v2"),
     "deep-36663": (Config(depths=dict(enc0=3, enc1=6, mid=6, dec1=6, dec0=3)), "v2"),
+    "shift": (Config(depths=dict(DEEP), fusion="shift", shift_div=8), "v2"),
+    "shift-34643": (Config(depths=dict(enc0=3, enc1=4, mid=6, dec1=4, dec0=3), fusion="shift", shift_div=8), "v2"),
 }
 
 # what a recipe leaves out: model v2's noise, no synthetic clips, no extra loss terms, the
@@ -97,7 +107,11 @@ MAX_GFLOP_RATIO = 2.0   # inference cost per 1080p frame against model v1's
 def engine_limits(cfg: Config) -> list[str]:
     """What keeps cfg outside what the engines are built for (the fused kernels: channels multiples
     of 32 up to 256 with head dim 32, window 8, MLP ratio 4) or over the study's cost bound;
-    [] when it is within them."""
+    [] when it is within them. The study (weights/study.py) refuses a candidate with any.
+
+    It does not ask whether the engines run the config's fusion today: fusion "frame" and "shift"
+    are within these limits (their blocks are the kernels' shapes) but need engine work to run
+    (engine_runs says which)."""
     why = []
     c0, c1, c2 = cfg.channels
     if (c1, c2) != (2 * c0, 4 * c0):
@@ -115,6 +129,28 @@ def engine_limits(cfg: Config) -> list[str]:
     if ratio > MAX_GFLOP_RATIO:
         why.append(f"{ratio:.2f}x model v1's GFLOP per 1080p frame > {MAX_GFLOP_RATIO:g}x")
     return why
+
+
+ENGINE_FUSIONS = ("window",)   # what kernels/ (CPU and CUDA) run today; "frame" and "shift" not yet
+
+
+def engine_runs(cfg: Config) -> list[str]:
+    """What the engines (kernels/cpu, kernels/cuda, as they stand) lack to run cfg, beyond
+    engine_limits: [] when they run it from its weight file today. Not a study limit: the study
+    trains such candidates (e.g. frame32, shift) to decide whether the engine work pays."""
+    why = list(engine_limits(cfg))
+    if cfg.fusion not in ENGINE_FUSIONS:
+        what = {"frame": "the per-frame encoder",
+                "shift": "the temporal shift in every block (per-block ring buffers, one frame of delay per block)"}
+        why.append(f"fusion {cfg.fusion!r}: the engines do not run {what.get(cfg.fusion, cfg.fusion)} yet")
+    return why
+
+
+def train_passes(cfg: Config) -> int:
+    """U-Net passes of one training clip: 3 (F_{t-1}, F_t, F_{t+1}) for fusion "window" and
+    "frame"; fusion "shift" runs one per frame of the clip, 2R+1 (7). A training clip costs
+    about train_passes x (GFLOP per frame less the head) (denoise_train/flops.py)."""
+    return 2 * cfg.temporal_radius + 1 if cfg.fusion == "shift" else 3
 
 
 def get(name: str):

@@ -43,7 +43,8 @@ Temporal edges: frames outside [0, N-1] are mirrored by reflect_index(), feature
 too (F_{-1} is the U-Net of the mirrored window, not a copy of F_1).
 
 Model v2 options (Config fields with v1 defaults; a config that leaves them at their defaults is
-model v1 and writes exactly v1's config JSON, version 1; any other value makes it version 2):
+model v1 and writes exactly v1's config JSON, version 1; any other value makes it version 2; a
+field left at its default is not written, e.g. shift_div 8 or align_tile 64):
   fusion "window" (v1): the fusion conv reads the 5 raw space-to-depth frames, as above.
   fusion "frame": a per-frame encoder E_j = conv3x3(GELU_tanh(conv3x3(concat(s2d(x_j), sigma/255))))
     (13 -> E -> E channels, zero padding, E = frame_channels) is computed once per input frame and
@@ -60,6 +61,40 @@ model v1 and writes exactly v1's config JSON, version 1; any other value makes i
     engines run it (kernels/cpu/block_match.cpp, shift_tiles.cpp; kernels/cuda/block_match.cu,
     shift_tiles.cu).
 
+  fusion "shift" (shift_div D, default 8; the study's candidate for temporal mixing in every block,
+    issue 36; TSM, Lin et al., ICCV 2019; BSVD, Qi et al., ACM MM 2022): no fusion window. Every
+    input frame j is its own stream: z_j = concat(s2d(x_j), sigma/255) (13 channels) -> fusion
+    conv 3x3 (13 -> C0) -> the U-Net above, computed once per frame and reused by every output
+    that reads it. In every Swin block the attention branch reads the temporally shifted input
+    (temporal_shift, TSM's "residual shift"; the identity path keeps the stream's own features):
+      x += proj(W-MSA(LN1(shift(x))));  x += fc2(GELU_tanh(fc1(LN2(x))))
+    shift(x) of stream s: channels [0, k) from stream s-1, [k, 2k) from stream s+1, the rest its
+    own, k = C // D at the block's width C (32/64/128: k = 4/8/16 for D 8); zeros where the
+    neighbour does not exist (the first and last frame of a sequence, or of a training clip; an
+    engine would also reset at a scene cut). Patch merging, expand and the skips stay per stream.
+    The head is the conv3d above over F_{t-1}, F_t, F_{t+1} of the streams plus s2d(x_t), then
+    output_clamp and the sigma gate as for the other modes. align must be 0.
+    Receptive field: each block moves information one frame, so output t depends on frames
+    t - (L+1) .. t + (L+1), L = sum(depths) Swin blocks (L = 18 for depths 2/4/6/4/2: 19 frames
+    each way). forward(clip, sigma) takes any odd T >= 3 frames as T streams and returns the
+    centre frame's output; training uses T = 2R+1 with R = temporal_radius = fusion_radius +
+    head_radius (3 with the defaults: the 7 frames of a training clip are the 7 streams), which
+    truncates that receptive field: the centre frame of a training clip sees zeros 4 frames away
+    in its deeper blocks, where the streaming inference (denoise_sequence: the whole sequence
+    as N streams, zeros beyond its ends only) sees real frames. Training and streaming inference
+    therefore differ; validation.validate(frames=9) (VAL_T) and weights/val.py --frames N measure
+    the gap by evaluating the same centre frames with longer clips.
+    Streaming (what an engine would run): block b of frame s can run once block b-1 of frame s+1
+    is done, so block b lags one frame behind block b-1 and the output lags L + 1 frames behind
+    the input; each block keeps a ring buffer of its input (frame s whole, channels [0, k) of
+    s-1, frame s+1 as it arrives), and the skips x0 and x1 (enc0's and enc1's outputs) wait in
+    ring buffers until the decoder reaches the same frame (depths 2/4/6/4/2: x0 from block 2 to
+    block 16, 14 frames, x1 from block 6 to block 12, 6 frames, plus the frame in flight).
+    stream_sequence() is this schedule's reference (frames arrive one at a time, every layer's
+    value of a frame computed once and freed after its last reader; it reports the frames each
+    layer held: 3 for a block's input, 16 and 8 for the skips at depths 2/4/6/4/2). The engines
+    do not run fusion "shift" yet (candidates.engine_runs).
+
 Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 code, bit for bit):
   attention "math": (q * scale) @ k^T + bias (+ shift mask), softmax, @ v, as in WindowAttention.
   attention "sdpa": F.scaled_dot_product_attention with the relative position bias (plus, in
@@ -74,6 +109,8 @@ Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 cod
     [F_{t-1} | F_t | F_{t+1}] (3C channels, index k*C + c, weight W2[o, k*C + c] = W[o, c, k]),
     and patch merging keeps its LayerNorm output in bf16 (layer_norm_lowp). No NCHW <-> NHWC
     copies around the U-Net.
+  fusion "shift": the temporal shift runs inside SwinBlock.forward on every path (math, sdpa, and
+    the torch.compile'd sdpa_block, which gets the stream count as an argument).
 """
 from __future__ import annotations
 
@@ -89,7 +126,9 @@ from .align import align_features, align_window
 FORMAT = "denoise-swin"
 VERSION = 1          # the version of a v1 config; Config.version gives 2 for a v2 design
 VERSIONS = (1, 2)    # what load_weights() accepts
-V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64}
+V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64,
+               "shift_div": 8}
+FUSIONS = ("window", "frame", "shift")
 
 
 def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -123,15 +162,16 @@ class Config:
     s2d: int = 2
     pad_multiple: int = 64
     ln_eps: float = 1e-5
-    fusion: str = "window"               # "window" (v1) or "frame" (per-frame encoder, v2)
+    fusion: str = "window"               # "window" (v1), "frame" (per-frame encoder) or "shift" (temporal shift)
     frame_channels: int = 0              # E, the per-frame encoder's width (fusion "frame")
     sigma_gate: float = 0.0              # G (8-bit code values): the change scaled by min(1, sigma / G); 0: none
     align: int = 0                       # R: fusion windows aligned to their centre, shifts up to R px; 0: none
     align_tile: int = 64                 # the alignment's tile (px), a multiple of 4 dividing pad_multiple
+    shift_div: int = 8                   # fusion "shift": C // shift_div channels from each neighbouring frame
 
     def __post_init__(self):
-        if self.fusion not in ("window", "frame"):
-            raise ValueError(f"fusion must be 'window' or 'frame', got {self.fusion!r}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
         if (self.fusion == "frame") != (self.frame_channels > 0):
             raise ValueError("frame_channels > 0 exactly when fusion is 'frame'")
         if not 0.0 <= self.sigma_gate <= 255.0:
@@ -143,16 +183,30 @@ class Config:
         elif self.align_tile <= 0 or self.align_tile % 4 or self.pad_multiple % self.align_tile:
             raise ValueError(f"align_tile must be a multiple of 4 dividing pad_multiple {self.pad_multiple}, "
                              f"got {self.align_tile}")
+        if self.align and self.fusion == "shift":
+            raise ValueError("align must be 0 with fusion 'shift': the streams are never aligned (each frame's "
+                             "features are computed once, on the frame as it is, and shared by its neighbours)")
         if self.align and self.fusion != "window":
             raise ValueError("align needs fusion 'window' (it moves the raw frames of a fusion window)")
+        if self.fusion != "shift":
+            self.shift_div = V2_DEFAULTS["shift_div"]   # no temporal shift: the divisor means nothing, v1's JSON
+        elif not isinstance(self.shift_div, int) or not 2 <= self.shift_div <= min(self.channels):
+            raise ValueError(f"shift_div must be an integer in [2, {min(self.channels)}] (C // shift_div channels "
+                             f"from each neighbour, at least one), got {self.shift_div!r}")
         for c, h in zip(self.channels, self.heads):
             if c != h * self.head_dim:
                 raise ValueError(f"channels {tuple(self.channels)} != heads {tuple(self.heads)} * head_dim {self.head_dim}")
 
     @property
     def temporal_radius(self) -> int:
-        """Frames t-R..t+R are needed for output t."""
+        """Frames t-R..t+R are needed for output t (fusion "shift": the training clip's radius; its
+        receptive field is sum(depths) + head_radius frames each way, see the module docstring)."""
         return self.fusion_radius + self.head_radius
+
+    @property
+    def blocks(self) -> int:
+        """Swin blocks per U-Net pass (fusion "shift": each one moves information one frame)."""
+        return sum(self.depths.values())
 
     @property
     def version(self) -> int:
@@ -341,6 +395,7 @@ class SwinBlock(nn.Module):
         super().__init__()
         self.ws = cfg.window
         self.shift = cfg.shift if shifted else 0
+        self.shift_div = cfg.shift_div   # fusion "shift" (used only when forward gets streams)
         self.norm1 = nn.LayerNorm(dim, eps=cfg.ln_eps)
         self.attn = WindowAttention(dim, heads, cfg.window)
         self.norm2 = nn.LayerNorm(dim, eps=cfg.ln_eps)
@@ -365,12 +420,22 @@ class SwinBlock(nn.Module):
             _MASKS[key] = m
         return m
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, sdpa: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, sdpa: bool = False,
+                streams: int = 0) -> torch.Tensor:
         """x (B, H, W, C) NHWC -> same. sdpa False: the v1 code (builds its own shift mask).
         sdpa True: attention through WindowAttention.forward_sdpa with `mask`, the stage's
-        (nW, N, N) shift mask (used by shifted blocks only)."""
+        (nW, N, N) shift mask (used by shifted blocks only). streams T > 0 (fusion "shift"): x is
+        (B'T, H, W, C), stream t of clip b at batch index b * T + t, and the attention branch reads
+        temporal_shift(x, T, k) (the identity path keeps x)."""
+        x_in = temporal_shift(x, streams, x.shape[-1] // self.shift_div) if streams else x
+        return self.branch(x, x_in, mask, sdpa)
+
+    def branch(self, x: torch.Tensor, x_in: torch.Tensor, mask: torch.Tensor | None = None,
+               sdpa: bool = False) -> torch.Tensor:
+        """The block with x on the identity path and x_in read by the attention branch (x_in is x
+        but for fusion "shift"'s temporal shift; stream_sequence calls it per frame)."""
         B, H, W, C = x.shape
-        h = layer_norm_lowp(self.norm1, x) if sdpa else self.norm1(x)
+        h = layer_norm_lowp(self.norm1, x_in) if sdpa else self.norm1(x_in)
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
         if sdpa:
@@ -385,9 +450,24 @@ class SwinBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
 
-def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """One Swin block with SDPA attention (the unit a training engine may torch.compile)."""
-    return block(x, mask, sdpa=True)
+def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None, streams: int = 0) -> torch.Tensor:
+    """One Swin block with SDPA attention (the unit a training engine may torch.compile); streams:
+    SwinBlock.forward's (fusion "shift": the temporal shift is inside the compiled unit)."""
+    return block(x, mask, sdpa=True, streams=streams)
+
+
+def temporal_shift(x: torch.Tensor, streams: int, k: int) -> torch.Tensor:
+    """Fusion "shift"'s temporal shift (TSM, Lin et al., ICCV 2019; BSVD, Qi et al., ACM MM 2022):
+    x (B*T, H, W, C), stream t of clip b at index b * T + t -> the same shape with channels [0, k)
+    of stream t taken from stream t-1, channels [k, 2k) from stream t+1, zeros where that stream
+    does not exist (t = 0, t = T-1: a stream's ends), the other channels unchanged. Data movement
+    only: no FLOPs."""
+    BT, H, W, C = x.shape
+    x5 = x.reshape(BT // streams, streams, H, W, C)
+    z = x5.new_zeros(BT // streams, 1, H, W, k)
+    prev = torch.cat([z, x5[:, :-1, :, :, :k]], dim=1)          # stream t <- t-1
+    nxt = torch.cat([x5[:, 1:, :, :, k:2 * k], z], dim=1)       # stream t <- t+1
+    return torch.cat([prev, nxt, x5[..., 2 * k:]], dim=-1).view(BT, H, W, C)
 
 
 class Stage(nn.Module):
@@ -396,16 +476,17 @@ class Stage(nn.Module):
         self.blocks = nn.ModuleList(SwinBlock(dim, heads, cfg, shifted=i % 2 == 1) for i in range(depth))
         self.block_fn = None   # set by Denoiser.set_engine: (block, x, shift mask) -> x
 
-    def forward(self, x):
+    def forward(self, x, streams: int = 0):
+        """x (B, H, W, C); streams: SwinBlock.forward's (0: no temporal shift)."""
         if self.block_fn is None:
             for b in self.blocks:
-                x = b(x)
+                x = b(x, streams=streams) if streams else b(x)
             return x
         mask = None
         for b in self.blocks:
             if b.shift and mask is None:   # built outside block_fn, once per stage call
                 mask = b.attn_mask(x.shape[1], x.shape[2], x.device)
-            x = self.block_fn(b, x, mask)
+            x = self.block_fn(b, x, mask, streams) if streams else self.block_fn(b, x, mask)
         return x
 
 
@@ -462,6 +543,8 @@ class UNet(nn.Module):
         d = cfg.depths
         per_frame = cfg.frame_channels if cfg.fusion == "frame" else 3 * cfg.s2d ** 2
         nin = (2 * cfg.fusion_radius + 1) * per_frame + 1
+        if cfg.fusion == "shift":   # one frame per stream: its s2d and the sigma map
+            nin = 3 * cfg.s2d ** 2 + 1
         self.fusion = nn.Conv2d(nin, c0, 3, padding=1)
         self.enc0 = Stage(c0, h0, d["enc0"], cfg)
         self.merge0 = PatchMerge(c0, cfg)
@@ -476,15 +559,19 @@ class UNet(nn.Module):
         self.dec0 = Stage(c0, h0, d["dec0"], cfg)
         self.channels_last = False   # set by Denoiser.set_engine: the fusion conv on NHWC kernels
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, streams: int = 0) -> torch.Tensor:
+        """z (B, Cin, h, w) -> (B, h, w, C0). streams T > 0 (fusion "shift"): z is (B'T, 13, h, w),
+        the T streams of each clip consecutive, and every Swin block shifts channels between them;
+        everything else stays per stream."""
         if self.channels_last:
-            x0 = self.enc0(conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1)))
+            x0 = conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1))
         else:
-            x0 = self.enc0(self.fusion(z).permute(0, 2, 3, 1))
-        x1 = self.enc1(self.merge0(x0))
-        x2 = self.mid(self.merge1(x1))
-        y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)))
-        return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)))
+            x0 = self.fusion(z).permute(0, 2, 3, 1)
+        x0 = self.enc0(x0, streams)
+        x1 = self.enc1(self.merge0(x0), streams)
+        x2 = self.mid(self.merge1(x1), streams)
+        y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)), streams)
+        return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)), streams)
 
 
 class FrameEncoder(nn.Module):
@@ -568,6 +655,17 @@ class Denoiser(nn.Module):
         z = e.reshape(B, T * E, h, w)
         return torch.cat([z, self.sigma_map(sigma, z)], dim=1)
 
+    def stream_features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """fusion "shift": frames (B, T, 3, H, W) in [-1,1] (H, W multiples of 64), T >= 1 streams
+        -> F (B, T, H/2, W/2, C0) NHWC: stream j's input is concat(s2d(x_j), sigma/255) (13
+        channels), one U-Net pass per stream with the temporal shift in every Swin block (zeros
+        beyond the first and the last stream)."""
+        B, T, C, H, W = frames.shape
+        s = F.pixel_unshuffle(frames.reshape(B * T, C, H, W), 2)
+        z = torch.cat([s, self.sigma_map(sigma.repeat_interleave(T), s)], dim=1)
+        f = self.unet(z, streams=T)
+        return f.view(B, T, *f.shape[1:])
+
     def features(self, frames: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         """frames (B, 5, 3, H, W) -> F (B, H/2, W/2, 32) NHWC."""
         return self.unet(self.fusion_input(frames, sigma))
@@ -587,11 +685,22 @@ class Denoiser(nn.Module):
     def forward(self, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         B, T, C, H, W = clip.shape
         R, r = self.cfg.temporal_radius, self.cfg.fusion_radius
+        if self.cfg.fusion == "shift":
+            # any odd T >= 3: T streams, the centre frame's output (training: T = 2R + 1; a longer
+            # clip reaches further into the centre's receptive field, module docstring)
+            if T < 3 or T % 2 == 0:
+                raise ValueError(f"fusion 'shift': the clip must hold an odd number >= 3 of frames, got {T}")
+            R = T // 2
         assert T == 2 * R + 1, f"clip must hold {2 * R + 1} frames, got {T}"
         m = self.cfg.pad_multiple
         ph, pw = (-H) % m, (-W) % m
         if ph or pw:
             clip = reflect_pad(clip, ph, pw)
+        if self.cfg.fusion == "shift":
+            f = self.stream_features(clip, sigma)
+            feats = [f[:, R - 1], f[:, R], f[:, R + 1]]
+            out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
+            return out[..., :H, :W]
         centres = range(R - 1, R + 2)
         if self.cfg.fusion == "frame":
             # One encoder pass per frame of the clip, shared by the three windows.
@@ -621,6 +730,8 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
     ph, pw = (-H) % m, (-W) % m
     x = reflect_pad(frames, ph, pw) if (ph or pw) else frames
     sig = torch.full((1,), float(sigma), device=frames.device)
+    if cfg.fusion == "shift":
+        return denoise_sequence_shift(model, x, sig, chunk)[..., :H, :W]
     enc = None
     if cfg.fusion == "frame":   # per-frame features, once per input frame
         enc = torch.cat([model.frame_features(x[i:i + chunk][None], sig)[0] for i in range(0, N, chunk)])
@@ -646,13 +757,136 @@ def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk:
     return out
 
 
+def denoise_sequence_shift(model: Denoiser, x: torch.Tensor, sig: torch.Tensor, chunk: int = 4) -> torch.Tensor:
+    """fusion "shift": the whole padded sequence x (N, 3, H, W) as N streams of one U-Net pass each
+    (model.stream_features: zeros beyond frame 0 and frame N-1 in every block's shift), then the
+    head of every frame t over F_{t-1}, F_t, F_{t+1}, features mirrored at the ends (F_{-1} = F_1,
+    F_N = F_{N-2}, reflect_index: the head never saw a missing neighbour in training) -> (N, 3, H, W).
+
+    This is the streaming function: an engine computes block b of frame s once, when block b-1
+    of frame s+1 is there, and keeps it in the block's ring buffer for frames s-1 and s+1 (module
+    docstring). For an output t at least sum(depths) + 1 frames from both ends it equals forward()
+    on any clip centred on t that reaches that far (tests/weights/check_temporal_shift.py)."""
+    N = x.shape[0]
+    f = model.stream_features(x[None], sig)[0]                 # (N, h, w, C0)
+    out = torch.empty_like(x)
+    for i in range(0, N, chunk):
+        ts = range(i, min(N, i + chunk))
+        feats = [f[[reflect_index(t + d, N) for t in ts]] for d in (-1, 0, 1)]
+        xc = x[i:i + len(ts)]
+        out[i:i + len(ts)] = sigma_gate(model.head_out(feats, xc), xc, sig.expand(len(ts)), model.cfg.sigma_gate)
+    return out
+
+
+@torch.no_grad()
+def stream_sequence(model: Denoiser, frames: torch.Tensor, sigma: float) -> tuple[torch.Tensor, dict]:
+    """fusion "shift" as a streaming engine would run it, the reference of its schedule: frames
+    (N, 3, H, W) in [-1,1] arrive one at a time; every (layer, frame) value of the U-Net is computed
+    once, when its inputs exist, and freed as soon as its last reader has run (the per-block ring
+    buffers); output t is emitted once frame t + L + 1 has arrived (L = cfg.blocks), or at the
+    end of the sequence. -> (outputs (N, 3, H, W), stats): stats["held"] is, per layer, the most
+    frames of its output held at once (an engine's ring-buffer depth: 2-3 for the input of a block,
+    the encoder-decoder distance for the skips), stats["delay"] the frames of input beyond t read
+    before output t was emitted (L + 1 inside the sequence). Equals denoise_sequence up to
+    rounding (tests/weights/check_temporal_shift.py); slow (one frame per call), for tests."""
+    cfg, u = model.cfg, model.unet
+    if cfg.fusion != "shift":
+        raise ValueError("stream_sequence is fusion 'shift''s schedule")
+    N, _, H, W = frames.shape
+    m = cfg.pad_multiple
+    x = reflect_pad(frames, (-H) % m, (-W) % m)
+    sig = torch.full((1,), float(sigma), device=frames.device)
+    # the U-Net as a chain of layers: ("block", SwinBlock) reads the layer before at s-1, s, s+1;
+    # ("frame", fn, skip) reads it at s (and the output of layer `skip` at s)
+    layers = [("in", None, None)]
+    def add_stage(stage):
+        for b in stage.blocks:
+            layers.append(("block", b, None))
+    add_stage(u.enc0)
+    i_x0 = len(layers) - 1
+    layers.append(("frame", u.merge0, None))
+    add_stage(u.enc1)
+    i_x1 = len(layers) - 1
+    layers.append(("frame", u.merge1, None))
+    add_stage(u.mid)
+    layers.append(("frame", lambda y, sk: u.skip1(torch.cat([u.expand1(y), sk], dim=-1)), i_x1))
+    add_stage(u.dec1)
+    layers.append(("frame", lambda y, sk: u.skip0(torch.cat([u.expand0(y), sk], dim=-1)), i_x0))
+    add_stage(u.dec0)
+    last = len(layers) - 1
+    readers = [0] * len(layers)   # readers of layer i's value at one frame (inside the sequence)
+    for i, (kind, _, skip) in enumerate(layers[1:], 1):
+        readers[i - 1] += 3 if kind == "block" else 1
+        if skip is not None:
+            readers[skip] += 1
+    val, refs, held, computed = {}, {}, [0] * len(layers), set()
+    arrived = {"n": 0, "max_read": -1}
+
+    def release(i, s):
+        if 0 <= s < N and i != last:
+            refs[(i, s)] -= 1
+            if refs[(i, s)] == 0:
+                del val[(i, s)]
+
+    def get(i, s):
+        if (i, s) in val:
+            return val[(i, s)]
+        assert (i, s) not in computed, f"layer {i} frame {s} computed twice"
+        kind, fn, skip = layers[i]
+        if kind == "in":
+            assert s < arrived["n"], f"frame {s} read before it arrived"
+            arrived["max_read"] = max(arrived["max_read"], s)
+            z = F.pixel_unshuffle(x[s:s + 1], 2)
+            z = torch.cat([z, model.sigma_map(sig, z)], dim=1)
+            y = (conv2d_nhwc(u.fusion, z.permute(0, 2, 3, 1)) if u.channels_last
+                 else u.fusion(z).permute(0, 2, 3, 1))
+        elif kind == "block":
+            cur = get(i - 1, s)
+            k = cur.shape[-1] // fn.shift_div
+            prev = get(i - 1, s - 1)[..., :k] if s > 0 else cur.new_zeros(*cur.shape[:-1], k)
+            nxt = get(i - 1, s + 1)[..., k:2 * k] if s < N - 1 else cur.new_zeros(*cur.shape[:-1], k)
+            y = fn.branch(cur, torch.cat([prev, nxt, cur[..., 2 * k:]], dim=-1),
+                          fn.attn_mask(cur.shape[1], cur.shape[2], cur.device) if u.enc0.block_fn else None,
+                          sdpa=u.enc0.block_fn is not None)
+            for d in (-1, 0, 1):
+                release(i - 1, s + d)
+        else:
+            y = fn(get(i - 1, s), get(skip, s)) if skip is not None else fn(get(i - 1, s))
+            release(i - 1, s)
+            if skip is not None:
+                release(skip, s)
+        computed.add((i, s))
+        # readers inside the sequence (a block at frame 0 or N-1 has no reader beyond it)
+        n = readers[i] - (1 if i + 1 < len(layers) and layers[i + 1][0] == "block" and s == 0 else 0) \
+            - (1 if i + 1 < len(layers) and layers[i + 1][0] == "block" and s == N - 1 else 0)
+        val[(i, s)], refs[(i, s)] = y, n
+        held[i] = max(held[i], sum(1 for (j, _) in val if j == i))
+        return y
+
+    out = torch.empty_like(x)
+    delay, t = [], 0
+    L = cfg.blocks
+    for n in range(N):
+        arrived["n"] = n + 1
+        while t < N and (t + L + 1 <= n or n == N - 1):
+            f = [get(last, reflect_index(t + d, N)) for d in (-1, 0, 1)]
+            delay.append(arrived["max_read"] - t)
+            xc = x[t:t + 1]
+            out[t] = sigma_gate(model.head_out(f, xc), xc, sig, cfg.sigma_gate)[0]
+            val.pop((last, t - 1), None)   # no later output reads F_{t-1}
+            t += 1
+    return out[..., :H, :W], {"held": held, "delay": delay, "layers": [k for k, _, _ in layers],
+                              "x0": i_x0, "x1": i_x1}
+
+
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
 def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
     """Multiply-adds x 2 of one output frame in steady state (one U-Net pass + head, and with
-    fusion "frame" one per-frame encoder pass), padded size, in GFLOP."""
+    fusion "frame" one per-frame encoder pass; fusion "shift": one U-Net pass per frame, its
+    fusion conv 13 -> C0, reused by every output that reads it), padded size, in GFLOP."""
     m = cfg.pad_multiple
     H, W = H + (-H) % m, W + (-W) % m
     c0, c1, c2 = cfg.channels
@@ -669,6 +903,8 @@ def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
     if cfg.fusion == "frame":   # encoder once per frame (reused by every window), then fusion
         E = cfg.frame_channels
         macs = n0 * (13 * E * 9 + E * E * 9) + n0 * (nf * E + 1) * c0 * 9
+    elif cfg.fusion == "shift":   # one stream per frame: its own fusion conv 13 -> C0 (the shift moves data only)
+        macs = n0 * (3 * cfg.s2d ** 2 + 1) * c0 * 9
     else:
         macs = n0 * (nf * 12 + 1) * c0 * 9
     macs += block(c0, n0) * (d["enc0"] + d["dec0"]) + block(c1, n1) * (d["enc1"] + d["dec1"])

@@ -15,14 +15,15 @@ def psnr(a, b):
     return -10 * torch.log10(mse.clamp_min(1e-12))
 
 
-def make_val_set(photos, frames, starts, device, n=24, P=256):
-    """Fixed validation clips from the held-out split, clean, (n, VAL_T, 3, P, P) in [0,1] on
+def make_val_set(photos, frames, starts, device, n=24, P=256, T=VAL_T):
+    """Fixed validation clips from the held-out split, clean, (n, T, 3, P, P) in [0,1] on
     device. Drawn on the CPU (CPU generator, seed 12345) whatever the device, so that every
     machine validates on the same clips. In each group of 8 the first 4 come from the videos and
     the last 4 from the photos (data.Batcher.clean; all 8 from one source when the other is
-    missing)."""
+    missing). T: the clip length (VAL_T, train.log's; a longer one, with starts from
+    load_videos(..., T), gives other clips: validate(frames=...) of fusion "shift")."""
     cpu = lambda t: None if t is None else t.cpu()
-    b = Batcher(cpu(photos), cpu(frames), cpu(starts), "cpu", seed=12345, T=VAL_T)
+    b = Batcher(cpu(photos), cpu(frames), cpu(starts), "cpu", seed=12345, T=T)
     return torch.cat([b.clean(8, P) for _ in range(max(1, n // 8))]).to(device)
 
 
@@ -50,7 +51,7 @@ def centre_outputs(model, noisy: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise="awgn"):
+def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise="awgn", frames=None):
     """PSNR (dB, peak 1, centre frame) at each sigma, AWGN unclipped, noise seed 777 (drawn on
     the CPU, like the clips, so that any machine reproduces the figures). groups: optional
     {name: clip indices}; adds val_psnr_s{sigma}_{name}, the mean over those clips. map_scale:
@@ -59,11 +60,22 @@ def validate(model, val, sigmas=(10, 30, 50), groups=None, map_scale=1.0, noise=
     noise (weights/val.py --noise; training always validates on awgn): the training's other
     noise models at the same sigma, from the same normal draw through noise_models.mix_noise:
     awgn8 (AWGN clipped to [0, 1] and quantised to 8 bit), pg (Poisson-Gaussian, f = 0.5), ycc420
-    (4:2:0 chroma noise, rho = 0.75); the middles of the training's ranges."""
+    (4:2:0 chroma noise, rho = 0.75); the middles of the training's ranges.
+    frames (fusion "shift" only, whose forward takes any odd clip length): the network reads the
+    middle `frames` frames of each clip (at most val's length, data.VAL_T = 9 for make_val_set's
+    clips; draw a longer set with make_val_set(T=...)) instead of its training length 2R+1: the
+    same centre frames and the same noise on them, so the difference is what the training clip's
+    truncated receptive field costs (model.py, fusion "shift")."""
     if noise not in VAL_NOISES:
         raise ValueError(f"noise must be one of {VAL_NOISES}, got {noise!r}")
-    model.eval()
     T = 2 * model.cfg.temporal_radius + 1
+    if frames is not None and frames != T:
+        if model.cfg.fusion != "shift":
+            raise ValueError(f"frames={frames}: only fusion 'shift' reads clips of another length than {T}")
+        if frames < 3 or frames % 2 == 0 or frames > val.shape[1]:
+            raise ValueError(f"frames must be odd, >= 3 and <= the clips' {val.shape[1]}, got {frames}")
+        T = frames
+    model.eval()
     c = val.shape[1] // 2
     clips = val[:, c - T // 2:c + T // 2 + 1]
     g = torch.Generator()
