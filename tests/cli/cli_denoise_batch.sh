@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_denoise_batch.sh: build/bin/denoise-batch (tools/denoise_batch/, docs/scale-out.md)
+# tests/cli/cli_denoise_batch.sh: build/bin/denoise-batch (tools/denoise_batch/, docs/scale-out.md)
 # on a local Ray instance with two CPU workers, chain denoise=sigma=25:backend=cpu:threads=1.
 #   - exact: a 24-frame long-GOP clip, 128x128 (H.264 with B-frames and a keyframe every 6 frames,
 #     or FFV1 with a 6-frame GOP where the build has no libx264; frames alternating between two

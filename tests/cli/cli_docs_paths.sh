@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_docs_paths.sh: every repository path the docs name exists.
+# tests/cli/cli_docs_paths.sh: every repository path the docs name exists.
 #
 # Reads README.md, docs/*.md and docs/journal/*.md. Checked:
 #   - everywhere in the text (prose, inline `...` code and fenced blocks): every word that starts

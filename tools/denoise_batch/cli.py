@@ -29,9 +29,10 @@ options:
   --address ADDR          a running Ray cluster (ray start --head ...); default: start Ray here
                           (RAY_ADDRESS in the environment also names a cluster)
   --retries N             attempts after the first for a failed segment (default 2)
-  --work-dir DIR          work folder (default OUTPUT.denoise-batch beside OUTPUT; with several
-                          inputs, DIR/<output's name>.denoise-batch); must be on storage every
-                          node sees at the same path
+  --work-dir DIR          where the work folders go (default: OUTPUT.denoise-batch beside OUTPUT;
+                          with DIR, DIR/<output's name>.denoise-batch, removed after success; DIR
+                          itself is never removed); must be on storage every node sees at the
+                          same path
   --keep-work             keep the work folder after success
   -y                      overwrite existing outputs (default: an existing output is skipped)
   -an, -sn                leave out the source's audio / subtitles
@@ -68,6 +69,10 @@ OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "
              "--context-before", "--context-after", "--backend", "--cpus-per-task", "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
 OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help"}
+# ffmpeg options that change which frames or timestamps a segment holds: the segment arithmetic
+# (trim by pts, frame counts checked against the source) would no longer hold
+FRAME_OPTIONS = {"-r", "-t", "-to", "-ss", "-sseof", "-frames", "-frames:v", "-vframes", "-fps_mode", "-vsync",
+                 "-filter_complex", "-lavfi", "-itsoffset"}
 
 
 class UsageError(Exception):
@@ -110,6 +115,16 @@ def parse(argv: list[str]) -> dict:
         elif a == "--":
             o["inputs"] += argv[i + 1:]
             break
+        elif a in ("-vf", "-filter:v", "-filter:v:0"):
+            if i + 1 >= len(argv):
+                raise UsageError(f"{a} needs a filter chain")
+            o["vf"] = argv[i + 1]
+            i += 1
+        elif a.startswith("--"):
+            raise UsageError(f"unknown option {a} (see --help)")
+        elif a.split(":")[0] in FRAME_OPTIONS:
+            raise UsageError(f"{a} changes which frames a segment holds: denoise-batch cuts and times the "
+                             "segments itself (trim the input first, or use --vf for filters)")
         elif a.startswith("-") and len(a) > 1:
             if i + 1 >= len(argv):
                 raise UsageError(f"encoder option {a} needs a value")
@@ -297,7 +312,8 @@ def prepare(o, inp, out, chain, ffmpeg, ffprobe, several, fail) -> dict | None:
     ext = os.path.splitext(out)[1].lower()
     seg_ext = ext if ext in SEGMENT_EXTS else ".mkv"
     if o["work_dir"]:
-        work = os.path.join(o["work_dir"], os.path.basename(out) + ".denoise-batch") if several else o["work_dir"]
+        # always a folder of the job's own inside it: the user's folder is never removed
+        work = os.path.join(o["work_dir"], os.path.basename(out) + ".denoise-batch")
     else:
         work = os.path.abspath(out) + ".denoise-batch"
     work = os.path.abspath(work)
