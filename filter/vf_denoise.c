@@ -682,10 +682,15 @@ static av_cold int init(AVFilterContext *ctx)
             DENOISE_BUILD_WEIGHTS,
 #endif
         };
-        for (int i = 0; i < FF_ARRAY_ELEMS(candidates) && !s->model_path; i++)
-            if (file_readable(candidates[i]))
-                s->model_path = av_strdup(candidates[i]);
-        if (!s->model_path) {
+        int found = 0;
+        for (int i = 0; i < FF_ARRAY_ELEMS(candidates) && !found; i++) {
+            if (file_readable(candidates[i])) {
+                found = 1;
+                if (!(s->model_path = av_strdup(candidates[i])))
+                    return AVERROR(ENOMEM);
+            }
+        }
+        if (!found) {
             av_log(ctx, AV_LOG_ERROR, "no model given and the shipped weights were found "
                    "neither at '%s' nor at '%s'; install them or pass model=PATH\n",
                    candidates[0], FF_ARRAY_ELEMS(candidates) > 1 ?
