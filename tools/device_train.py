@@ -570,6 +570,17 @@ def main() -> int:
                                         "pause", "resume", "collect", "finish"))
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
+    if a.command not in ("bench", "study"):   # their arguments go to the Python programs as they are
+        # the folder options may also follow the command (pack --src DIR)
+        if "-h" in a.args or "--help" in a.args:
+            ap.print_help()
+            return 0
+        late = argparse.ArgumentParser(prog=f"tools/device_train.py {a.command}", add_help=False)
+        for k in ("data", "run", "src", "out"):
+            late.add_argument(f"--{k}", default=getattr(a, k))
+        b, a.args = late.parse_known_args(a.args)
+        for k in ("data", "run", "src", "out"):
+            setattr(a, k, getattr(b, k))
     full = lambda p: os.path.abspath(os.path.expanduser(p)) if p else p  # noqa: E731
     dt = DeviceTrain(full(a.data), full(a.run), full(a.src), full(a.out))
     os.chdir(ROOT)
