@@ -49,6 +49,7 @@ from denoise_train import candidates  # noqa: E402
 from denoise_train.checkpoint import load_weights  # noqa: E402
 from denoise_train.model import (Config, Denoiser, SwinBlock, denoise_sequence, gflop_per_frame,  # noqa: E402
                                  sdpa_block, stream_sequence, temporal_shift)
+from check_attention import randomise, rel_l2  # noqa: E402  (perturbed biases and norms: every parameter shows)
 from denoise_train.validation import validate  # noqa: E402
 from needs import WEIGHTS  # noqa: E402
 
@@ -60,29 +61,11 @@ V1_JSON = ('{"channels": [32, 64, 128], "depths": {"dec0": 2, "dec1": 2, "enc0":
            '"version": 1, "window": 8}')
 
 
-def rel_l2(a, b) -> float:
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
-
-
-def randomise(model: Denoiser, gen: torch.Generator) -> Denoiser:
-    """LayerNorm affines, biases and bias tables perturbed (weights/make_goldens.py's reason: every
-    parameter shows in the output)."""
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.add_(torch.randn(mod.weight.shape, generator=gen) * 0.1)
-                mod.bias.add_(torch.randn(mod.bias.shape, generator=gen) * 0.1)
-            elif isinstance(getattr(mod, "bias", None), torch.Tensor):
-                mod.bias.add_(torch.randn(mod.bias.shape, generator=gen) * 0.05)
-            if hasattr(mod, "relative_position_bias_table"):
-                t = mod.relative_position_bias_table
-                t.copy_(torch.randn(t.shape, generator=gen) * 0.5)
-    return model
-
-
 def make(cfg: Config, seed: int = 5) -> Denoiser:
     torch.manual_seed(seed)
-    return randomise(Denoiser(cfg), torch.Generator().manual_seed(seed + 1)).eval()
+    m = Denoiser(cfg)
+    randomise(m, torch.Generator().manual_seed(seed + 1))
+    return m.eval()
 
 
 def naive_shift(x: torch.Tensor, T: int, k: int) -> torch.Tensor:
