@@ -230,7 +230,6 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
                               recipe["grey_share"])
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
-    flop_clip = train_flop_per_clip(cfg, patch)
 
     def one(lr):
         return eng.step(*batch(), lr)
@@ -288,6 +287,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
         with torch.no_grad():
             prof["batch_alone"] = profile_steps(lambda lr: make(), profile, dev)
     backends = eng.attention_backends(*batch())
+    flop_clip = train_flop_per_clip(cfg, patch)   # on the CPU, after the timings and outside set-up
     r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
          "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(),
          "channels_last": eng.describe()["channels_last"],

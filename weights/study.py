@@ -104,11 +104,12 @@ def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | No
     r["complete"] = any(e.get("event") == "done" for e in ev) and r["clips"] >= K
     r["clips_per_s"] = round(sum(e["clips_per_s"] for e in trains) / len(trains), 1) if trains else None
     r["train_seconds"] = round(ends[-1]["train_seconds"], 1) if ends else None
-    if name not in _FLOP_PER_CLIP:
-        _FLOP_PER_CLIP[name] = train_flop_per_clip(cfg)
-    r["train_gflop_per_clip"] = round(_FLOP_PER_CLIP[name] / 1e9, 2)
-    if gemm_tflops and r["clips_per_s"]:
-        r["mfu"] = round(r["clips_per_s"] * _FLOP_PER_CLIP[name] / 1e12 / gemm_tflops, 4)
+    if r["clips_per_s"]:   # counted once a candidate has trained, not in the study's planned time
+        if name not in _FLOP_PER_CLIP:
+            _FLOP_PER_CLIP[name] = train_flop_per_clip(cfg)
+        r["train_gflop_per_clip"] = round(_FLOP_PER_CLIP[name] / 1e9, 2)
+        if gemm_tflops:
+            r["mfu"] = round(r["clips_per_s"] * _FLOP_PER_CLIP[name] / 1e12 / gemm_tflops, 4)
     err = [e for e in ev if e.get("event") == "error"]
     if err:
         r["error"] = err[-1]["error"]
