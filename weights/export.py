@@ -24,6 +24,7 @@ import os
 
 import torch
 
+from denoise_train import candidates
 from denoise_train.checkpoint import model_from_checkpoint, save_stable
 from denoise_train.model import FORMAT, Config
 from denoise_train.noise_models import AWGNRecipe, NoiseRecipe
@@ -76,10 +77,11 @@ def main():
     args = ap.parse_args()
     d = torch.load(args.ckpt, map_location="cpu")
     cfg = Config.from_json(d["config"])
-    if cfg.fusion == "shift":   # candidates.engine_runs: the shipped file is for the engines
-        raise SystemExit(f"export.py: {args.ckpt} is a fusion 'shift' model (temporal shift in every block), which "
-                         "neither engine runs yet (denoise_train/candidates.py engine_runs); validate or evaluate the "
-                         "checkpoint itself (weights/val.py and weights/eval.py read .pt files)")
+    lacks = candidates.engine_runs(cfg)
+    if lacks:   # the shipped file is for the engines
+        raise SystemExit(f"export.py: {args.ckpt}: the engines do not run this model yet ({'; '.join(lacks)}; "
+                         "denoise_train/candidates.py engine_runs); validate or evaluate the checkpoint itself "
+                         "(weights/val.py and weights/eval.py read .pt files)")
     m = model_from_checkpoint(d)
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     tensors = {k: v.detach().to(dt).contiguous() for k, v in m.state_dict().items()}

@@ -3,7 +3,7 @@
 number of clips, within a planned duration.
 
   python3 weights/study.py --photos DIR --videos DIR [DIR ...] --cache DIR --out RUN/study
-         [--candidates v1,deep,frame32,frame32-r3,v1-awgn] [--clips 150016] [--seconds 480]
+         [--candidates v1,deep,frame32,frame32-r3,v1-awgn] [--clips 150016 | --minutes M] [--seconds 480]
          [--deadline 510] [--bench-json FILE] [--rate 1200] [--engine auto] [--feed auto]
          [-- EXTRA train.py ARGS]
 
@@ -13,6 +13,10 @@ weights/train.py process in OUT/<name>/, started when the one before it has ende
 training clips (default 150,016 = 1,172 batches of 128) with a cosine learning rate over them,
 validated at K/2 (PSNR) and at K (PSNR and the faithfulness probe) on the held-out split, noise
 seed 777. Processes sharing the GPU train slower together than one alone, so each gets it whole.
+With --minutes M every candidate trains M training minutes instead (train.py --minutes M
+--plan-minutes M: the wsd schedule over M minutes), validated at M/2 and at M: a budget matched in
+GPU time rather than in clips, so that a candidate that costs more per clip (fusion "shift") sees
+fewer clips; "K" in the table is then M.
 
 Plan. Candidates run in the given order (v1, the control, first). Before each one starts, its
 duration is estimated as overhead + K * cost / rate: cost is its GFLOP per 1080p frame over v1's,
@@ -86,9 +90,11 @@ def seeded(name: str) -> tuple[str, int]:
 _FLOP_PER_CLIP: dict[str, float] = {}
 
 
-def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | None = None) -> dict:
+def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | None = None,
+              minutes: float | None = None) -> dict:
     """A candidate's figures from its train.log (whatever it has logged so far); with gemm_tflops
-    (the card's bf16 GEMM rate, measured at the study's start) its training MFU too."""
+    (the card's bf16 GEMM rate, measured at the study's start) its training MFU too. With minutes
+    (the study's --minutes) the budget is M training minutes and K, half are unused."""
     ev = read_log(os.path.join(folder, "train.log"))
     cfg, recipe = candidates.get(seeded(name)[0])
     r = {"name": name, "recipe": recipe, "params": count_parameters(Denoiser(cfg)),
@@ -101,7 +107,12 @@ def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | No
     r["engine"] = eng.get("engine")
     r["setup_seconds"] = eng.get("setup_seconds_total")
     r["clips"] = max([e.get("clips", 0) for e in trains + vals + ends] or [0])
-    r["complete"] = any(e.get("event") == "done" for e in ev) and r["clips"] >= K
+    done = any(e.get("event") == "done" for e in ev)
+    if minutes:
+        r["budget_minutes"] = minutes
+        r["complete"] = done and bool(ends) and ends[-1].get("train_seconds", 0) >= 0.99 * minutes * 60
+    else:
+        r["complete"] = done and r["clips"] >= K
     r["clips_per_s"] = round(sum(e["clips_per_s"] for e in trains) / len(trains), 1) if trains else None
     r["train_seconds"] = round(ends[-1]["train_seconds"], 1) if ends else None
     if r["clips_per_s"]:   # counted once a candidate has trained, not in the study's planned time
@@ -113,7 +124,10 @@ def summarise(name: str, folder: str, K: int, half: int, gemm_tflops: float | No
     err = [e for e in ev if e.get("event") == "error"]
     if err:
         r["error"] = err[-1]["error"]
-    at_half = [v for v in vals if half <= v["clips"] < K]
+    if minutes:
+        at_half = [v for v in vals if 0.45 * minutes <= v.get("train_minutes", 0) < 0.99 * minutes]
+    else:
+        at_half = [v for v in vals if half <= v["clips"] < K]
     for tag, sel in (("half", at_half[:1]), ("final", vals[-1:])):
         if sel:
             v = sel[0]
@@ -177,7 +191,9 @@ def table(rows: list[dict], meta: dict) -> str:
                      + (f"{v['val_psnr_s10']:.2f} / {v['val_psnr_s30']:.2f} / {v['val_psnr_s50']:.2f} | "
                         f"{v['val_psnr_mean']:.2f}" if v else "- | -")
                      + f" | {d} | {half if half is not None else '-'} | {pv} |")
-    return ("\n".join(lines) + f"\n\nK = {meta['K']:,} clips per candidate (128x128, batch {meta['batch']}), one "
+    budget = (f"{meta['minutes']:g} training minutes per candidate" if meta.get("minutes")
+              else f"K = {meta['K']:,} clips per candidate")
+    return ("\n".join(lines) + f"\n\n{budget} (128x128, batch {meta['batch']}), one "
             f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; "
             f"planned {meta['seconds']:.0f} s, "
             f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
@@ -194,6 +210,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--candidates", default=DEFAULT)
     ap.add_argument("--clips", type=int, default=150016, help="K, the clip budget of every candidate")
+    ap.add_argument("--minutes", type=float, help="M, the training minutes of every candidate (instead of --clips)")
     ap.add_argument("--seconds", type=float, default=480.0, help="planned duration: no candidate starts "
                     "that is estimated to end later")
     ap.add_argument("--deadline", type=float, default=510.0, help="stop a candidate still running this long after the start")
@@ -240,19 +257,19 @@ def main():
     if (a.device or "cuda").startswith("cuda") and torch.cuda.is_available():
         gemm = round(bf16_gemm_tflops(torch.device(a.device or "cuda")), 1)
         torch.cuda.empty_cache()
-    meta = {"gemm_tflops": gemm, "K": K, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
+    meta = {"gemm_tflops": gemm, "K": K, "minutes": a.minutes, "half": half, "batch": a.batch, "engine": engine, "feed": feed, "seconds": a.seconds,
             "deadline": a.deadline, "elapsed": 0.0, "rate_assumed": rate, "overhead_assumed": overhead}
-    log(event="study_start", candidates=names, budget_clips=K, rate=rate, overhead=overhead, engine=engine,
+    log(event="study_start", candidates=names, budget_clips=None if a.minutes else K, budget_minutes=a.minutes, rate=rate, overhead=overhead, engine=engine,
         feed=feed,
         cost={n: round(c, 2) for n, c in cost.items()}, seconds=a.seconds, deadline=a.deadline,
         bench=b and {k: b[k] for k in ("variant", "clips_per_s", "setup_seconds")})
-    rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half, gemm), status="pending") for n in names}
+    rows = {n: dict(summarise(n, os.path.join(a.out, n), K, half, gemm, a.minutes), status="pending") for n in names}
 
     def write(final=False):
         meta["elapsed"] = time.time() - t0
         rs = list(rows.values())
         winner, at = pick_winner(rs, a.tie_db)
-        res = {"budget_clips": K, "half_clips": half, "engine": engine, "compared_at": at, "winner": winner,
+        res = {"budget_clips": None if a.minutes else K, "budget_minutes": a.minutes, "half_clips": half, "engine": engine, "compared_at": at, "winner": winner,
                "final": final, "meta": meta, "candidates": rs}
         with open(os.path.join(a.out, "results.json.tmp"), "w") as f:
             json.dump(res, f, indent=1)
@@ -274,7 +291,7 @@ def main():
             rows[n].update(status="skipped", reason="study stopped")
             continue
         elapsed = time.time() - t0
-        est = overhead + K * cost[n] / rate
+        est = overhead + (a.minutes * 60 if a.minutes else K * cost[n] / rate)
         if elapsed + est > a.seconds:
             rows[n].update(status="skipped", reason=f"needs ~{est:.0f} s, {max(0.0, a.seconds - elapsed):.0f} s left")
             log(event="skip", candidate=n, estimate_s=round(est, 1), left_s=round(a.seconds - elapsed, 1))
@@ -283,10 +300,12 @@ def main():
         d = os.path.join(a.out, n)
         os.makedirs(d, exist_ok=True)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--photos", a.photos, "--videos", *a.videos,
-               "--out", d, "--candidate", seeded(n)[0], "--seed", str(seeded(n)[1]), "--clips", str(K), "--batch", str(a.batch), "--lr", str(a.lr),
-               "--warmup", str(a.warmup), "--engine", engine, "--feed", feed, "--val-minutes", "1e9",
-               "--val-at", str(half),
-               "--ckpt-minutes", "1.5"]
+               "--out", d, "--candidate", seeded(n)[0], "--seed", str(seeded(n)[1]), "--batch", str(a.batch), "--lr", str(a.lr),
+               "--warmup", str(a.warmup), "--engine", engine, "--feed", feed, "--ckpt-minutes", "1.5"]
+        if a.minutes:
+            cmd += ["--minutes", str(a.minutes), "--plan-minutes", str(a.minutes), "--val-minutes", str(a.minutes / 2)]
+        else:
+            cmd += ["--clips", str(K), "--val-minutes", "1e9", "--val-at", str(half)]
         if a.cache:
             cmd += ["--cache", a.cache]
         if a.device:
@@ -307,7 +326,7 @@ def main():
                 log(event="deadline_stop" if stop["sig"] is None else "study_stop", candidate=n,
                     seconds=round(time.time() - t0, 1))
         wall = time.time() - ts
-        r = summarise(n, d, K, half, gemm)
+        r = summarise(n, d, K, half, gemm, a.minutes)
         r.update(exit=p.returncode, wall_seconds=round(wall, 1), estimate_s=round(est, 1),
                  status="complete" if r["complete"] else ("failed" if p.returncode else "incomplete"))
         rows[n] = r

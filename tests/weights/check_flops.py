@@ -4,7 +4,8 @@
   python3 tests/weights/check_flops.py
 
 For model v1's network, the shipped v2 network (weights/denoise-v2.safetensors' config) and the
-deep-34643 and shift study candidates, on a 7-frame 128x128 clip:
+deep-34643, shift and wide64 (fine levels 64 wide: merge 4x64 -> 64, expand 128 -> 4x64) study
+candidates, on a 7-frame 128x128 clip:
   - forward: FlopCounterMode's count of one forward pass equals model.gflop_per_frame's formula
     for what a clip computes, three U-Net passes (F_{t-1}, F_t, F_{t+1}) and one head,
     3 (g - head) + head, exactly (both count multiply-adds x 2 of the products and convolutions);
@@ -42,7 +43,8 @@ def forward_flops(cfg: Config, patch: int, T: int | None = None) -> int:
 def main() -> None:
     patch = 128
     cfgs = {"v1": Config(), "shipped": load_weights(os.path.join(WEIGHTS, "denoise-v2.safetensors")).cfg,
-            "deep-34643": candidates.get("deep-34643")[0], "shift": candidates.get("shift")[0]}
+            "deep-34643": candidates.get("deep-34643")[0], "shift": candidates.get("shift")[0],
+            "wide64": candidates.get("wide64")[0]}
     for name, cfg in cfgs.items():
         n0 = (patch // 2) ** 2
         head = 2 * n0 * cfg.channels[0] * 27 * 12 / 1e9

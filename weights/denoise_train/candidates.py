@@ -3,9 +3,7 @@
 A candidate is a model.Config plus the recipe it trains with. Every candidate stays within the
 family (input fusion -> Swin U-Net with 8x8 shifted windows -> 3x3x3 stencil head) and within
 what the engines are built to run (engine_limits): channels multiples of 32 up to 256 with head
-dim 32 (heads = C / 32), doubling per level (patch merging 4C -> 2C and expand C -> 2C, as
-model.PatchMerge / PatchExpand and both engines compute them; so 32/64/128 is the only width
-within the cost bound: 64/128/256 costs about 4x), window 8, MLP ratio 4, at most 2x model v1's
+dim 32 (heads = C / 32), window 8, MLP ratio 4, at most 2x model v1's
 212 GFLOP per 1080p frame
 (model.gflop_per_frame); the temporal radius is Config.fusion_radius + head_radius. "v1" is the
 control; "v1-awgn" is the same network trained with model v1's recipe (AWGN only, L1 only), which
@@ -22,8 +20,13 @@ measures what the faithfulness recipe costs in AWGN PSNR.
                   C/8 channels from each neighbouring frame), depths 2/4/6/4/2,
                   one U-Net pass per frame, reused; 7-frame training clips
   shift-34643     shift with depths 3/4/6/4/3                               333.5
+  wide64          channels 64/64/128 (heads 2/2/4), depths 2/2/3/2/2: the    423.1
+                  finest level twice as wide (merge 4x64 -> 64, expand
+                  128 -> 4x64)
 
-The engines do not run fusion "frame" or "shift" yet (engine_runs): those candidates are within
+Both engines double the channels per level (patch merging 4C -> 2C, expand C -> 2C): 64/128/256
+costs about 4x, so a wider candidate keeps the fine levels' width (wide64: 4x64 -> 64 merge).
+The engines do not run fusion "frame" or "shift" or undoubled widths yet (engine_runs): those candidates are within
 engine_limits (their widths, heads, window, MLP ratio and cost are what the fused kernels are built
 for) and the study trains them, but a winner among them needs engine work before it can ship.
 
@@ -82,6 +85,7 @@ CANDIDATES = {
     "deep-36663": (Config(depths=dict(enc0=3, enc1=6, mid=6, dec1=6, dec0=3)), "v2"),
     "shift": (Config(depths=dict(DEEP), fusion="shift", shift_div=8), "v2"),
     "shift-34643": (Config(depths=dict(enc0=3, enc1=4, mid=6, dec1=4, dec0=3), fusion="shift", shift_div=8), "v2"),
+    "wide64": (Config(channels=(64, 64, 128), heads=(2, 2, 4)), "v2"),
 }
 
 # what a recipe leaves out: model v2's noise, no synthetic clips, no extra loss terms, the
@@ -113,9 +117,6 @@ def engine_limits(cfg: Config) -> list[str]:
     are within these limits (their blocks are the kernels' shapes) but need engine work to run
     (engine_runs says which)."""
     why = []
-    c0, c1, c2 = cfg.channels
-    if (c1, c2) != (2 * c0, 4 * c0):
-        why.append(f"channels {c0}/{c1}/{c2} do not double per level (patch merging 4C -> 2C)")
     for c, h in zip(cfg.channels, cfg.heads):
         if c % 32 or not 32 <= c <= 256:
             why.append(f"channels {c} not a multiple of 32 in 32..256")
@@ -139,6 +140,10 @@ def engine_runs(cfg: Config) -> list[str]:
     engine_limits: [] when they run it from its weight file today. Not a study limit: the study
     trains such candidates (e.g. frame32, shift) to decide whether the engine work pays."""
     why = list(engine_limits(cfg))
+    c0, c1, c2 = cfg.channels
+    if (c1, c2) != (2 * c0, 4 * c0):
+        why.append(f"channels {c0}/{c1}/{c2}: the engines' patch merging and expanding double the "
+                   "channels per level (4C -> 2C, C -> 2C)")
     if cfg.fusion not in ENGINE_FUSIONS:
         what = {"frame": "the per-frame encoder",
                 "shift": "the temporal shift in every block (per-block ring buffers, one frame of delay per block)"}

@@ -506,12 +506,13 @@ def d2s_nhwc(x: torch.Tensor) -> torch.Tensor:
 
 
 class PatchMerge(nn.Module):
-    """2x2 patch merging (Swin): s2d to 4C, LayerNorm, linear 4C -> 2C without bias."""
+    """2x2 patch merging (Swin): s2d to 4C, LayerNorm, linear 4C -> C' without bias (C' = 2C in
+    Swin and in models v1/v2; the fine levels of a wider config may keep C' = C)."""
 
-    def __init__(self, dim: int, cfg: Config):
+    def __init__(self, dim: int, dim_out: int, cfg: Config):
         super().__init__()
         self.norm = nn.LayerNorm(4 * dim, eps=cfg.ln_eps)
-        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+        self.reduction = nn.Linear(4 * dim, dim_out, bias=False)
         self.lowp = False   # set by Denoiser.set_engine (channels_last): LayerNorm output in bf16
 
     def forward(self, x):
@@ -520,11 +521,12 @@ class PatchMerge(nn.Module):
 
 
 class PatchExpand(nn.Module):
-    """linear C -> 2C, depth-to-space -> C/2 at twice the resolution."""
+    """linear C -> 4C', depth-to-space -> C' at twice the resolution (C' = C/2 in models v1/v2:
+    linear C -> 2C)."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, dim_out: int):
         super().__init__()
-        self.expand = nn.Linear(dim, 2 * dim)
+        self.expand = nn.Linear(dim, 4 * dim_out)
 
     def forward(self, x):
         return d2s_nhwc(self.expand(x))
@@ -547,14 +549,14 @@ class UNet(nn.Module):
             nin = 3 * cfg.s2d ** 2 + 1
         self.fusion = nn.Conv2d(nin, c0, 3, padding=1)
         self.enc0 = Stage(c0, h0, d["enc0"], cfg)
-        self.merge0 = PatchMerge(c0, cfg)
+        self.merge0 = PatchMerge(c0, c1, cfg)
         self.enc1 = Stage(c1, h1, d["enc1"], cfg)
-        self.merge1 = PatchMerge(c1, cfg)
+        self.merge1 = PatchMerge(c1, c2, cfg)
         self.mid = Stage(c2, h2, d["mid"], cfg)
-        self.expand1 = PatchExpand(c2)
+        self.expand1 = PatchExpand(c2, c1)
         self.skip1 = nn.Linear(2 * c1, c1)
         self.dec1 = Stage(c1, h1, d["dec1"], cfg)
-        self.expand0 = PatchExpand(c1)
+        self.expand0 = PatchExpand(c1, c0)
         self.skip0 = nn.Linear(2 * c0, c0)
         self.dec0 = Stage(c0, h0, d["dec0"], cfg)
         self.channels_last = False   # set by Denoiser.set_engine: the fusion conv on NHWC kernels
@@ -910,7 +912,7 @@ def gflop_per_frame(cfg: Config, H: int, W: int) -> float:
     macs += block(c0, n0) * (d["enc0"] + d["dec0"]) + block(c1, n1) * (d["enc1"] + d["dec1"])
     macs += block(c2, n2) * d["mid"]
     macs += n1 * 4 * c0 * c1 + n2 * 4 * c1 * c2            # merges
-    macs += n2 * c2 * 2 * c2 + n1 * 2 * c1 * c1             # expand1 + skip1
-    macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0             # expand0 + skip0
+    macs += n2 * c2 * 4 * c1 + n1 * 2 * c1 * c1             # expand1 + skip1
+    macs += n1 * c1 * 4 * c0 + n0 * 2 * c0 * c0             # expand0 + skip0
     macs += n0 * c0 * 27 * 12                               # head
     return 2 * macs / 1e9
