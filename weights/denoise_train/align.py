@@ -99,7 +99,9 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
     cand = patch.unfold(3, t, 1).unfold(4, t, 1).permute(0, 3, 4, 1, 5, 2, 6)   # (N, K1, K1, h, t, w, t)
     diff = torch.empty((N, K1, K1, h, t, w, t), dtype=lc.dtype, device=lc.device)
     torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
-    cost = F.avg_pool2d(diff.view(N, K1 * K1, H, W), t)
+    # reshape, not view: eager keeps diff contiguous (a view, no copy), but torch.compile
+    # functionalises the out= and may lay diff out like cand, which view refuses (BackendCompilerFailed)
+    cost = F.avg_pool2d(diff.reshape(N, K1 * K1, H, W), t)
     return cost.index_select(1, (dy + r) * K1 + (dx + r)), dy, dx
 
 
