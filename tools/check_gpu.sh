@@ -17,22 +17,25 @@
 #      1e-2 per block, the mma-count self-check, the refusals), on fused_check --merge --quick (the
 #      fused patch merges and expands) and on each area's --quick set (every kernel as the engine
 #      launches it: frame_in / frame_out, the fusion conv, the U-Net, the head, tiles, CUDA
-#      graphs): shared-memory hazards; side by side with 2 and 3.
+#      graphs): shared-memory hazards; side by side with 2 and 3;
+#   5. tools/check_batch_exact.sh: denoise-batch's segments (the commands of its --dry-run, 5
+#      segments, no Ray) joined as denoise-batch joins them equal one ffmpeg -vf denoise run on
+#      CUDA (framemd5), with the source's pts; side by side with 2, 3 and 4.
 # Budgets (seconds, each part is stopped at its own and the rest still runs): the check programs
 # CHECK_GPU_TIMEOUT (200, all areas together), memcheck CHECK_SAN_TIMEOUT (120), check_cuda_frames.sh
-# CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (240, all its runs); parts 2, 3 and 4 run
-# side by side. Measured on one H200 (2026-12-03, beside a trainer, with the areas in one program):
-# checks 52 s, parts 2, 3 and 4 165 s (racecheck the longest) (tools/device_gpu.sh sets 230, 85,
-# 85, 240).
+# CHECK_CF_TIMEOUT (120), racecheck CHECK_RACE_TIMEOUT (240, all its runs), check_batch_exact.sh
+# CHECK_BE_TIMEOUT (120); parts 2, 3, 4 and 5 run side by side. Measured on one H200
+# (2026-12-03, beside a trainer, with the areas in one program, before part 5): checks 52 s,
+# parts 2, 3 and 4 165 s (racecheck the longest) (tools/device_gpu.sh sets 230, 85, 85, 240, 85).
 # Prints every check's line, then a summary with one PASS/FAIL line per area ("PASS gpu ops: 40
 # checks"), per sanitizer run and for the CUDA frames, and a final "N passed, N failed" (each
 # check of the areas counts as one, memcheck of each area as one, each PASS/FAIL line of
-# check_cuda_frames.sh and of fused_check as one, each racecheck verdict as one; the areas'
-# checks under racecheck count once, as its verdict). Exit 0 only when nothing failed; 77 when
-# there is no usable GPU.
+# check_cuda_frames.sh, of check_batch_exact.sh and of fused_check as one, each racecheck
+# verdict as one; the areas' checks under racecheck count once, as its verdict). Exit 0 only
+# when nothing failed; 77 when there is no usable GPU.
 # Environment: DENOISE_SOURCE_DIR, DENOISE_BUILD_DIR, DENOISE_WEIGHTS, CHECK_OUT (crops; default
 # $OUT when set, else a temporary folder), CHECK_LOGS (check_cuda_frames.sh's per-run logs, in
-# CHECK_LOGS/cuda_frames; default: CHECK_OUT).
+# CHECK_LOGS/cuda_frames, and check_batch_exact.sh's in CHECK_LOGS/batch_exact; default: CHECK_OUT).
 set -u
 ROOT=${DENOISE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${DENOISE_BUILD_DIR:-$ROOT/build}
@@ -116,8 +119,9 @@ for area in $AREAS; do
     took "gpu $area" "$ts"
 done
 
-# memcheck, the CUDA-frames checks and racecheck side by side (separate processes on small frames)
-echo "=== compute-sanitizer memcheck of the areas' --quick sets, tools/check_cuda_frames.sh and racecheck of fused_check and the areas (side by side)"
+# memcheck, the CUDA-frames checks, racecheck and the batch check side by side (separate
+# processes on small frames)
+echo "=== compute-sanitizer memcheck of the areas' --quick sets, tools/check_cuda_frames.sh, racecheck of fused_check and the areas, and tools/check_batch_exact.sh (side by side)"
 ts=$(date +%s)
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
       /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer \
@@ -140,6 +144,13 @@ if [ -n "$FFMPEG" ]; then
       echo $? > "$tmp/cf.rc"; echo $(( $(date +%s) - s0 )) > "$tmp/cf.s" ) &
     cf_pid=$!
 fi
+be_pid=
+if [ -n "$FFMPEG" ]; then
+    ( s0=$(date +%s)
+      OUT=$CHECK_LOGS timeout "${CHECK_BE_TIMEOUT:-120}" sh "$ROOT/tools/check_batch_exact.sh" --backend cuda > "$tmp/be" 2>&1
+      echo $? > "$tmp/be.rc"; echo $(( $(date +%s) - s0 )) > "$tmp/be.s" ) &
+    be_pid=$!
+fi
 race_pid=
 if [ -n "$SAN" ] && [ -x "$FUSED" ]; then
     ( s0=$(date +%s) end=$(( $(date +%s) + ${CHECK_RACE_TIMEOUT:-240} ))
@@ -159,6 +170,7 @@ fi
 [ -n "$san_pid" ] && wait "$san_pid"
 [ -n "$cf_pid" ] && wait "$cf_pid"
 [ -n "$race_pid" ] && wait "$race_pid"
+[ -n "$be_pid" ] && wait "$be_pid"
 
 echo "=== compute-sanitizer --tool memcheck, each area's --quick set"
 if [ -z "$SAN" ]; then
@@ -194,6 +206,24 @@ else
     [ "$crc" -ne 0 ] && [ "$crc" -ne 124 ] && [ "$crc" -ne 77 ] && [ "$cfl" -eq 0 ] && fail "check_cuda_frames.sh exited $crc"
     [ "$crc" -eq 77 ] && echo "SKIP ffmpeg CUDA frames: check_cuda_frames.sh ran nothing (exit 77)"
     echo "time check_gpu: check_cuda_frames.sh took $(cat "$tmp/cf.s" 2>/dev/null || echo '?') s"
+fi
+
+echo "=== denoise-batch: segments joined vs one run on CUDA (tools/check_batch_exact.sh)"
+if [ -z "$FFMPEG" ]; then
+    fail "batch exact: no $BUILD/bin/ffmpeg"
+else
+    brc=$(cat "$tmp/be.rc" 2>/dev/null || echo 1)
+    cat "$tmp/be"
+    bp=$(grep -c '^PASS' "$tmp/be") bfl=$(grep -c '^FAIL' "$tmp/be")
+    p=$((p + bp)) f=$((f + bfl))
+    if [ "$brc" -eq 77 ]; then
+        summary+=("SKIP batch exact:$(grep -m1 '^SKIP' "$tmp/be" | cut -d: -f2-)")
+    else
+        summary+=("$([ "$bfl" -eq 0 ] && [ "$bp" -gt 0 ] && echo PASS || echo FAIL) batch exact (CUDA): $bp passed, $bfl failed")
+        [ "$brc" -eq 124 ] && fail "check_batch_exact.sh stopped after ${CHECK_BE_TIMEOUT:-120} s (its budget)"
+        [ "$brc" -ne 0 ] && [ "$brc" -ne 124 ] && [ "$bfl" -eq 0 ] && fail "check_batch_exact.sh exited $brc"
+    fi
+    echo "time check_gpu: check_batch_exact.sh took $(cat "$tmp/be.s" 2>/dev/null || echo '?') s"
 fi
 
 echo "=== compute-sanitizer --tool racecheck fused_check --quick, fused_check --merge --quick, each area's --quick set"
@@ -236,7 +266,7 @@ else
     done
     echo "time check_gpu: racecheck took $(cat "$tmp/race.s" 2>/dev/null || echo '?') s"
 fi
-took "memcheck, CUDA frames and racecheck (side by side)" "$ts"
+took "memcheck, CUDA frames, racecheck and batch exact (side by side)" "$ts"
 echo
 echo "=== check_gpu summary"
 printf '%s\n' "${summary[@]}"

@@ -6,23 +6,27 @@
 #       packs build/bin, build/lib, build/tests/gpu/ (the GPU check programs) into .device/build.tar.xz and the Debian
 #       libraries the GPU machine lacks into .devlibs/libs.tar.xz (made by DEVICE_LIBS_SH, the
 #       workplace's device-libs.sh, or $DEVICE_LIBS_SH); both folders are git-ignored.
-#   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench]
+#   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench|batch]
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh and prints the failures, the key
 #       checks and the bench summary last; `check` or `bench` runs that part alone (the checks
 #       can share the GPU with a trainer, the bench wants it to itself: pause the trainer around
 #       it, tools/device_train.py pause / resume). The PyTorch side by side (eager, and static-shape
 #       torch.compile at 1920x1080 and 3840x2160: a few cold compiles) only with DEVICE_TORCH=1
 #       (bench budget 480 s instead of 125).
-# Output, always in $OUT (./device-out when OUT is unset), at most 6 files: device.log (each
-# part's exit status and duration), check_gpu.log and bench.log (written as the parts run, so
-# that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
-# logs.tar.gz (the per-run logs of check_cuda_frames.sh and of bench.sh's ffmpeg runs; written
-# after each part).
+#       `batch` runs only tools/batch_overhead.sh (denoise-batch on one GPU against one ffmpeg
+#       run; wants the GPU to itself, as the bench), which needs Ray: the wheel parts of
+#       tools/device_wheels.sh, carried one a call by earlier calls on the same warm machine
+#       (docs/scale-out.md, "Measuring on the GPU machine").
+# Output, always in $OUT (./device-out when OUT is unset), at most 7 files: device.log (each
+# part's exit status and duration), check_gpu.log, bench.log and batch.log (written as the parts
+# run, so that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
+# logs.tar.gz (the per-run logs of check_cuda_frames.sh, check_batch_exact.sh, bench.sh's and
+# batch_overhead.sh's ffmpeg runs; written after each part).
 # Budgets: check_gpu.sh 480 s (the check programs 230: the API checks run both Swin-block paths; then
-# memcheck and the CUDA-frames checks within 85 s, side by side with racecheck of fused_check and
-# the areas within 240 s), bench.sh 150 s (cuda_bench 90: both paths, the per-op split and the
-# CUDA-graph lines): about 6 minutes on one H200 (check 218 s, bench 123 s on 2026-12-03), 10 at
-# most.
+# memcheck, the CUDA-frames checks and the batch exactness check within 85 s each, side by side
+# with racecheck of fused_check and the areas within 240 s), bench.sh 150 s (cuda_bench 90: both
+# paths, the per-op split and the CUDA-graph lines): about 6 minutes on one H200 (check 218 s,
+# bench 123 s on 2026-12-03), 10 at most; batch_overhead.sh alone 540 s (DEVICE_BATCH_TIMEOUT).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -63,7 +67,7 @@ if [ "${1:-}" = --pack ]; then
 fi
 
 PARTS=${1:-all}
-case $PARTS in all|check|bench) ;; *) echo "device_gpu: unknown part '$PARTS' (check, bench, or none for both)" >&2; exit 2 ;; esac
+case $PARTS in all|check|bench|batch) ;; *) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, or none for check and bench)" >&2; exit 2 ;; esac
 OUTDIR=${OUT:-$ROOT/device-out}
 mkdir -p "$OUTDIR" || exit 1
 # per-run logs (many small files) live outside $OUTDIR and come back as logs.tar.gz
@@ -89,16 +93,17 @@ export PATH=$ROOT/build/bin:/usr/local/cuda/bin:$PATH
 } | tee "$OUTDIR/device.log"
 pack_logs() { tar czf "$OUTDIR/logs.tar.gz" -C "$WORK" . 2>/dev/null; }
 
-crc=0 brc=0
-if [ $PARTS != bench ]; then
+crc=0 brc=0 orc=0
+if [ $PARTS = check ] || [ $PARTS = all ]; then
 ts=$(date +%s)
 CHECK_OUT=$OUTDIR CHECK_LOGS=$WORK CHECK_GPU_TIMEOUT=230 CHECK_SAN_TIMEOUT=85 CHECK_CF_TIMEOUT=85 CHECK_RACE_TIMEOUT=240 \
+    CHECK_BE_TIMEOUT=85 \
     timeout -k 5 "${DEVICE_CHECK_TIMEOUT:-480}" bash tools/check_gpu.sh > "$OUTDIR/check_gpu.log" 2>&1
 crc=$?
 echo "check_gpu.sh exit $crc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
 fi
-if [ $PARTS != check ]; then
+if [ $PARTS = bench ] || [ $PARTS = all ]; then
 ts=$(date +%s)
 mkdir -p "$WORK/bench"
 torch=${DEVICE_TORCH:-0}
@@ -109,22 +114,34 @@ brc=$?
 echo "bench.sh exit $brc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
 pack_logs
 fi
+if [ $PARTS = batch ]; then
+ts=$(date +%s)
+OUT=$WORK timeout -k 5 "${DEVICE_BATCH_TIMEOUT:-540}" sh tools/batch_overhead.sh > "$OUTDIR/batch.log" 2>&1
+orc=$?
+echo "batch_overhead.sh exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+pack_logs
+fi
 
-if [ $PARTS != bench ]; then
+if [ $PARTS = check ] || [ $PARTS = all ]; then
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
 grep -E '^(FAIL|SKIP|INFO)' "$OUTDIR/check_gpu.log" | head -n 40
-grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|memcheck|racecheck|CUDA graphs|two engines|stream|block_match|api (aligned|golden_align))' \
+grep -E '^PASS (network .*(fused path|fused vs)|sample|tiles|memory|device nearly|api .*CUDA memory|check_cuda_frames|check_batch_exact|memcheck|racecheck|CUDA graphs|two engines|stream|block_match|api (aligned|golden_align))' \
     "$OUTDIR/check_gpu.log" | cut -c1-220 | head -n 52
 grep -E '^time (check_gpu|[a-z]*_check in all)' "$OUTDIR/check_gpu.log"
 sed -n '/^=== check_gpu summary/,$p' "$OUTDIR/check_gpu.log"
 fi
-if [ $PARTS != check ]; then
+if [ $PARTS = bench ] || [ $PARTS = all ]; then
 echo
 echo "===== bench (full log: bench.log)"
 grep -E '^bench: .* took' "$OUTDIR/bench.log"
 sed -n '/^=== bench summary/,$p' "$OUTDIR/bench.log"
 fi
+if [ $PARTS = batch ]; then
+echo
+echo "===== batch_overhead (full log: batch.log)"
+grep -E '^(batch_overhead|single|denoise-batch:.* s,|denoise-batch( job)?: [0-9.]* frames/s|ratio|PASS|FAIL|SKIP)' "$OUTDIR/batch.log"
+fi
 echo
 cat "$OUTDIR/device.log"
-[ $crc -eq 0 ] && [ $brc -eq 0 ]
+[ $crc -eq 0 ] && [ $brc -eq 0 ] && [ $orc -eq 0 ]

@@ -5,12 +5,22 @@
 #     or FFV1 with a 6-frame GOP where the build has no libx264; frames alternating between two
 #     samples, so that the scene-cut detector's state at each cut matters) with an audio track,
 #     in >= 4 segments: the joined file's decoded frames equal a single `ffmpeg -vf denoise`
-#     run's (framemd5), with the source's frame count and pts, and the audio stream kept
+#     run's (framemd5), with the source's frame count and pts, and the audio stream kept,
+#     and the source's frame rate and time base (ffprobe)
+#   - checks before Ray (no Ray session is created): an output folder that is a file, and a chain
+#     that changes the frame count (fps=50), each fail once with one FAILED line that names the
+#     path once (exit 1); --dry-run prints one JSON line per segment (frames covering the clip
+#     once, the ffmpeg argv with the chain, the task's CPUs from the chain's cpu_threads=) and one
+#     for the join, writes nothing and exits 0
 #   - a Ray worker killed (SIGKILL) while it runs a segment: the segment is retried, nothing is
 #     lost, the result is the same; the killed worker's ffmpeg does not outlive it
-#   - the driver killed (SIGKILL) mid-job: the same command again resumes from the manifest
-#     (segments done are kept) and gives the same result
-#   - a corrupt file among two inputs: it fails with a message naming it, the other completes
+#   - the driver killed (SIGKILL) mid-job, then the resumed run stopped by SIGTERM: one line
+#     saying so (no Python or Ray stack), exit 143, no unfinished attempt file left, and the
+#     attempt files left before it (one planted: a node lost mid-write) removed by that resume;
+#     the third run completes from the manifest (segments done are kept) with the same result
+#   - a corrupt file and a missing one among three inputs: each fails with one message naming it
+#     once, the other completes; its segments of one frame (the chain null) join with the
+#     source's frame rate and time base
 # Skipped (77) only when python3 cannot import ray (.ci/run installs it from PyPI).
 set -u
 . "$(dirname "$0")/../common/lib.sh"
@@ -77,6 +87,36 @@ run "$TMP/single.log" "$FFMPEG" -nostdin -y -i "$TMP/src.mkv" -vf "$CHAIN" -fps_
 hashes "$TMP/single.mkv" >"$TMP/single.md5"
 [ "$(wc -l <"$TMP/single.md5")" = $FRAMES ] || die "single run: not $FRAMES frames"
 
+# rate_of FILE: the video stream's frame rates and time base, as ffprobe states them
+rate_of() {
+    "$FFPROBE" -v error -select_streams v:0 -show_entries stream=r_frame_rate,avg_frame_rate,time_base \
+        -of default=nw=1 "$1" | sort | tr '\n' ' '
+}
+# same_rate NAME FILE SOURCE: FILE states SOURCE's frame rates and time base
+same_rate() {
+    _r=$(rate_of "$2") _s=$(rate_of "$3")
+    if [ -n "$_s" ] && [ "$_r" = "$_s" ]; then
+        pass "$1: frame rate and time base as the source's ($_r)"
+    else
+        fail "$1: '$_r', the source '$_s'"
+    fi
+}
+# no_ray NAME DIR: no Ray session was created under the RAY_TMPDIR DIR
+no_ray() {
+    if [ -z "$(ls -A "$2" 2>/dev/null)" ]; then pass "$1: Ray was not started"
+    else fail "$1: Ray was started ($(ls "$2" | head -n 3 | tr '\n' ' '))"; fi
+}
+# once NAME LOG PATH: LOG has exactly one FAILED line, which names PATH once
+once() {
+    _n=$(grep -c 'FAILED: ' "$2") _line=$(grep -m1 'FAILED: ' "$2")
+    _k=$(printf '%s\n' "$_line" | awk -v p="$3" '{ print gsub(p, "") }')
+    if [ "$_n" = 1 ] && [ "$_k" = 1 ]; then
+        pass "$1: $(printf '%s' "$_line" | sed "s|$TMP/||g" | cut -c1-220)"
+    else
+        fail "$1: $_n FAILED line(s), the first naming $3 $_k time(s)"; cat "$2" >&2
+    fi
+}
+
 # same_as_single NAME FILE: FILE's frames equal the single run's, with the source's pts and audio
 same_as_single() {
     _h=$(hashes "$2" | diff - "$TMP/single.md5" | grep -c '^[<>]')
@@ -92,7 +132,10 @@ same_as_single() {
     fi
 }
 
-batch() { "$BATCH" --workers 2 --segment-frames 5 --vf "$CHAIN" --progress-interval 2 -c:v ffv1 "$@"; }
+# (options without spaces, split where used: a run in the background must be "$BATCH" itself, so
+# that $! is its pid, not that of a subshell running a function)
+BOPTS="--workers 2 --segment-frames 5 --vf $CHAIN --progress-interval 2 -c:v ffv1"
+batch() { "$BATCH" $BOPTS "$@"; }
 
 # 1. exact
 t0=$(date +%s)
@@ -101,6 +144,7 @@ if batch -o "$TMP/out1.mkv" "$TMP/src.mkv" >"$TMP/b1.log" 2>&1; then
     if [ "${segs:-0}" -ge 4 ]; then
         pass "exact: $segs segments in $(($(date +%s) - t0)) s"
         same_as_single exact "$TMP/out1.mkv"
+        same_rate exact "$TMP/out1.mkv" "$TMP/src.mkv"
     else
         fail "exact: ${segs:-?} segments, expected >= 4"; cat "$TMP/b1.log" >&2
     fi
@@ -108,6 +152,51 @@ if batch -o "$TMP/out1.mkv" "$TMP/src.mkv" >"$TMP/b1.log" 2>&1; then
 else
     fail "exact: denoise-batch failed"; tail -n 20 "$TMP/b1.log" >&2
 fi
+
+# checks before Ray: an output folder that is a file; a chain that changes the frame count
+mkdir -p "$TMP/ray-none"
+touch "$TMP/file"
+RAY_TMPDIR=$TMP/ray-none batch -o "$TMP/file/out.mkv" "$TMP/src.mkv" >"$TMP/bc1.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "FAILED: $TMP/src.mkv: output folder: $TMP/file is a file" "$TMP/bc1.log" &&
+    once "unwritable output folder" "$TMP/bc1.log" "$TMP/file" ||
+    { fail "unwritable output folder: exit $rc"; cat "$TMP/bc1.log" >&2; }
+RAY_TMPDIR=$TMP/ray-none "$BATCH" --vf "fps=50,$CHAIN" -c:v ffv1 -o "$TMP/fps.mkv" "$TMP/src.mkv" >"$TMP/bc2.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "gives 48 frames for its first $FRAMES frames" "$TMP/bc2.log" && ! grep -q retrying "$TMP/bc2.log" &&
+    once "chain fps=50" "$TMP/bc2.log" "$TMP/src.mkv" ||
+    { fail "chain fps=50: exit $rc"; cat "$TMP/bc2.log" >&2; }
+# --dry-run: the plan and the commands, nothing written; the chain's cpu_threads= sets a task's CPUs
+RAY_TMPDIR=$TMP/ray-none "$BATCH" --dry-run --segment-frames 5 --vf "${CHAIN%:threads=1}:cpu_threads=2" -c:v ffv1 \
+    -o "$TMP/dry.mkv" "$TMP/src.mkv" >"$TMP/dry.jsonl" 2>"$TMP/dry.log"
+rc=$?
+why=$(python3 - "$TMP/dry.jsonl" "$FRAMES" "$FFMPEG" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+segs, joins = [l for l in lines if not l.get("join")], [l for l in lines if l.get("join")]
+covered = sorted(f for s in segs for f in range(s["first"], s["last"] + 1))
+bad = []
+if len(segs) < 4 or len(joins) != 1:
+    bad.append(f"{len(segs)} segment lines, {len(joins)} join lines")
+if covered != list(range(int(sys.argv[2]))):
+    bad.append("the segments do not cover the frames once")
+for s in segs:
+    vf = s["argv"][s["argv"].index("-vf") + 1]
+    if s["argv"][0] != sys.argv[3] or s["argv"][-1] != s["file"] or s["chain"] not in vf \
+            or "cpu_threads=2" not in s["chain"] or s["task_cpus"] != 2:
+        bad.append(f"segment {s['segment']}: argv {s['argv'][0]} ... -vf {vf} ... {s['argv'][-1]}, "
+                   f"task_cpus {s['task_cpus']}")
+if joins and "concat" not in joins[0]["argv"]:
+    bad.append("the join's argv has no concat demuxer")
+print("; ".join(bad) if bad else f"ok: {len(segs)} segments")
+PY
+)
+if [ $rc = 0 ] && [ ! -e "$TMP/dry.mkv.denoise-batch" ] && [ ! -e "$TMP/dry.mkv" ] && case $why in ok:*) true ;; *) false ;; esac; then
+    pass "--dry-run: ${why#ok: }, each with its ffmpeg argv and 2 CPUs for cpu_threads=2, and the join; nothing written"
+else
+    fail "--dry-run: exit $rc: $why"; cat "$TMP/dry.log" >&2
+fi
+no_ray "checks and --dry-run" "$TMP/ray-none"
 
 # wait_for SECONDS COMMAND...: poll COMMAND every 0.1 s until it succeeds
 wait_for() {
@@ -117,7 +206,7 @@ wait_for() {
 
 # 2. a worker killed mid-segment
 work2=$TMP/out2.mkv.denoise-batch
-batch -o "$TMP/out2.mkv" "$TMP/src.mkv" >"$TMP/b2.log" 2>&1 &
+"$BATCH" $BOPTS -o "$TMP/out2.mkv" "$TMP/src.mkv" >"$TMP/b2.log" 2>&1 &
 bpid=$!
 seg_ffmpeg() { pgrep -f -- "$work2/seg-.*attempt" | head -n 1; }
 seg_running() { [ -n "$(seg_ffmpeg)" ]; }
@@ -146,41 +235,74 @@ else
     fail "killed worker: no segment ffmpeg seen running"; tail -n 20 "$TMP/b2.log" >&2
 fi
 
-# 3. the driver killed mid-job, then resumed
+# 3. the driver killed (SIGKILL) mid-job, the resumed run stopped (SIGTERM), then resumed again
 work3=$TMP/out3.mkv.denoise-batch
-batch -o "$TMP/out3.mkv" "$TMP/src.mkv" >"$TMP/b3.log" 2>&1 &
+ndone() { _c=$(grep -c '"done": true' "$work3/manifest.json" 2>/dev/null); echo "${_c:-0}"; }
+more_done() { [ "$(ndone)" -gt "$1" ]; }
+attempts() { ls "$work3" | grep -c '\.attempt-'; }
+"$BATCH" $BOPTS -o "$TMP/out3.mkv" "$TMP/src.mkv" >"$TMP/b3.log" 2>&1 &
 bpid=$!
-some_done() { grep -q '"done": true' "$work3/manifest.json" 2>/dev/null; }
-if wait_for 120 some_done; then
+if wait_for 120 more_done 0; then
     kill -9 $bpid
     wait $bpid 2>/dev/null
     cleanup_ray
-    ndone=$(grep -c '"done": true' "$work3/manifest.json")
+    # and the file of an attempt whose node was lost while it wrote (a killed worker removes its
+    # own; a lost node cannot)
+    : >"$work3/seg-00004.attempt-lost-node.mkv"
+    n1=$(ndone) left=$(attempts)
     [ ! -e "$TMP/out3.mkv" ] || fail "resume: an output exists after the killed run"
-    if batch -o "$TMP/out3.mkv" "$TMP/src.mkv" >"$TMP/b3b.log" 2>&1 &&
-        grep -q "resuming, $ndone of" "$TMP/b3b.log"; then
-        pass "resume: the second run kept the $ndone segment(s) the killed run had done"
+    "$BATCH" $BOPTS -o "$TMP/out3.mkv" "$TMP/src.mkv" >"$TMP/b3b.log" 2>&1 &
+    bpid=$!
+    if wait_for 120 more_done "$n1"; then
+        kill -TERM $bpid
+        wait $bpid
+        rc=$?
+        n2=$(ndone)
+        # (Ray's own processes end with the driver's ray.shutdown(): none is left to clean up)
+        if [ $rc = 143 ] && [ "$(grep -c 'interrupted (SIGTERM)' "$TMP/b3b.log")" = 1 ] &&
+            ! grep -q -i 'traceback\|error' "$TMP/b3b.log" && [ "$(attempts)" = 0 ]; then
+            pass "SIGTERM: exit 143, $(grep 'interrupted' "$TMP/b3b.log" | cut -c1-160), no attempt file left"
+        else
+            fail "SIGTERM: exit $rc, $(attempts) attempt files left"; cat "$TMP/b3b.log" >&2
+        fi
+        if grep -q "resuming, $n1 of [0-9]* segments done ($left unfinished attempt file(s) removed)" "$TMP/b3b.log"; then
+            pass "resume: the run after the SIGKILL kept its $n1 segment(s) and removed the $left attempt file(s) left"
+        else
+            fail "resume: $n1 segment(s) done and $left attempt file(s) after the SIGKILL, not reported so"
+            cat "$TMP/b3b.log" >&2
+        fi
+    else
+        wait $bpid
+        n2=$(ndone)
+        fail "resume: the second run did no segment before it ended"; tail -n 20 "$TMP/b3b.log" >&2
+    fi
+    if batch -o "$TMP/out3.mkv" "$TMP/src.mkv" >"$TMP/b3c.log" 2>&1 &&
+        grep -q "resuming, $n2 of" "$TMP/b3c.log"; then
+        pass "resume: the third run kept the $n2 segment(s) done before"
         same_as_single resume "$TMP/out3.mkv"
     else
-        fail "resume: second run failed or did not resume ($ndone done)"; tail -n 20 "$TMP/b3b.log" >&2
+        fail "resume: third run failed or did not resume ($n2 done)"; tail -n 20 "$TMP/b3c.log" >&2
     fi
 else
     wait $bpid
     fail "resume: no segment was done before the run ended"; tail -n 20 "$TMP/b3.log" >&2
 fi
 
-# 4. a corrupt input among two
+# 4. a corrupt input and a missing one among three (the chain null, segments of one frame)
 mkdir -p "$TMP/in4"
 cp "$SAMPLE_8BIT" "$TMP/in4/good.mkv"
 { head -c 3000 "$SAMPLE_8BIT"; head -c 60000 /dev/urandom; } >"$TMP/in4/corrupt.mkv"
-batch --segment-frames 8 --retries 0 --output-dir "$TMP/out4" "$TMP/in4/good.mkv" "$TMP/in4/corrupt.mkv" \
-    >"$TMP/b4.log" 2>&1
+"$BATCH" --workers 2 --segment-frames 1 --vf null -c:v ffv1 --retries 0 --output-dir "$TMP/out4" \
+    "$TMP/in4/good.mkv" "$TMP/in4/corrupt.mkv" "$TMP/in4/missing.mkv" >"$TMP/b4.log" 2>&1
 rc=$?
-if [ $rc = 1 ] && grep -q "FAILED: $TMP/in4/corrupt.mkv: " "$TMP/b4.log" &&
-    [ "$(count_frames "$TMP/out4/good.mkv" 2>/dev/null)" = 8 ]; then
-    pass "corrupt input: the other file completed; $(grep -m1 "FAILED: " "$TMP/b4.log" | sed "s|$TMP/||g" | cut -c1-200)"
+ngood=$(count_frames "$TMP/out4/good.mkv" 2>/dev/null)
+if [ $rc = 1 ] && [ "$ngood" = 8 ] && grep -q "FAILED: $TMP/in4/missing.mkv: no such file" "$TMP/b4.log"; then
+    pass "bad inputs: the other file completed (8 segments of one frame)"
+    grep -v missing.mkv "$TMP/b4.log" >"$TMP/b4c.log"
+    once "corrupt input" "$TMP/b4c.log" "$TMP/in4/corrupt.mkv"
+    same_rate "segments of one frame" "$TMP/out4/good.mkv" "$SAMPLE_8BIT"
 else
-    fail "corrupt input: exit $rc"; tail -n 20 "$TMP/b4.log" >&2
+    fail "bad inputs: exit $rc, $ngood frames"; tail -n 20 "$TMP/b4.log" >&2
 fi
 
 finish

@@ -6,8 +6,9 @@ is decoded with context frames on both sides (the network reads t-3..t+3), run t
 segments are concatenated without re-encoding and the result is checked against the source.
 Ray runs one task per segment. docs/scale-out.md has the design and its guarantees.
 
-Modules: cli (command line, per-input flow), plan (probe and split), chain (the filter chain),
+Modules: cli (command line, per-input flow, --dry-run), preflight (the checks before Ray
+starts: files, folders, the chain's frames), plan (probe and split), chain (the filter chain),
 segment (one segment's ffmpeg run, on a worker), schedule (Ray tasks, retries, progress),
 manifest (the resumable record of a work folder), assemble (concatenation and checks),
-progress (the progress line).
+progress (the progress line), interrupt (SIGINT, SIGTERM and SIGHUP on the driver).
 """

@@ -7,7 +7,7 @@ timestamps follow the source's, variable frame rates included. Audio, subtitles 
 Matroska, attachments) are mapped from the source with -c copy unless encoder options for them
 were given. The result is written beside OUTPUT under a hidden name and renamed over OUTPUT
 after the checks: its video frame count and every frame's pts (relative to the first) must match
-the source's within one tick of the coarser time base.
+the source's within one tick of the coarser time base, and its stated frame rate the source's.
 """
 from __future__ import annotations
 
@@ -27,38 +27,59 @@ def partial_path(output: str) -> str:
     return os.path.join(d, f".{stem}.partial{ext}")
 
 
-def concat_list(job: dict, src: plan.Source) -> str:
+def concat_text(segments: list[dict], src: plan.Source) -> str:
+    """The concat demuxer's list: each segment's file and the span of its frames in the source."""
     lines = ["ffconcat version 1.0"]
-    for s in job["segments"]:
+    for s in segments:
         lines.append(f"file '{s['file']}'")
         if s["last"] + 1 < src.frames:
             lines.append("duration %.6f" % (src.seconds(s["last"] + 1) - src.seconds(s["first"])))
-    p = os.path.join(job["work"], "concat.txt")
-    with open(p, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return p
+    return "\n".join(lines) + "\n"
+
+
+def concat_path(job: dict) -> str:
+    return os.path.join(job["work"], "concat.txt")
+
+
+def join_command(job: dict, src: plan.Source, concat: str, output: str) -> list[str]:
+    """The ffmpeg command line that joins the segments listed in `concat` into `output`.
+
+    The video stream is stated at the source's frame rate and time base (-r, -time_base with
+    -c copy change no frame): the concat demuxer would take them from the first segment, whose
+    few frames (or one) make FFmpeg guess a rate from the time base (1000/1 in Matroska)."""
+    offset = src.seconds(0) - src.start_time
+    cmd = [job["ffmpeg"], "-nostdin", "-hide_banner", "-nostats", "-v", "error", "-y"]
+    if abs(offset) >= 1e-6:
+        cmd += ["-itsoffset", "%.6f" % offset]
+    cmd += ["-f", "concat", "-safe", "0", "-i", concat, "-i", job["input"], "-map", "0:v"]
+    if job["audio"]:
+        cmd += ["-map", "1:a?"]
+    if job["subtitles"]:
+        cmd += ["-map", "1:s?"]
+        if os.path.splitext(job["output"])[1].lower() in (".mkv", ".mka", ".webm"):
+            cmd += ["-map", "1:t?"]
+    cmd += ["-c", "copy", "-map_metadata", "1", "-map_chapters", "1"]
+    if src.avg_frame_rate:
+        cmd += ["-r:v", _q(src.avg_frame_rate)]
+    cmd += ["-time_base:v", _q(src.time_base)]
+    cmd += job["mux_options"]
+    cmd += [output]
+    return cmd
+
+
+def _q(q) -> str:
+    return f"{q.numerator}/{q.denominator}"
 
 
 def assemble(job: dict, src: plan.Source, ffprobe: str) -> None:
     output = job["output"]
     partial = partial_path(output)
-    lst = concat_list(job, src)
-    offset = src.seconds(0) - src.start_time
-    cmd = [job["ffmpeg"], "-nostdin", "-hide_banner", "-nostats", "-v", "error", "-y"]
-    if abs(offset) >= 1e-6:
-        cmd += ["-itsoffset", "%.6f" % offset]
-    cmd += ["-f", "concat", "-safe", "0", "-i", lst, "-i", job["input"], "-map", "0:v"]
-    if job["audio"]:
-        cmd += ["-map", "1:a?"]
-    if job["subtitles"]:
-        cmd += ["-map", "1:s?"]
-        if os.path.splitext(output)[1].lower() in (".mkv", ".mka", ".webm"):
-            cmd += ["-map", "1:t?"]
-    cmd += ["-c", "copy", "-map_metadata", "1", "-map_chapters", "1"]
-    cmd += job["mux_options"]
-    cmd += [partial]
+    lst = concat_path(job)
+    with open(lst, "w") as f:
+        f.write(concat_text(job["segments"], src))
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+        r = subprocess.run(join_command(job, src, lst, partial), capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, check=False)
         if r.returncode != 0:
             raise AssembleError("joining the segments failed: " +
                                 " | ".join(r.stderr.strip().splitlines()[-3:]))
@@ -70,13 +91,19 @@ def assemble(job: dict, src: plan.Source, ffprobe: str) -> None:
 
 
 def verify(src: plan.Source, result: str, ffprobe: str) -> None:
-    """The result's video frames: the source's count, and the same pts relative to the first."""
+    """The result's video frames: the source's count, frame rate (where the source states one) and
+    the same pts relative to the first."""
     try:
         got = plan.probe(ffprobe, result)
     except plan.ProbeError as e:
         raise AssembleError(f"the joined file cannot be read: {e}") from e
     if got.frames != src.frames:
         raise AssembleError(f"the joined file has {got.frames} video frames, the source {src.frames}")
+    # (within 0.1 %: Matroska stores the rate as a frame duration in ns, read back as a fraction)
+    if src.avg_frame_rate and (not got.avg_frame_rate or
+                               abs(got.avg_frame_rate / src.avg_frame_rate - 1) > 1e-3):
+        raise AssembleError(f"the joined file's frame rate is {got.avg_frame_rate}, the source's "
+                            f"{src.avg_frame_rate}")
     tol = float(max(src.time_base, got.time_base)) + 1e-6
     base_s, base_g = src.seconds(0), got.seconds(0)
     for i in range(src.frames):

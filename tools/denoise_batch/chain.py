@@ -1,8 +1,10 @@
-"""The user's filter chain (--vf): finding the denoise filter and adding options to it.
+"""The user's filter chain (--vf): finding the denoise filter, reading and adding its options.
 
 A chain is FFmpeg filtergraph text: filters separated by commas, each NAME[@ID][=OPTIONS], where
 quotes ('...') and backslashes protect commas. Only a linear chain is supported (one input, one
-output: no ';' or [labels]), because the segment graph puts trims in front of and behind it.
+output: no ';' or [labels]), because the segment graph puts trims in front of and behind it;
+that each filter also passes one frame out per frame in, with its pts, is checked on the
+input's first frames (preflight.py), not here.
 """
 from __future__ import annotations
 
@@ -85,4 +87,31 @@ def with_denoise_options(chain: str, extra: dict[str, str]) -> str:
         return chain
     name, opts = filters[i]
     filters[i] = (name, ":".join(([opts] if opts else []) + add))
+    return unparse(filters)
+
+
+def cpu_threads(chain: str) -> int | None:
+    """The CPU engine's worker threads the chain sets: denoise's cpu_threads= when above 0, else
+    its generic threads= when above 0, else None (then the filter takes the graph's thread count,
+    by default the CPU count + 1: filter/vf_denoise.c, option cpu_threads). ChainError for a value
+    that is not an integer."""
+    opts = denoise_options(chain)
+    for key in ("cpu_threads", "threads"):
+        if key in opts:
+            try:
+                n = int(opts[key])
+            except ValueError:
+                raise ChainError(f"denoise's {key}={opts[key]} is not an integer") from None
+            if n > 0:
+                return n
+    return None
+
+
+def without_denoise(chain: str) -> str:
+    """The chain with its denoise filter replaced by null: the frame structure of the rest,
+    cheap to run (no model, no GPU)."""
+    filters = parse(chain)
+    i = _denoise_index(filters)
+    if i >= 0:
+        filters[i] = ("null", None)
     return unparse(filters)

@@ -21,11 +21,13 @@ options:
   --context-after N       frames fed behind a segment (default: context)
   --backend auto|cpu|cuda what the tasks ask Ray for (auto: the chain's backend= if set, else cuda
                           when the cluster has GPUs, else cpu); added to the chain unless set there
-  --cpus-per-task N       CPUs a task asks for (default 1); with backend cpu also the filter's
-                          threads= unless the chain sets it
+  --cpus-per-task N       CPUs a task asks for (default 1); with backend cpu the CPU engine's
+                          threads (the chain's cpu_threads= or threads=, else N, then added to
+                          the chain as cpu_threads=) and a task asks for max(N, threads) CPUs
   --workers N             segments running at once, at most (default: what the cluster's
                           resources allow); with backend cpu and no --address also the CPUs of
-                          the Ray instance started here (--workers x --cpus-per-task)
+                          the Ray instance started here (--workers x a task's CPUs; else Ray
+                          takes this machine's CPU count)
   --address ADDR          a running Ray cluster (ray start --head ...); default: start Ray here
                           (RAY_ADDRESS in the environment also names a cluster)
   --retries N             attempts after the first for a failed segment (default 2)
@@ -39,7 +41,17 @@ options:
   --ffmpeg PATH, --ffprobe PATH   (default: the ones beside this command, else on PATH)
   -q, --quiet             no progress line
   --progress-interval S   seconds between progress lines when stderr is not a terminal (10)
+  --dry-run, --print-plan check and plan each input, print on stdout one JSON line per segment
+                          (its frames and the ffmpeg argv its task would run) and one per input
+                          for the join (the concat list and its argv), and exit; starts no Ray
+                          and writes nothing
   -h, --help
+
+Before Ray starts, every input is checked (it exists and can be read, its output and work
+folders can be written, ffprobe reads it, and the chain passes its first frames one for one with
+their pts); an input that fails a check fails once, by name, and the others go on.
+SIGINT, SIGTERM or SIGHUP stop the run with one line: the segments done stay in the work folder
+and the same command continues with the rest (exit 128 + the signal's number).
 
 ENCODER OPTIONS: every other option starting with '-' is an ffmpeg output option with one
 value, e.g. -c:v ffv1, -c:v libx264 -crf 18 -preset slow, -pix_fmt yuv420p10le. Options for
@@ -49,16 +61,20 @@ the rest apply to every segment's encode. Each segment is a separate encode star
 keyframe: use an encoder setting that does not depend on the whole stream (CRF/QP, not
 two-pass or a bitrate averaged over the file).
 
-exit status: 0 when every input is done (or skipped as existing), 1 when any failed, 2 for a
-usage error.
+exit status: 0 when every input is done (or skipped as existing; with --dry-run: planned), 1
+when any failed (or the --output-dir or --work-dir given cannot be written), 2 for a usage error
+or a Ray that cannot run the tasks, 128 + N after signal N.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 
-from denoise_batch import assemble, manifest, plan, schedule
+from denoise_batch import assemble, interrupt, manifest, plan, preflight, schedule, segment
 from denoise_batch import chain as chainmod
 
 SEGMENT_EXTS = {".mkv", ".webm", ".nut", ".mov", ".mp4", ".m4v"}
@@ -68,7 +84,7 @@ MUX_OPTIONS = {"acodec", "scodec", "dcodec", "ab", "ac", "ar", "af", "aq", "samp
 OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "--context",
              "--context-before", "--context-after", "--backend", "--cpus-per-task", "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
-OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help"}
+OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan"}
 # ffmpeg options that change which frames or timestamps a segment holds: the segment arithmetic
 # (trim by pts, frame counts checked against the source) would no longer hold
 FRAME_OPTIONS = {"-r", "-t", "-to", "-ss", "-sseof", "-frames", "-frames:v", "-vframes", "-fps_mode", "-vsync",
@@ -85,7 +101,7 @@ def parse(argv: list[str]) -> dict:
          "workers": None, "address": None, "retries": 2, "work_dir": None, "keep_work": False,
          "overwrite": False, "audio": True, "subtitles": True, "ffmpeg": None, "ffprobe": None,
          "quiet": False, "progress_interval": 10.0, "output": None, "output_dir": None,
-         "input_list": None, "help": False}
+         "input_list": None, "help": False, "dry_run": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -110,6 +126,8 @@ def parse(argv: list[str]) -> dict:
                 o["subtitles"] = False
             elif a in ("-q", "--quiet"):
                 o["quiet"] = True
+            elif a in ("--dry-run", "--print-plan"):
+                o["dry_run"] = True
             else:
                 o["help"] = True
         elif a == "--":
@@ -206,49 +224,152 @@ def main(argv: list[str], bindir: str | None = None) -> int:
     try:
         pairs = outputs(o)
         chainmod.parse(o["vf"])
+        chainmod.cpu_threads(o["vf"])
     except (UsageError, chainmod.ChainError, OSError) as e:
         print(f"denoise-batch: {e}\n(denoise-batch --help for the usage)", file=err)
         return 2
-    ffmpeg, ffprobe = _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir)
-    failed: list[str] = []
-    ok: list[str] = []
-
-    def fail(inp: str, msg: str) -> None:
-        failed.append(f"{inp}: {msg}")
-        print(f"denoise-batch: FAILED: {inp}: {msg}", file=err, flush=True)
-
-    todo = []
-    for inp, out in pairs:
-        if os.path.exists(out) and not o["overwrite"]:
-            print(f"denoise-batch: {out} exists, skipped (-y overwrites)", file=err)
-        else:
-            todo.append((inp, out))
-    if not todo:
-        return 0
-
-    # the backend decides what a task asks Ray for
-    backend = o["backend"]
-    chain_backend = chainmod.denoise_options(o["vf"]).get("backend")
-    if backend == "auto" and chain_backend in ("cpu", "cuda"):
-        backend = chain_backend
+    batch = Batch(o, _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir))
+    interrupt.install()
     try:
+        return batch.run(pairs)
+    except (interrupt.Interrupted, KeyboardInterrupt) as e:
+        stop = e if isinstance(e, interrupt.Interrupted) else interrupt.Interrupted(signal.SIGINT)
+        # a second Ctrl-C must not cut the clean-up short
+        interrupt.ignore()
+        batch.interrupted(stop.name)
+        return stop.exit_status
+    finally:
+        batch.shutdown()
+
+
+def work_folder(o: dict, out: str) -> str:
+    if o["work_dir"]:
+        # always a folder of the job's own inside it: the user's folder is never removed
+        return os.path.abspath(os.path.join(o["work_dir"], os.path.basename(out) + ".denoise-batch"))
+    return os.path.abspath(out) + ".denoise-batch"
+
+
+def local_gpus() -> int:
+    """NVIDIA GPUs this machine shows (CUDA_VISIBLE_DEVICES, else nvidia-smi -L), as Ray counts
+    them when it starts here: for --dry-run, which starts no Ray."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([v for v in vis.split(",") if v.strip() and not v.strip().startswith("-")])
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for l in r.stdout.splitlines() if l.startswith("GPU ")) if r.returncode == 0 else 0
+
+
+class Batch:
+    """The inputs of one command: checks and plans (no Ray), then Ray's run of the segments and
+    the joins. fail(input, reason) records a failed input; run() returns the exit status."""
+
+    def __init__(self, o: dict, ffmpeg: str, ffprobe: str):
+        self.o, self.ffmpeg, self.ffprobe = o, ffmpeg, ffprobe
+        self.failed: list[str] = []
+        self.ok: list[str] = []
+        self.jobs: list[dict] = []
+        self.ray = None
+        self.runner: schedule.Runner | None = None
+
+    def fail(self, inp: str, msg: str) -> None:
+        self.failed.append(f"{inp}: {msg}")
+        print(f"denoise-batch: FAILED: {inp}: {msg}", file=sys.stderr, flush=True)
+
+    # --- what a task runs: the backend, the CPU engine's threads, the CPUs a task asks Ray for
+
+    def threads(self) -> int:
+        """The CPU engine's threads in each task: the chain's cpu_threads= (or threads=), else
+        --cpus-per-task."""
+        return chainmod.cpu_threads(self.o["vf"]) or max(1, int(self.o["cpus_per_task"]))
+
+    def task_cpus(self, backend: str) -> float:
+        """CPUs a task asks Ray for: --cpus-per-task, and with backend cpu at least the engine's
+        threads, so that the tasks Ray runs at once never start more threads than its CPUs."""
+        if backend == "cpu":
+            return max(self.o["cpus_per_task"], float(self.threads()))
+        return self.o["cpus_per_task"]
+
+    def chain(self, backend: str) -> str:
+        """The chain every segment runs (before a GPU task's device=): backend= and, for the CPU
+        engine, its threads, where the chain does not set them."""
+        extra = {"backend": backend}
+        if backend == "cpu" and chainmod.cpu_threads(self.o["vf"]) is None:
+            # cpu_threads=0 in the chain means "the filter's threads": set those instead
+            key = "threads" if "cpu_threads" in chainmod.denoise_options(self.o["vf"]) else "cpu_threads"
+            extra[key] = str(self.threads())
+        return chainmod.with_denoise_options(self.o["vf"], extra)
+
+    def backend(self) -> str:
+        """--backend, else the chain's backend=, else auto (decided by the cluster's GPUs)."""
+        b = self.o["backend"]
+        chain_backend = chainmod.denoise_options(self.o["vf"]).get("backend")
+        if b == "auto" and chain_backend in ("cpu", "cuda"):
+            return chain_backend
+        return b
+
+    # --- the flow
+
+    def run(self, pairs: list[tuple[str, str]]) -> int:
+        o, err = self.o, sys.stderr
+        todo = []
+        for inp, out in pairs:
+            if os.path.exists(out) and not o["overwrite"]:
+                print(f"denoise-batch: {out} exists, skipped (-y overwrites)", file=err)
+            else:
+                todo.append((inp, out))
+        if not todo:
+            return 0
+        # before Ray: the folders given, then each input's file, probe, chain check and plan
+        for opt, folder in (("--output-dir", o["output_dir"]), ("--work-dir", o["work_dir"])):
+            why = folder and preflight.folder_problem(folder)
+            if why:
+                print(f"denoise-batch: FAILED: {opt}: {why}", file=err)
+                return 1
+        planned = [p for p in (self.plan(inp, out) for inp, out in todo) if p]
+        backend = self.backend()
+        if o["dry_run"]:
+            if backend == "auto":
+                backend = "cuda" if local_gpus() else "cpu"
+            try:
+                self.print_plan(planned, backend)
+            except BrokenPipeError:
+                # the reader stopped early (| head): no more lines, and none at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return self.summary()
+        if not planned:
+            return self.summary()
+
         if o["address"] or os.environ.get("RAY_ADDRESS"):
-            ray = schedule.start(o["address"] or os.environ["RAY_ADDRESS"], None)
+            address, cpus = o["address"] or os.environ["RAY_ADDRESS"], None
         else:
             # CPU tasks: --workers of them fit; GPU tasks: Ray counts the GPUs it finds, and
             # --workers caps the tasks in flight
             w = o["workers"]
-            cpus = int(w * o["cpus_per_task"] + 0.999) if w and backend != "cuda" else None
-            ray = schedule.start(None, cpus)
-    except ImportError:
-        print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
-              file=err)
-        return 2
-    except Exception as e:  # Ray's own errors: no cluster at the address, a failed start
-        print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
-        return 2
-    try:
-        gpus = ray.cluster_resources().get("GPU", 0)
+            address = None
+            cpus = int(w * self.task_cpus("cpu") + 0.999) if w and backend != "cuda" else None
+        try:
+            self.ray = schedule.start(address, cpus)
+        except SystemExit as e:
+            # SIGTERM while ray.init() ran, through the handler it sets (sys.exit(signum))
+            if e.code == signal.SIGTERM:
+                raise interrupt.Interrupted(signal.SIGTERM) from None
+            raise
+        except ImportError:
+            print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
+                  file=err)
+            return 2
+        except Exception as e:  # Ray's own errors: no cluster at the address, a failed start
+            print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
+            return 2
+        interrupt.install()
+        res = self.ray.cluster_resources()
+        gpus, cpus_there = res.get("GPU", 0), res.get("CPU", 0)
         if backend == "auto":
             backend = "cuda" if gpus > 0 else "cpu"
         if backend == "cuda" and gpus == 0:
@@ -256,99 +377,181 @@ def main(argv: list[str], bindir: str | None = None) -> int:
             print("denoise-batch: backend cuda, but the Ray cluster has no GPU (--backend cpu runs "
                   "on CPUs)", file=err)
             return 2
-        extra = {"backend": backend}
-        if backend == "cpu":
-            extra["threads"] = "%d" % max(1, int(o["cpus_per_task"]))
-        chain = chainmod.with_denoise_options(o["vf"], extra)
-
-        jobs = []
-        for inp, out in todo:
-            job = prepare(o, inp, out, chain, ffmpeg, ffprobe, len(pairs) > 1, fail)
+        need = self.task_cpus(backend)
+        if need > cpus_there:
+            print(f"denoise-batch: a task asks Ray for {need:g} CPUs (--cpus-per-task, and with backend "
+                  f"cpu the chain's cpu_threads=), but the Ray cluster has {cpus_there:g}", file=err)
+            return 2
+        chain = self.chain(backend)
+        for p in planned:
+            job = self.open_work(p, chain)
             if job:
-                jobs.append(job)
+                self.jobs.append(job)
+        if self.jobs:
+            self.runner = schedule.Runner(self.ray, backend == "cuda", need, o["retries"], o["workers"],
+                                          o["quiet"], o["progress_interval"])
+            self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg))
+        return self.summary()
 
-        def complete(job):
-            try:
-                assemble.assemble(job["task_job"] | {"output": job["output"], "segments": job["segments"],
-                                                     "audio": o["audio"], "subtitles": o["subtitles"],
-                                                     "mux_options": o["mux"]},
-                                  job["source"], ffprobe)
-            except (assemble.AssembleError, OSError) as e:
-                fail(job["input"], str(e))
-                return
-            ok.append(job["input"])
-            print(f"denoise-batch: done: {job['input']} -> {job['output']} ({job['source'].frames} "
-                  f"frames, {len(job['segments'])} segments)", file=err, flush=True)
-            if not o["keep_work"]:
-                shutil.rmtree(job["work"], ignore_errors=True)
+    def summary(self) -> int:
+        if self.failed:
+            print(f"denoise-batch: {len(self.ok)} done, {len(self.failed)} failed:", file=sys.stderr)
+            for f in self.failed:
+                print(f"  {f}", file=sys.stderr)
+            return 1
+        return 0
 
-        if jobs:
-            runner = schedule.Runner(ray, backend == "cuda", o["cpus_per_task"], o["retries"], o["workers"],
-                                     o["quiet"], o["progress_interval"])
-            runner.run(jobs, complete, lambda job, msg: fail(job["input"], msg))
-    except KeyboardInterrupt:
-        print("denoise-batch: interrupted; run the same command again to continue", file=err)
-        return 130
-    finally:
-        ray.shutdown()
-    if failed:
-        print(f"denoise-batch: {len(ok)} done, {len(failed)} failed:", file=err)
-        for f in failed:
-            print(f"  {f}", file=err)
-        return 1
-    return 0
+    def plan(self, inp: str, out: str) -> dict | None:
+        """Check, probe and split one input (nothing is written). None when it failed."""
+        o = self.o
+        why = preflight.input_problem(inp)
+        if why:
+            self.fail(inp, why)
+            return None
+        work = work_folder(o, out)
+        out_dir = os.path.dirname(os.path.abspath(out))
+        for what, folder in (("output folder", out_dir), ("work folder", os.path.dirname(work))):
+            if what == "work folder" and folder == out_dir:
+                continue
+            why = preflight.folder_problem(folder)
+            if why:
+                self.fail(inp, f"{what}: {why}")
+                return None
+        try:
+            src = plan.probe(self.ffprobe, inp)
+        except plan.ProbeError as e:
+            self.fail(inp, str(e))
+            return None
+        why = preflight.chain_problem(self.ffmpeg, src, o["vf"])
+        if why:
+            self.fail(inp, why)
+            return None
+        ext = os.path.splitext(out)[1].lower()
+        seg_ext = ext if ext in SEGMENT_EXTS else ".mkv"
+        segs = []
+        for s in plan.split(src, o["segment_frames"], o["context_before"], o["context_after"]):
+            tin, tout = plan.trims(src, s)
+            segs.append(s.to_json() | {"frames": s.frames, "seek": plan.seek(src, s), "trim_in": tin,
+                                       "trim_out": tout, "file": "seg-%05d%s" % (s.index, seg_ext),
+                                       "done": False, "attempts": 0})
+        return {"input": inp, "output": out, "work": work, "source": src, "segments": segs,
+                "segment_ext": seg_ext}
 
-
-def prepare(o, inp, out, chain, ffmpeg, ffprobe, several, fail) -> dict | None:
-    """Probe and split one input, or resume its work folder. None when it is skipped or failed."""
-    if not os.path.isfile(inp):
-        fail(inp, "no such file")
-        return None
-    try:
-        src = plan.probe(ffprobe, inp)
-    except plan.ProbeError as e:
-        fail(inp, str(e))
-        return None
-    ext = os.path.splitext(out)[1].lower()
-    seg_ext = ext if ext in SEGMENT_EXTS else ".mkv"
-    if o["work_dir"]:
-        # always a folder of the job's own inside it: the user's folder is never removed
-        work = os.path.join(o["work_dir"], os.path.basename(out) + ".denoise-batch")
-    else:
-        work = os.path.abspath(out) + ".denoise-batch"
-    work = os.path.abspath(work)
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-        os.makedirs(work, exist_ok=True)
+    def identity(self, p: dict, chain: str) -> dict:
+        o = self.o
         params = {"vf": chain, "encoder_options": o["enc"], "segment_frames": o["segment_frames"],
                   "context_before": o["context_before"], "context_after": o["context_after"],
-                  "segment_ext": seg_ext}
-        ident = manifest.identity(inp, params)
-        m = manifest.load(work)
-        if m and m.get("identity") == ident:
-            done = manifest.done(work, m)
-            if done:
-                print(f"denoise-batch: {inp}: resuming, {len(done)} of {len(m['segments'])} segments "
-                      f"done", file=sys.stderr)
+                  "segment_ext": p["segment_ext"]}
+        return manifest.identity(p["input"], params)
+
+    def job(self, p: dict, m: dict, done: set, chain: str) -> dict:
+        task_job = {"input": os.path.abspath(p["input"]), "work": p["work"], "ffmpeg": self.ffmpeg,
+                    "encoder_options": self.o["enc"]}
+        for s in m["segments"]:
+            s["done"] = s["index"] in done
+        return {"input": p["input"], "output": p["output"], "work": p["work"], "source": p["source"],
+                "manifest": m, "segments": m["segments"], "done": set(done), "chain": chain,
+                "task_job": task_job}
+
+    def open_work(self, p: dict, chain: str) -> dict | None:
+        """Create the work folder of a planned input, or resume the one there. None on failure."""
+        inp, work = p["input"], p["work"]
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(p["output"])) or ".", exist_ok=True)
+            os.makedirs(work, exist_ok=True)
+            ident = self.identity(p, chain)
+            m = manifest.load(work)
+            if m and m.get("identity") == ident:
+                stale = manifest.remove_attempts(work)
+                done = manifest.done(work, m)
+                if done or stale:
+                    print(f"denoise-batch: {inp}: resuming, {len(done)} of {len(m['segments'])} segments "
+                          f"done" + (f" ({stale} unfinished attempt file(s) removed)" if stale else ""),
+                          file=sys.stderr)
+            else:
+                if m:
+                    print(f"denoise-batch: {inp}: the work folder {work} was for other input or options: "
+                          f"starting afresh", file=sys.stderr)
+                manifest.clear(work)
+                m = {"version": manifest.VERSION, "identity": ident, "segments": p["segments"]}
+                manifest.save(work, m)
+                done = set()
+        except OSError as e:
+            self.fail(inp, f"work folder {work}: {e.strerror or e}")
+            return None
+        return self.job(p, m, done, chain)
+
+    def print_plan(self, planned: list[dict], backend: str) -> None:
+        """--dry-run: one JSON line per segment (what its Ray task would run) and one per input
+        for the join, on stdout."""
+        chain = self.chain(backend)
+        # a GPU task adds the device Ray assigned it: 0 where Ray gives a task one GPU
+        task_chain = chainmod.with_denoise_options(chain, {"device": "0"}) if backend == "cuda" else chain
+        for p in planned:
+            m = manifest.load(p["work"])
+            ident = self.identity(p, chain)
+            done = manifest.done(p["work"], m) if m and m.get("identity") == ident else set()
+            job = self.job(p, {"segments": p["segments"]}, done, task_chain)
+            n = len(job["segments"])
+            for s in job["segments"]:
+                final = os.path.join(p["work"], s["file"])
+                progress = os.path.join(p["work"], os.path.splitext(s["file"])[0] + ".progress")
+                print(json.dumps({
+                    "input": p["input"], "output": p["output"], "work": p["work"], "backend": backend,
+                    "task_cpus": self.task_cpus(backend), "task_gpus": 1 if backend == "cuda" else 0,
+                    "segment": s["index"], "segments": n, "first": s["first"], "last": s["last"],
+                    "frames": s["frames"], "ctx_first": s["ctx_first"], "ctx_last": s["ctx_last"],
+                    "keyframe": s["keyframe"], "done": s["done"], "chain": task_chain, "file": final,
+                    "argv": segment.command(job["task_job"], s, task_chain, final, progress)}))
+            join = job["task_job"] | {"output": p["output"], "audio": self.o["audio"],
+                                      "subtitles": self.o["subtitles"], "mux_options": self.o["mux"]}
+            partial = assemble.partial_path(p["output"])
+            lst = assemble.concat_path(job)
+            print(json.dumps({
+                "input": p["input"], "output": p["output"], "work": p["work"], "join": True,
+                "frames": p["source"].frames, "concat_file": lst,
+                "concat": assemble.concat_text(job["segments"], p["source"]), "partial": partial,
+                "argv": assemble.join_command(join, p["source"], lst, partial)}), flush=True)
+
+    def complete(self, job: dict) -> None:
+        o = self.o
+        try:
+            assemble.assemble(job["task_job"] | {"output": job["output"], "segments": job["segments"],
+                                                 "audio": o["audio"], "subtitles": o["subtitles"],
+                                                 "mux_options": o["mux"]},
+                              job["source"], self.ffprobe)
+        except (assemble.AssembleError, OSError) as e:
+            self.fail(job["input"], str(e))
+            return
+        self.ok.append(job["input"])
+        print(f"denoise-batch: done: {job['input']} -> {job['output']} ({job['source'].frames} "
+              f"frames, {len(job['segments'])} segments)", file=sys.stderr, flush=True)
+        if not o["keep_work"]:
+            shutil.rmtree(job["work"], ignore_errors=True)
+
+    def interrupted(self, name: str) -> None:
+        """After SIGINT, SIGTERM or SIGHUP: stop Ray (its workers, and with them their ffmpeg
+        runs), remove the attempts they leave, and say what is kept, on one line."""
+        if self.runner and self.runner.prog:
+            self.runner.prog.close_line()
+        self.shutdown()
+        for job in self.jobs:
+            manifest.remove_attempts(job["work"])
+        done = sum(len(j["done"]) for j in self.jobs)
+        total = sum(len(j["segments"]) for j in self.jobs)
+        if self.jobs:
+            what = (f"{done} of {total} segments done are kept in the work folder"
+                    f"{'s' if len(self.jobs) > 1 else ''}; the same command continues with the rest")
         else:
-            if m:
-                print(f"denoise-batch: {inp}: the work folder {work} was for other input or options: "
-                      f"starting afresh", file=sys.stderr)
-            manifest.clear(work)
-            segs = []
-            for s in plan.split(src, o["segment_frames"], o["context_before"], o["context_after"]):
-                tin, tout = plan.trims(src, s)
-                segs.append(s.to_json() | {"frames": s.frames, "seek": plan.seek(src, s), "trim_in": tin,
-                                           "trim_out": tout, "file": "seg-%05d%s" % (s.index, seg_ext),
-                                           "done": False, "attempts": 0})
-            m = {"version": manifest.VERSION, "identity": ident, "segments": segs}
-            manifest.save(work, m)
-            done = set()
-    except OSError as e:
-        fail(inp, f"work folder {work}: {e}")
-        return None
-    for s in m["segments"]:
-        s["done"] = s["index"] in done
-    task_job = {"input": os.path.abspath(inp), "work": work, "ffmpeg": ffmpeg, "encoder_options": o["enc"]}
-    return {"input": inp, "output": out, "work": work, "source": src, "manifest": m,
-            "segments": m["segments"], "done": set(done), "chain": chain, "task_job": task_job}
+            what = "no segment had started"
+        print(f"denoise-batch: interrupted ({name}): {what}", file=sys.stderr, flush=True)
+
+    def shutdown(self) -> None:
+        """Stop the Ray started here (disconnect from a cluster), also one whose start was cut
+        short by a signal; nothing when Ray was never imported."""
+        ray, self.ray = self.ray or sys.modules.get("ray"), None
+        if ray is not None:
+            try:
+                ray.shutdown()
+            except Exception:  # a half-started Ray: nothing more to stop
+                pass

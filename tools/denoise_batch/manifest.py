@@ -49,6 +49,20 @@ def done(work: str, m: dict) -> set[int]:
             if s.get("done") and os.path.exists(os.path.join(work, s["file"]))}
 
 
+def remove_attempts(work: str) -> int:
+    """Remove the files of unfinished attempts (seg-NNNNN.attempt-TAG.EXT, segment.py): left by
+    an attempt whose worker or driver was killed. Only while no task of the work folder runs:
+    when the driver starts a job, and after it has stopped Ray on an interrupt. Returns how many."""
+    n = 0
+    for f in glob.glob(os.path.join(work, "seg-*.attempt-*")):
+        try:
+            os.unlink(f)
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n
+
+
 def clear(work: str) -> None:
     """Remove what an earlier job left in the work folder (its segments, logs, manifest)."""
     for f in glob.glob(os.path.join(work, "seg-*")) + [path(work), os.path.join(work, "concat.txt")]:

@@ -31,6 +31,8 @@ class Source:
     format_name: str = ""
     codec_name: str = ""
     streams: dict = field(default_factory=dict)  # codec_type -> count
+    avg_frame_rate: Fraction | None = None  # the stream's frame rate as the container states it, if any
+    r_frame_rate: Fraction | None = None    # the lowest rate all timestamps fit (FFmpeg's guess)
 
     @property
     def frames(self) -> int:
@@ -51,6 +53,9 @@ def _run_json(cmd: list[str], what: str) -> dict:
         raise ProbeError(f"cannot run {cmd[0]}: {e}") from e
     if r.returncode != 0:
         msg = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
+        # ffprobe names the file first ("PATH: No such file or directory"); the caller names it
+        if msg.startswith(cmd[-1] + ": "):
+            msg = msg[len(cmd[-1]) + 2:]
         raise ProbeError(f"{what}: {msg}")
     try:
         return json.loads(r.stdout or "{}")
@@ -61,7 +66,8 @@ def _run_json(cmd: list[str], what: str) -> dict:
 def probe(ffprobe: str, path: str) -> Source:
     """The first video stream's frames and keyframes. ProbeError says why a file cannot be used."""
     info = _run_json([ffprobe, "-v", "error", "-show_entries",
-                      "format=format_name,start_time:stream=index,codec_type,codec_name,time_base",
+                      "format=format_name,start_time:stream=index,codec_type,codec_name,time_base,"
+                      "avg_frame_rate,r_frame_rate",
                       "-of", "json", path], "cannot read the file")
     streams = info.get("streams", [])
     video = [s for s in streams if s.get("codec_type") == "video"]
@@ -71,9 +77,8 @@ def probe(ffprobe: str, path: str) -> Source:
     counts: dict = {}
     for s in streams:
         counts[s.get("codec_type", "?")] = counts.get(s.get("codec_type", "?"), 0) + 1
-    num, _, den = v.get("time_base", "0/1").partition("/")
-    tb = Fraction(int(num), int(den or 1))
-    if tb <= 0:
+    tb = _rational(v.get("time_base"))
+    if not tb:
         raise ProbeError(f"video stream has no time base ({v.get('time_base')})")
     fmt = info.get("format", {})
     try:
@@ -103,7 +108,18 @@ def probe(ffprobe: str, path: str) -> Source:
         raise ProbeError("no keyframe in the video stream")
     return Source(path=path, time_base=tb, start_time=start, pts=pts, keyframes=keys,
                   format_name=fmt.get("format_name", ""), codec_name=v.get("codec_name", ""),
-                  streams=counts)
+                  streams=counts, avg_frame_rate=_rational(v.get("avg_frame_rate")),
+                  r_frame_rate=_rational(v.get("r_frame_rate")))
+
+
+def _rational(text) -> Fraction | None:
+    """ffprobe's "num/den" as a Fraction; None for a missing, zero or undefined one ("0/0")."""
+    num, _, den = str(text or "").partition("/")
+    try:
+        q = Fraction(int(num), int(den or 1))
+    except (ValueError, ZeroDivisionError):
+        return None
+    return q if q > 0 else None
 
 
 @dataclass

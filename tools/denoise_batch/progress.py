@@ -63,6 +63,13 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
 
+    def close_line(self) -> None:
+        """End a line redrawn in place, so that the caller's next line starts on its own."""
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.width = 0
+
     def close(self, done: int, segs_done: int) -> None:
         self.update(done, segs_done, 0, force=True)
         if self.tty and not self.quiet:

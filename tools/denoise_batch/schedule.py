@@ -1,11 +1,13 @@
 """Ray as the scheduler: one task per segment, retries, the manifest, the progress line.
 
 A task asks for one GPU (num_gpus=1) with backend=cuda, the filter's device= being the GPU Ray
-assigned it, or for --cpus-per-task CPUs with backend=cpu. ray.init() starts Ray on this machine
-when no --address (or RAY_ADDRESS) names a cluster. Tasks are submitted with max_retries=0 and
-retried here, so that a segment whose worker died (SIGKILL, a lost node) and one whose ffmpeg
-failed are counted and reported alike; after --retries more attempts the segment fails by name.
-Segments are files in the work folder, which every node must see at the same path (shared
+assigned it, and for the CPUs the caller computed (cli.task_cpus: with backend=cpu the CPU
+engine's threads). ray.init() starts Ray on this machine when no --address (or RAY_ADDRESS)
+names a cluster. Tasks are submitted with max_retries=0 and retried here, so that a segment
+whose worker died (SIGKILL, a lost node) and one whose ffmpeg failed are counted and reported
+alike; after --retries more attempts the segment fails by name. A failure that another attempt
+would repeat (segment.SegmentError with retry False: a wrong frame count) fails its input at
+once. Segments are files in the work folder, which every node must see at the same path (shared
 storage): only small dictionaries travel through Ray.
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 from collections import deque
 
 from denoise_batch import chain as chainmod
-from denoise_batch import manifest, segment
+from denoise_batch import interrupt, manifest, segment
 from denoise_batch.progress import Progress
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -29,7 +31,9 @@ def _segment_task(job: dict, seg: dict, chain: str, use_gpu: bool) -> dict:
 
 
 def start(address: str | None, cpus: int | None):
-    """Connect to the cluster at `address`, or start Ray on this machine. Returns the ray module."""
+    """Connect to the cluster at `address`, or start Ray on this machine with `cpus` CPUs (None:
+    the machine's count). Returns the ray module. ray.init() sets a SIGTERM handler of its own
+    (sys.exit): the caller sets its own again afterwards."""
     import ray
     kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address:
@@ -56,6 +60,8 @@ class Runner:
         self.retries = retries
         self.max_inflight = max_inflight
         self.quiet, self.interval = progress_quiet, progress_interval
+        self.prog: Progress | None = None
+        self.inflight: dict = {}
         opts = dict(num_cpus=cpus_per_task, max_retries=0)
         if use_gpu:
             opts["num_gpus"] = 1
@@ -77,41 +83,50 @@ class Runner:
         for job in jobs:
             if job["segments"] and len(job["done"]) == len(job["segments"]):
                 on_complete(job)
-        prog = Progress(total, already, nsegs, quiet=self.quiet, interval=self.interval)
+        prog = self.prog = Progress(total, already, nsegs, quiet=self.quiet, interval=self.interval)
         done_frames = already
-        inflight: dict = {}
+        inflight = self.inflight
 
         def submit():
             while queue and (self.max_inflight is None or len(inflight) < self.max_inflight):
                 job, s = queue.popleft()
                 if job.get("failed"):
                     continue
-                ref = self.task.remote(job["task_job"], s, job["chain"], self.use_gpu)
+                with interrupt.deferred():
+                    ref = self.task.remote(job["task_job"], s, job["chain"], self.use_gpu)
                 inflight[ref] = (job, s)
 
         submit()
         while inflight:
-            ready, _ = self.ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            with interrupt.deferred():
+                ready, _ = self.ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
                 job, s = inflight.pop(ref)
                 try:
-                    self.ray.get(ref)
+                    with interrupt.deferred():
+                        self.ray.get(ref)
                 except Exception as e:  # a task error or a dead worker: retried alike
                     s["attempts"] = s.get("attempts", 0) + 1
-                    why = _reason(e)
+                    why, retry = _reason(e)
                     s["error"] = why
                     manifest.save(job["work"], job["manifest"])
-                    name = f"{job['input']}: segment {s['index']} (frames {s['first']}..{s['last']})"
-                    if s["attempts"] <= self.retries and not job.get("failed"):
-                        prog.message(f"denoise-batch: {name} failed (attempt {s['attempts']}), "
-                                     f"retrying: {why}")
+                    name = f"segment {s['index']} (frames {s['first']}..{s['last']})"
+                    log = os.path.join(job["work"], _log_name(s))
+                    if job.get("failed"):
+                        pass
+                    elif not retry:
+                        job["failed"] = True
+                        on_failed(job, f"{name} failed: {why} (log: {log}; not retried: another "
+                                       f"attempt would fail alike)")
+                    elif s["attempts"] <= self.retries:
+                        prog.message(f"denoise-batch: {job['input']}: {name} failed (attempt "
+                                     f"{s['attempts']}), retrying: {why}")
                         _remove(os.path.join(job["work"], _progress_name(s)))
                         queue.appendleft((job, s))
-                    elif not job.get("failed"):
+                    else:
                         job["failed"] = True
                         on_failed(job, f"{name} failed after {s['attempts']} attempts: {why} "
-                                       f"(log: {os.path.join(job['work'], _log_name(s))}; the same "
-                                       f"command again retries what is not done)")
+                                       f"(log: {log}; the same command again retries what is not done)")
                     continue
                 s["done"] = True
                 s["attempts"] = s.get("attempts", 0) + 1
@@ -145,12 +160,13 @@ def _remove(p: str) -> None:
         pass
 
 
-def _reason(e: Exception) -> str:
+def _reason(e: Exception) -> tuple[str, bool]:
+    """(why a task failed, whether another attempt may succeed)."""
     cause = getattr(e, "cause", None)
     if isinstance(cause, segment.SegmentError):
-        return str(cause)
+        return str(cause), cause.retry
     text = str(e).strip().splitlines()
     name = type(e).__name__
     if "WorkerCrashed" in name or "died" in " ".join(text[:3]).lower():
-        return "the Ray worker running it died"
-    return f"{name}: {text[-1] if text else ''}"
+        return "the Ray worker running it died", True
+    return f"{name}: {text[-1] if text else ''}", True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,7 +28,17 @@ def _die_with_parent() -> None:
 
 
 class SegmentError(RuntimeError):
-    pass
+    """A segment's run failed. `retry` is False where another attempt would fail alike: ffmpeg
+    ran to its end but wrote another number of frames than the segment holds (the chain or the
+    input drops or adds frames there)."""
+
+    def __init__(self, message: str, retry: bool = True):
+        super().__init__(message)
+        self.retry = retry
+
+    def __reduce__(self):
+        # Ray pickles the error back to the driver: keep `retry`
+        return (SegmentError, (str(self), self.retry))
 
 
 def command(job: dict, seg: dict, chain: str, tmp: str, progress: str) -> list[str]:
@@ -107,8 +118,10 @@ def run(job: dict, seg: dict, chain: str) -> dict:
             raise SegmentError(f"ffmpeg {why}: {_tail(log)}")
         got = frames_done(progress)
         if got != seg["frames"]:
-            raise SegmentError(f"ffmpeg wrote {got} frames, expected {seg['frames']} "
-                               f"(frames {seg['first']}..{seg['last']}): {_tail(log)}")
+            said = _tail(log)
+            raise SegmentError(f"ffmpeg wrote {got} frames, expected {seg['frames']} (a filter that drops "
+                               f"or adds frames, or frames the decoder drops)"
+                               + ("" if said == NO_MESSAGE else f": {said}"), retry=False)
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
@@ -117,13 +130,30 @@ def run(job: dict, seg: dict, chain: str) -> dict:
             "host": socket.gethostname()}
 
 
-def _tail(log: str, lines: int = 3) -> str:
+NO_MESSAGE = "(no message)"
+# ffmpeg's lines that follow an error without naming its cause
+_ECHOES = re.compile(r"Task finished with error code|Terminating thread with return code|Error sending "
+                     r"frames to consumers|Nothing was written into output file|Could not open encoder "
+                     r"before EOF|Error opening output files?|Error while filtering|Conversion failed")
+
+
+def ffmpeg_reason(stderr: str, lines: int = 3) -> str:
+    """The first `lines` lines of ffmpeg's error output that name a cause, joined by ' | ',
+    without the object addresses ("[ffv1 @ 0x55...]" -> "[ffv1]")."""
+    out = []
+    for l in stderr.splitlines():
+        l = l.strip()
+        if l and not _ECHOES.search(l):
+            out.append(re.sub(r" @ 0x[0-9a-f]+\]", "]", l))
+    return " | ".join(out[:lines]) or NO_MESSAGE
+
+
+def _tail(log: str) -> str:
     try:
         with open(log) as f:
-            text = [l.strip() for l in f.read().splitlines()[1:] if l.strip()]
+            return ffmpeg_reason("\n".join(f.read().splitlines()[1:]))
     except OSError:
-        text = []
-    return " | ".join(text[-lines:]) or "(no message)"
+        return "(no log)"
 
 
 def _quote(a: str) -> str:
