@@ -3,7 +3,7 @@
 "Reproduce" gives the call sequence). Everything long runs in its own session and survives the
 end of a call while the machine is held; every call copies its results to the output folder.
 
-  python3 tools/device_train.py [--data DIR] [--run DIR] [--src DIR] [--out DIR] COMMAND [ARGS]
+  python3 tools/device_train.py [--data DIR] [--run DIR] [--src DIR] [--out DIR] [--gpus N] COMMAND [ARGS]
 
   pack                (here, in the checkout the calls are made from) split the source data
                       folder's train-photos, train-video, train-video2, train-video3 and
@@ -28,13 +28,17 @@ end of a call while the machine is held; every call copies its results to the ou
                       RUN/main, else start a new run (a plan of DT_PLAN_MINUTES) from the
                       checkpoint DT_INIT names (a branch with its own plan, e.g. a fine-tune),
                       else continue the study's winner (or CAND) from its study checkpoint, else
-                      start CAND from scratch; adds MINUTES of training
+                      start CAND from scratch; adds MINUTES of training. On every visible GPU
+                      (--gpus N, DT_GPUS: N processes, data parallel, started by torchrun; 1:
+                      one plain process; more processes than GPUs share them, for tests;
+                      denoise_train/data_parallel.py), the global batch split among them
   poll SECONDS        (device) print progress every 15 s and copy results to the output folder;
                       returns when nothing runs any more or SECONDS are (nearly) up
   status              (device) processes, last log lines, GPU
-  pause | resume      (device) SIGSTOP / SIGCONT the study and main process groups (for a GPU
-                      benchmark; stopped time does not count as training time); pause waits 2 s
-                      for the queued GPU work and prints the GPU's utilisation
+  pause | resume      (device) SIGSTOP / SIGCONT the study and main process groups, and those of
+                      torchrun's workers (each in a session of its own) (for a GPU benchmark;
+                      stopped time does not count as training time); pause waits 2 s for the
+                      queued GPU work and prints the GPU's utilisation
   collect             (device) copy results to the output folder now
   finish              (device) export the main run to RUN/denoise-v2.safetensors (bf16), run the
                       faithfulness probe on it and, when eval-davis4 was packed (DT_PACK_EVAL=1
@@ -46,6 +50,8 @@ Folders (an option wins over its environment variable):
   --src DIR, DT_SRC     pack's source data folder (train-photos, train-video*, eval-davis4);
                         else DENOISE_DATA; no default: pack needs one of them
   --out DIR, OUT        what comes back from the machine (default: TMPDIR/device-train-out)
+  --gpus N, DT_GPUS     main's processes (default: every visible GPU, CUDA_VISIBLE_DEVICES's
+                        or nvidia-smi's; 1 with DT_DEVICE=cpu)
 The data and run folders live outside the repository so that refreshing the working tree between
 calls never touches them.
 Environment: DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned total), DT_INIT
@@ -53,6 +59,10 @@ Environment: DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned tota
 deepened first by denoise_train.deepen --depths DT_DEEPEN, e.g. mid=12), DT_TRAIN_ARGS /
 DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments, split at white space), DT_PACK_MB (pack size cap),
 DT_PACK_EVAL (1: pack eval-davis4 too), DT_UNPACK_WAIT (wait-unpack's limit, s).
+Every program started here gets NCCL_NVLS_ENABLE=0 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1 (the
+lent machines need NVLink multicast off) and, for torchrun, TORCH_ELASTIC_SHUTDOWN_TIMEOUT=300
+unless set (a SIGTERM leaves the workers that long for the checkpoint and the last validation
+before torchrun kills them).
 """
 from __future__ import annotations
 
@@ -124,11 +134,55 @@ def nvidia_smi(query: str) -> str | None:
 
 
 def package_env() -> dict:
-    """The environment for `python3 -m denoise_train.X`: weights/ on the import path."""
+    """The environment for `python3 -m denoise_train.X` and the training processes: weights/ on the
+    import path, NVLink multicast off (NCCL's NVLS and PyTorch's symmetric-memory multicast: the
+    lent machines need it off), torchrun's shutdown grace (the module's docstring)."""
     env = dict(os.environ)
     w = os.path.join(ROOT, "weights")
     env["PYTHONPATH"] = w + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "300")
     return env
+
+
+def visible_gpus() -> int:
+    """The GPUs a CUDA program here may use: CUDA_VISIBLE_DEVICES's entries when it is set, else
+    the lines of nvidia-smi -L (0 without nvidia-smi)."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([d for d in vis.split(",") if d.strip()])
+    if not shutil.which("nvidia-smi"):
+        return 0
+    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return len([ln for ln in r.stdout.splitlines() if ln.startswith("GPU ")])
+
+
+def process_groups(pid: int) -> list[int]:
+    """The process groups of pid and of its descendants (from /proc): torchrun starts each worker
+    in a session of its own, which a signal to torchrun's group does not reach."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, todo = [pid], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        tree += kids
+        todo += kids
+    groups = []
+    for p in tree:
+        try:
+            g = os.getpgid(p)
+        except ProcessLookupError:
+            continue
+        if g not in groups:
+            groups.append(g)
+    return groups
 
 
 def start_background(cmd: list[str], log: str, append: bool) -> int:
@@ -154,9 +208,11 @@ def tee(cmd: list[str], path: str, stderr_too: bool = True) -> int:
 
 
 class DeviceTrain:
-    def __init__(self, data: str, run: str, src: str | None, out: str):
+    def __init__(self, data: str, run: str, src: str | None, out: str, gpus: int | None = None):
+        """gpus: main's processes; None: every visible GPU (1 on the CPU)."""
         self.data, self.run, self.src, self.out = data, run, src, out
         self.device = os.environ.get("DT_DEVICE", "cuda")
+        self.gpus = gpus
         self.plan = os.environ.get("DT_PLAN_MINUTES", "100")
         self.videos = [os.path.join(data, d) for d in VIDEO_DIRS]
 
@@ -396,11 +452,17 @@ class DeviceTrain:
                 how = "from scratch"
             if cand:
                 args += ["--candidate", cand]
-        pid = start_background([PY, "weights/train.py", *args, *env_args("DT_TRAIN_ARGS")], self.r("main", "stdout"),
+        n = self.gpus if self.gpus is not None else (visible_gpus() if self.device.startswith("cuda") else 1)
+        if n < 1:
+            raise Failure("main: no visible GPU (set DT_DEVICE=cpu, or --gpus N)")
+        # one process per GPU through torchrun (each takes the global --batch / N); one GPU: a plain process
+        launch = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}"] if n > 1 else [PY]
+        pid = start_background([*launch, "weights/train.py", *args, *env_args("DT_TRAIN_ARGS")], self.r("main", "stdout"),
                                append=True)
         with open(self.r("main.pid"), "w") as f:
             f.write(f"{pid}\n")
-        print(f"main run started (pid {pid}, {how}, +{minutes} min, plan {self.plan} min at first start)")
+        print(f"main run started (pid {pid}, {how}, +{minutes} min, plan {self.plan} min at first start, "
+              f"{n} process{'es (torchrun)' if n > 1 else ''})")
 
     def collect(self) -> None:
         """Copy the results to OUT. At most 9 files come back: status.txt, logs.tgz (bench, study
@@ -539,8 +601,14 @@ class DeviceTrain:
         for j in ("study", "main"):
             if alive(self.r(f"{j}.pid")):
                 pid = int(read(self.r(f"{j}.pid")))
-                os.killpg(pid, sig)
-                print(f"{j}: SIG{sig.name[3:]} to process group {pid}")
+                groups = process_groups(pid)
+                for g in groups:
+                    try:
+                        os.killpg(g, sig)
+                    except ProcessLookupError:
+                        pass
+                print(f"{j}: SIG{sig.name[3:]} to process group{'s' if len(groups) > 1 else ''} "
+                      f"{' '.join(map(str, groups))}")
 
     def pause(self) -> None:
         """The GPU finishes what was queued (well under a second), then is idle."""
@@ -566,6 +634,8 @@ def main() -> int:
     ap.add_argument("--run", default=os.environ.get("DT_RUN", os.path.join(home, "run")))
     ap.add_argument("--src", default=os.environ.get("DT_SRC") or os.environ.get("DENOISE_DATA"))
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(tempfile.gettempdir(), "device-train-out"))
+    ap.add_argument("--gpus", type=int, default=os.environ.get("DT_GPUS") or None,
+                    help="main's processes (default: every visible GPU)")
     ap.add_argument("command", choices=("pack", "unpack", "wait-unpack", "bench", "study", "main", "poll", "status",
                                         "pause", "resume", "collect", "finish"))
     ap.add_argument("args", nargs=argparse.REMAINDER)
@@ -578,11 +648,14 @@ def main() -> int:
         late = argparse.ArgumentParser(prog=f"tools/device_train.py {a.command}", add_help=False)
         for k in ("data", "run", "src", "out"):
             late.add_argument(f"--{k}", default=getattr(a, k))
+        late.add_argument("--gpus", type=int, default=a.gpus)
         b, a.args = late.parse_known_args(a.args)
-        for k in ("data", "run", "src", "out"):
+        for k in ("data", "run", "src", "out", "gpus"):
             setattr(a, k, getattr(b, k))
     full = lambda p: os.path.abspath(os.path.expanduser(p)) if p else p  # noqa: E731
-    dt = DeviceTrain(full(a.data), full(a.run), full(a.src), full(a.out))
+    if a.gpus is not None and a.gpus < 1:
+        ap.error(f"--gpus must be at least 1, got {a.gpus}")
+    dt = DeviceTrain(full(a.data), full(a.run), full(a.src), full(a.out), a.gpus)
     os.chdir(ROOT)
     os.environ["PYTHONUNBUFFERED"] = "1"
     c, args = a.command, a.args

@@ -3,6 +3,7 @@
 
   python3 weights/train.py --photos DIR --videos DIR [DIR ...] --out RUN
          [--candidate NAME] [--minutes M | --clips K] [--plan-minutes N] [--init CKPT]
+  torchrun --standalone --nproc-per-node N weights/train.py ...        (N GPUs, data parallel)
 
 A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines), stdout.
   - Resume: when RUN/last.pt exists the run continues from it (model, AdamW, counters, plan);
@@ -19,6 +20,18 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - Checkpoints every --ckpt-minutes (2) of wall time and at the end, written atomically (tmp +
     rename); AdamW moments are stored in bf16 to halve the file. SIGTERM/SIGINT end the run
     early the same way (checkpoint, validation with the probe, event "stopped").
+  - Data parallel (denoise_train/data_parallel.py): under torchrun, one process (rank) per GPU
+    (LOCAL_RANK), NCCL between them (gloo on the CPU, or where ranks share a GPU, which turns the
+    graph engines into their fallbacks: a gloo all-reduce cannot be captured). --batch stays
+    the global batch: each rank builds --batch / N clips of its own (the clip and noise seeds
+    offset by rank << 32; rank 0's are the single process's) and the gradients are averaged
+    over the ranks before clipping and AdamW (an all-reduce inside the step, captured with it by
+    the graph engines), so the step, the clip count and the lr plan are one GPU's at the same
+    global batch. Rank 0 alone logs, validates, runs the probe and writes checkpoints while the
+    others wait; a SIGTERM/SIGINT to any rank (or to torchrun, which passes it on) stops every
+    rank after the same step, with one checkpoint. Trained seconds are the slowest rank's step
+    times; a checkpoint holds nothing of the ranks and resumes under any world size. Under
+    torchrun the exit status is torchrun's (not 0 when any rank's is not, 2 included).
   - Divergence guard: best.pt holds the best state of this invocation by validation mean PSNR
     (the starting state first, validated at the start); a validation more than --diverge-db (2)
     below the best (with --ema: of the live weights' means) ends the run with event
@@ -51,11 +64,12 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - --compile-cache DIR: hot-load DIR's train compile cache before the first compile and save
     what the run compiled once its first step is done (denoise_train/compile_cache.py; events
     compile_cache): set-up is then a warm compile on a fresh machine of the same kind.
-  - Log events: data, start, compile_cache, engine (with the feed; + engine_fallback), train (loss, lr,
-    clips/s, trained minutes), val (PSNR at sigma 10/30/50 on the held-out split, noise seed 777,
-    AWGN unclipped, clips and noise drawn on the CPU since the data event that says val_rng "cpu"
-    (before, on the device: those figures differ; weights/val.py reproduces them for any weight
-    file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
+  - Log events: data, start (+ world_size, gpus, batch_per_rank, dp_backend), compile_cache, engine
+    (with the feed; + engine_fallback), train (loss: the mean over the ranks, lr, clips_per_s of the
+    global batch, clips_per_s_per_gpu and _per_rank, world_size, trained minutes), val (PSNR at
+    sigma 10/30/50 on the held-out split, noise seed 777, AWGN unclipped, clips and noise drawn
+    on the CPU since the data event that says val_rng "cpu" (before, on the device: those figures
+    differ; weights/val.py reproduces them for any weight file); the same on 16 clips of the DAVIS sequences of the split alone (val_davis_*, since the
     data event that gives val_davis_clips), with val_davis_s30_map1.3 (sigma 30 given a map 1.3x
     the noise: how much the network's smoothing follows its map); for a fusion "shift" model also
     val_psnr_*_T9, the same clips' centre frames through 9-frame clips (validation.validate
@@ -83,6 +97,7 @@ from denoise_train import candidates, compile_cache, sigma_reparam
 from denoise_train.batch_feed import FEEDS, BatchFeed, training_batch
 from denoise_train.checkpoint import checkpoint_model
 from denoise_train.data import VAL_T, Batcher, load_photo_tiles, load_videos
+from denoise_train.data_parallel import DataParallel
 from denoise_train.faithful import probe, summary
 from denoise_train.model import Config, Denoiser, count_parameters, gflop_per_frame
 from denoise_train.noise_models import NoiseRecipe
@@ -92,12 +107,22 @@ from denoise_train.weight_ema import WeightEMA
 
 
 class Log:
-    def __init__(self, path: str):
-        self.fh = open(path, "a")
+    """JSON lines to stdout and to the file at path (rank 0). path None (the other ranks of a
+    data-parallel run): only the events that tell of this rank's trouble (ON_EVERY_RANK) are
+    printed, tagged with the rank, and nothing is written."""
+    ON_EVERY_RANK = ("error", "engine_fallback", "oom")
+
+    def __init__(self, path: str | None, rank: int = 0):
+        self.fh = open(path, "a") if path is not None else None
+        self.rank = rank
 
     def __call__(self, d: dict | None = None, **kv):
         d = dict(d or {}, **kv)
         d["time"] = round(time.time(), 1)
+        if self.fh is None:
+            if d.get("event") in self.ON_EVERY_RANK:
+                print(json.dumps(dict(d, rank=self.rank)), flush=True)
+            return
         line = json.dumps(d)
         print(line, flush=True)
         self.fh.write(line + "\n")
@@ -273,18 +298,25 @@ def main():
     if not 0.0 <= args.photo_warp <= 16.0:
         ap.error(f"--photo-warp must be in [0, 16] px, got {args.photo_warp}")
 
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if args.batch % world:
+        ap.error(f"--batch {args.batch} (the global batch) must be a multiple of the world size {world}")
+
     os.makedirs(args.out, exist_ok=True)
-    log = Log(os.path.join(args.out, "train.log"))
-    dev = torch.device(args.device)
+    dp = DataParallel.from_env(args.device)
+    log = Log(os.path.join(args.out, "train.log") if dp.main else None, dp.rank)
     try:
-        return run(args, log, dev)
-    except Exception as e:  # logged for the device script's poll, then re-raised
+        rc = run(args, log, dp)
+    except Exception as e:  # logged for the device script's poll, then re-raised (torchrun ends the other ranks)
         import traceback
         log(event="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-3000:])
         raise
+    dp.close()
+    return rc
 
 
-def run(args, log, dev):
+def run(args, log, dp):
+    dev = dp.device
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     clock = PauseClock()
@@ -317,13 +349,15 @@ def run(args, log, dev):
     lim = args.data_limit
     photos = load_photo_tiles(args.photos, "train", dev, args.cache, lim)
     frames, starts = load_videos(args.videos, "train", dev, T, args.cache, lim)
-    vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
-    vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
-    val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
-    val_davis = make_val_davis(args.videos, dev, args.cache, lim, P=args.val_patch)
-    log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
-        clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
-        val_davis_clips=0 if val_davis is None else len(val_davis), seconds=round(time.time() - t0, 1))
+    val = val_davis = None
+    if dp.main:   # validation is rank 0's
+        vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
+        vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
+        val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
+        val_davis = make_val_davis(args.videos, dev, args.cache, lim, P=args.val_patch)
+        log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
+            clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
+            val_davis_clips=0 if val_davis is None else len(val_davis), seconds=round(time.time() - t0, 1))
 
     model = Denoiser(cfg).to(dev)
     reparam_src = bool(src is not None and src["state"].get("qkv_reparam"))
@@ -340,6 +374,7 @@ def run(args, log, dev):
     reparam_on = args.qkv_reparam and not reparam_src
     if reparam_on:
         sigma_reparam.enable(model)
+    dp.broadcast_model(model)   # every rank starts from rank 0's weights (a new run's are random)
     if resumed:
         state = dict({"recipe": recipe_name, "candidate": args.candidate, "init": None}, **src["state"])
         if state["recipe"] != recipe_name:   # --recipe at a resume: the run goes on with another recipe
@@ -404,6 +439,7 @@ def run(args, log, dev):
         sigma_gate=cfg.sigma_gate, sigma_gate_before=gate_before, align=cfg.align, align_before=align_before,
         ema_decay=state.get("ema_decay"), init_from_average=init_average,
         device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+        world_size=dp.world, gpus=dp.gpus, batch_per_rank=args.batch // dp.world, dp_backend=dp.backend,
         noise=noise.describe() if noise else "model v1 AWGN (data.make_noisy)",
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})
 
@@ -415,21 +451,24 @@ def run(args, log, dev):
 
     def build(accum):
         eng = StepEngine(model, engine_name, LossWeights.of(recipe), lr_at(0), accum=accum,
-                         compile_backend=args.compile_backend, log=log)
+                         compile_backend=args.compile_backend, log=log, grad_average=dp.grad_average)
         if not opt_fresh:
             load_opt_state(eng.opt, src["opt"])
         return eng
     eng = build(accum)
     ema = None
-    if state.get("ema_decay"):
+    if state.get("ema_decay") and dp.main:   # the average is validated and saved, by rank 0
         saved = src.get("ema") if src is not None and not reparam_on else None
         ema = WeightEMA(model, state["ema_decay"], saved)
 
-    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed, T=T,
+    # each rank draws its own clips and noise: seeds offset by rank << 32 (rank 0's are a single
+    # process's, whose batches stay what they were)
+    batcher = Batcher(photos, frames, starts, dev, seed=1000 + state["step"] + args.seed + (dp.rank << 32), T=T,
                       pattern_bg=recipe["pattern_bg"], photo_warp=args.photo_warp)
     gen = torch.Generator(device=dev)
-    gen.manual_seed(2000 + state["step"] + args.seed)
-    feed = BatchFeed(lambda: training_batch(batcher, gen, noise, args.batch, args.patch, args.video_share,
+    gen.manual_seed(2000 + state["step"] + args.seed + (dp.rank << 32))
+    local_batch = args.batch // dp.world
+    feed = BatchFeed(lambda: training_batch(batcher, gen, noise, local_batch, args.patch, args.video_share,
                                             recipe["synth_share"], recipe["pixel_loss"],
                                             recipe["grey_share"]),
                      dev, overlap=pick_feed(args.feed, args.bench_json) == "overlap")
@@ -444,8 +483,7 @@ def run(args, log, dev):
     best = {"mean": None, "step": state["step"], "live": None}
 
     def val_event(probe_too=True):
-        """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db)."""
-        last_val["step"] = state["step"]
+        """Validate and log; keep best.pt; True when the run has diverged (see --diverge-db). Rank 0's."""
         model.set_engine(sdpa=True, channels_last=eng.channels_last)   # eager: no recompiles for the validation shapes
         r = {}
         if ema is not None:
@@ -487,27 +525,41 @@ def run(args, log, dev):
             last_pt="best.pt (step %d)" % best["step"])
         return 2
 
+    def validation(probe_too=True) -> bool:
+        """val_event on rank 0 while the other ranks wait; on every rank: whether the run diverged."""
+        last_val["step"] = state["step"]
+        return dp.broadcast_flag(val_event(probe_too) if dp.main else False)
+
+    def checkpoint_all():
+        """last.pt, written by rank 0 while the other ranks wait."""
+        if dp.main:
+            checkpoint()
+        dp.barrier()
+
     def budget_left():
         if args.clips:
             return state["clips"] < args.clips
         return state["train_seconds"] < session_end
 
     if src is not None:   # score the starting state itself (a checkpoint's last val may be older)
-        val_event(probe_too=False)
+        validation(probe_too=False)
     session_end = state["train_seconds"] + (args.minutes or 0) * 60
     val_at = sorted(c for c in args.val_at if c > state["clips"])
     step_run, logged = 0, False
     last_ck = time.monotonic()
     next_val = state["train_seconds"] + args.val_minutes * 60
     acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
-    while budget_left() and stop["sig"] is None:
+    # every decision of the loop is taken alike on every rank: from the state (the same on all) or
+    # agreed (a signal on any rank, the slowest rank's step time, rank 0's checkpoint timer)
+    stopped_by = dp.agree(stop["sig"] or 0, 0.0, False)[0]
+    while budget_left() and not stopped_by:
         ts = time.monotonic()
         lr = lr_at(step_run)
         batch = feed.next()
         try:
             loss = eng.step(*batch, lr)
         except torch.cuda.OutOfMemoryError as e:
-            if step_run or accum >= args.batch:
+            if step_run or accum >= local_batch:
                 raise
             accum *= 2
             log(event="oom", batch=args.batch, accum=accum, error=str(e)[:300])
@@ -520,47 +572,54 @@ def run(args, log, dev):
         acc["loss"] += loss
         step_run += 1
         state["step"] += 1
-        state["clips"] += args.batch
-        if not logged:   # the first step includes compilation / capture: report, do not count it
+        state["clips"] += args.batch   # the global batch: every rank's clips
+        first = not logged
+        if first:   # the first step includes compilation / capture: report, do not count it
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             log(event="engine", **eng.describe(), feed=feed.describe(), first_step_seconds=round(time.monotonic() - ts, 1),
                 setup_seconds_total=round(time.time() - t0, 1),
                 noise_compile_error=noise.compile_error if noise else None)
-            if args.compile_cache:
+            if args.compile_cache and dp.main:
                 compile_cache.save(args.compile_cache, "train", log)
             logged = True
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
+            dt = 0.0
         else:
             dt = clock.count(time.monotonic() - ts)
+        stopped_by, dt, ckpt_due = dp.agree(stop["sig"] or 0, dt, time.monotonic() - last_ck > args.ckpt_minutes * 60)
+        if not first:
             state["train_seconds"] += dt
             acc["n"] += 1
             acc["clips"] += args.batch
             acc["seconds"] += dt
         if acc["n"] >= args.log_steps:
-            log(event="train", step=state["step"], clips=state["clips"], loss=round(acc["loss"].item() / acc["n"], 5),
-                lr=lr, clips_per_s=round(acc["clips"] / max(acc["seconds"], 1e-9), 1),
-                train_minutes=round(state["train_seconds"] / 60, 3), pauses=clock.pauses)
+            cps = acc["clips"] / max(acc["seconds"], 1e-9)
+            log(event="train", step=state["step"], clips=state["clips"],
+                loss=round(dp.mean(acc["loss"]).item() / acc["n"], 5), lr=lr, clips_per_s=round(cps, 1),
+                clips_per_s_per_gpu=round(cps / dp.gpus, 1), clips_per_s_per_rank=round(cps / dp.world, 1),
+                world_size=dp.world, train_minutes=round(state["train_seconds"] / 60, 3), pauses=clock.pauses)
             acc = {"loss": torch.zeros((), device=dev), "n": 0, "clips": 0, "seconds": 0.0}
         if state["train_seconds"] >= next_val or (val_at and state["clips"] >= val_at[0]):
-            if val_event(probe_too=not (val_at and state["clips"] >= val_at[0])):
-                return diverged()
+            if validation(probe_too=not (val_at and state["clips"] >= val_at[0])):
+                return diverged() if dp.main else 2
             while val_at and state["clips"] >= val_at[0]:
                 val_at.pop(0)
             next_val = state["train_seconds"] + args.val_minutes * 60
-        if time.monotonic() - last_ck > args.ckpt_minutes * 60:
-            checkpoint()
+        if ckpt_due:
+            checkpoint_all()
             log(event="ckpt", step=state["step"], clips=state["clips"], train_minutes=round(state["train_seconds"] / 60, 3))
             last_ck = time.monotonic()
         if args.max_steps and step_run >= args.max_steps:
             break
-    checkpoint()
+    checkpoint_all()
     if last_val["step"] != state["step"]:
-        if val_event():
-            return diverged()
-        checkpoint()
-    if stop["sig"] is not None:
-        log(event="stopped", signal=int(stop["sig"]), **{k: state[k] for k in ("step", "clips", "train_seconds")})
+        if validation():
+            return diverged() if dp.main else 2
+        checkpoint_all()
+    stopped_by = dp.agree(stop["sig"] or 0, 0.0, False)[0]   # a signal may also have come since the loop
+    if stopped_by:
+        log(event="stopped", signal=stopped_by, **{k: state[k] for k in ("step", "clips", "train_seconds")})
         return 0
     log(event="done", lr=lr_at(step_run), pauses=clock.pauses,
         **{k: state[k] for k in ("step", "clips", "train_seconds", "runs")})

@@ -14,6 +14,12 @@ step continues on the next simpler engine (compile-graph -> compile -> sdpa, gra
 Every engine but math also runs the convolutions and the head on NHWC kernels (channels_last,
 model.Denoiser.set_engine); configure_cuda() fixes the process-wide CUDA settings they rely on.
 
+Data parallel (denoise_train/data_parallel.py): with a grad_average, each rank's gradients are
+replaced by their mean over the ranks after the backward of every micro-batch and before clipping
+and AdamW, inside the captured step for the graph engines (an NCCL all-reduce is captured with
+it); an average that cannot be captured (gloo: ranks sharing a GPU) turns a graph engine into its
+fallback at construction, logged like any fallback.
+
 Mixed precision: bf16 autocast on CUDA (weights, AdamW and the loss in fp32); autocast's weight
 cache is off (a captured graph must not depend on it). The step never reads a value back to the
 host: it returns the loss as a device tensor.
@@ -142,15 +148,18 @@ def make_optimizer(model: Denoiser, lr: float, capturable: bool) -> torch.optim.
 
 class StepEngine:
     """step(noisy (B,T,3,P,P) in [0,1], sigma map (B,), clean centre (B,3,P,P) in [0,1], per-clip
-    weight of the per-pixel loss (B,), lr) -> loss (device scalar). `accum` splits the batch into
-    that many micro-batches."""
+    weight of the per-pixel loss (B,), lr) -> loss (device scalar): this process's batch and
+    loss. `accum` splits the batch into that many micro-batches. grad_average: None, or a
+    data_parallel.GradAverage run on the trained parameters before clipping (data parallel)."""
 
     def __init__(self, model: Denoiser, engine: str, loss_weights: LossWeights, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
-                 channels_last: bool = True):
+                 channels_last: bool = True, grad_average=None):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.model, self.loss_weights, self.accum, self.log = model, loss_weights, accum, log
+        self.grad_average = grad_average
+        self.params = [p for p in model.parameters() if p.requires_grad]
         self.cuda = next(model.parameters()).is_cuda
         self.channels_last = channels_last   # NHWC convolutions and head (not with the math engine)
         if self.cuda:
@@ -163,6 +172,8 @@ class StepEngine:
         self.compile_seconds = 0.0
         if engine in ("graph", "compile-graph") and not self.cuda:
             engine = self._fall(engine, "CUDA graphs need a CUDA device")
+        if engine in ("graph", "compile-graph") and grad_average is not None and not grad_average.capturable:
+            engine = self._fall(engine, "the gradient all-reduce (gloo: ranks sharing a GPU) cannot be captured")
         if engine in ("graph", "compile-graph"):
             try:
                 self.opt = make_optimizer(model, lr, capturable=True)
@@ -224,6 +235,8 @@ class StepEngine:
             loss = loss_fn(out, target[sl] * 2 - 1, self.loss_weights, pix_w[sl]) / self.accum
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
+        if self.grad_average is not None:
+            self.grad_average(self.params)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=self.cuda)
         self.opt.step()
         return total
@@ -303,6 +316,7 @@ class StepEngine:
 
     def describe(self) -> dict:
         return {"engine": self.engine, "requested": self.requested, "accum": self.accum,
+                "grad_average": self.grad_average is not None,
                 "channels_last": self.channels_last and self.engine != "math",
                 "compile_backend": self.compile_backend if "compile" in self.engine else None,
                 "fallbacks": self.fallbacks, "setup_seconds": round(self.compile_seconds, 1)}
