@@ -63,21 +63,8 @@ else
 fi
 
 # the source
-if "$FFMPEG" -hide_banner -encoders 2>/dev/null | grep -q ' libx264 '; then
-    VENC="-c:v libx264 -g 6 -keyint_min 6 -sc_threshold 0 -bf 2 -crf 18"
-else
-    VENC="-c:v ffv1 -level 1 -g 6"
-fi
-mkdir -p "$TMP/png"
-run "$L/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLE_8BIT" "$TMP/png/a%d.png" &&
-    run "$L/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLES/dog-tunnel_320x192_8bit.mkv" "$TMP/png/b%d.png" ||
-    die "cannot decode the samples to PNG"
-i=0
-while [ $i -lt $FRAMES ]; do
-    if [ $((i % 2)) = 0 ]; then c=a; else c=b; fi
-    cp "$TMP/png/$c$((i / 2 % 8 + 1)).png" "$TMP/png/f$((100 + i)).png" || die "cp failed"
-    i=$((i + 1))
-done
+VENC=$(long_gop_encoder)
+alternating_frames "$TMP/png" "$L/png.log" $FRAMES || die "cannot decode the samples to PNG"
 run "$L/clean.log" "$FFMPEG" -nostdin -y -framerate 25 -start_number 100 -i "$TMP/png/f%d.png" \
     -vf "$CROP" $FFV1 "$TMP/clean.mkv" || die "cannot make the clean clip"
 add_noise "$TMP/clean.mkv" "$TMP/noisy.mkv" 20 1 || die "cannot add noise"

@@ -57,21 +57,8 @@ hashes() { "$FFMPEG" -nostdin -v error -i "$1" -map 0:v:0 -f framemd5 pipe:1 | a
 # difference, which the whole run does not call a scene cut but a segment's first frames would
 # without the detector's 2 frames of history: the cut placement is checked with it), cropped,
 # long-GOP, with an audio track
-if "$FFMPEG" -hide_banner -encoders 2>/dev/null | grep -q ' libx264 '; then
-    VENC="-c:v libx264 -g 6 -keyint_min 6 -sc_threshold 0 -bf 2 -crf 18"
-else
-    VENC="-c:v ffv1 -level 1 -g 6"
-fi
-mkdir -p "$TMP/png"
-run "$TMP/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLE_8BIT" "$TMP/png/a%d.png" &&
-    run "$TMP/png.log" "$FFMPEG" -nostdin -v error -i "$SAMPLES/dog-tunnel_320x192_8bit.mkv" "$TMP/png/b%d.png" ||
-    die "cannot decode the samples to PNG"
-i=0
-while [ $i -lt $FRAMES ]; do
-    if [ $((i % 2)) = 0 ]; then c=a; else c=b; fi
-    cp "$TMP/png/$c$((i / 2 % 8 + 1)).png" "$TMP/png/f$((100 + i)).png" || die "cp failed"
-    i=$((i + 1))
-done
+VENC=$(long_gop_encoder)
+alternating_frames "$TMP/png" "$TMP/png.log" $FRAMES || die "cannot decode the samples to PNG"
 # (a 128x128 crop: the engine's time per frame is what makes this test's run time)
 run "$TMP/src.log" "$FFMPEG" -nostdin -y -framerate 25 -start_number 100 -i "$TMP/png/f%d.png" \
     -f lavfi -i "anullsrc=r=48000:cl=mono,aformat=sample_fmts=s16" -map 0:v -map 1:a -shortest \

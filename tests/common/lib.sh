@@ -214,5 +214,30 @@ per_frame_psnr() {
 }
 
 # fcmp A OP B: floating point comparison with awk (OP: < <= > >=)
+# long_gop_encoder: the encoder options of a long-GOP source for the segment tests: H.264 with
+# B-frames and a keyframe every 6 frames where the build has libx264, else FFV1 with 6-frame GOPs
+long_gop_encoder() {
+    if "$FFMPEG" -hide_banner -encoders 2>/dev/null | grep -q ' libx264 '; then
+        echo "-c:v libx264 -g 6 -keyint_min 6 -sc_threshold 0 -bf 2 -crf 18"
+    else
+        echo "-c:v ffv1 -level 1 -g 6"
+    fi
+}
+
+# alternating_frames DIR LOG N: DIR/f100.png .. DIR/f(99+N).png alternating between the frames of
+# SAMPLE_8BIT and dog-tunnel (a steady large frame difference, which the whole run does not call a
+# scene cut); returns 1 when a decode or copy fails (its output in LOG)
+alternating_frames() {
+    mkdir -p "$1" &&
+        run "$2" "$FFMPEG" -nostdin -v error -i "$SAMPLE_8BIT" "$1/a%d.png" &&
+        run "$2" "$FFMPEG" -nostdin -v error -i "$SAMPLES/dog-tunnel_320x192_8bit.mkv" "$1/b%d.png" || return 1
+    _i=0
+    while [ $_i -lt "$3" ]; do
+        if [ $((_i % 2)) = 0 ]; then _c=a; else _c=b; fi
+        cp "$1/$_c$((_i / 2 % 8 + 1)).png" "$1/f$((100 + _i)).png" || return 1
+        _i=$((_i + 1))
+    done
+}
+
 fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
 fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
