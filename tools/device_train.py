@@ -58,7 +58,11 @@ Environment: DT_DEVICE (cuda), DT_PLAN_MINUTES (100: the main run's planned tota
 (main: the checkpoint a new run starts from), DT_DEEPEN (main, with DT_INIT: its network
 deepened first by denoise_train.deepen --depths DT_DEEPEN, e.g. mid=12), DT_TRAIN_ARGS /
 DT_STUDY_ARGS / DT_BENCH_ARGS (extra arguments, split at white space), DT_PACK_MB (pack size cap),
-DT_PACK_EVAL (1: pack eval-davis4 too), DT_UNPACK_WAIT (wait-unpack's limit, s).
+DT_PACK_EVAL (1: pack eval-davis4 too), DT_PACK_EXTRA (more folders to pack, as FOLDER:NAME
+separated by spaces: FOLDER's files unpack into DATA/NAME, e.g. the data control's old encoding of
+train-video, weights/experiments/old_video_encoding.py), DT_VIDEOS (the DATA sub-folders of video
+that unpack decodes and study and main train on; default "videos videos2 videos3"),
+DT_UNPACK_WAIT (wait-unpack's limit, s).
 Every program started here gets NCCL_NVLS_ENABLE=0 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1 (the
 lent machines need NVLink multicast off) and, for torchrun, TORCH_ELASTIC_SHUTDOWN_TIMEOUT=300
 unless set (a SIGTERM leaves the workers that long for the checkpoint and the last validation
@@ -214,7 +218,7 @@ class DeviceTrain:
         self.device = os.environ.get("DT_DEVICE", "cuda")
         self.gpus = gpus
         self.plan = os.environ.get("DT_PLAN_MINUTES", "100")
-        self.videos = [os.path.join(data, d) for d in VIDEO_DIRS]
+        self.videos = [os.path.join(data, d) for d in os.environ.get("DT_VIDEOS", " ".join(VIDEO_DIRS)).split()]
 
     def r(self, *parts: str) -> str:
         return os.path.join(self.run, *parts)
@@ -263,9 +267,16 @@ class DeviceTrain:
         for p in glob.glob(".data/pack[0-9]*"):
             shutil.rmtree(p)
         items = [(os.stat(f).st_size, "resume", f) for f in resume]
-        dirs = PACK_DIRS + ((("eval-davis4", "eval"),) if os.environ.get("DT_PACK_EVAL", "0") == "1" else ())
+        dirs = [(os.path.join(self.src, d), sub) for d, sub in PACK_DIRS]
+        if os.environ.get("DT_PACK_EVAL", "0") == "1":
+            dirs.append((os.path.join(self.src, "eval-davis4"), "eval"))
+        for spec in os.environ.get("DT_PACK_EXTRA", "").split():
+            folder, _, sub = spec.rpartition(":")
+            if not folder or not re.fullmatch(r"[A-Za-z0-9_-]+", sub) or not os.path.isdir(folder):
+                raise Failure(f"DT_PACK_EXTRA: '{spec}' is not FOLDER:NAME (an existing folder, a plain name)")
+            dirs.append((folder, sub))
         for d, sub in dirs:
-            for f in sorted(glob.glob(os.path.join(self.src, d, "*"))):
+            for f in sorted(glob.glob(os.path.join(d, "*"))):
                 if os.path.isfile(f):
                     items.append((os.stat(f).st_size, sub, f))
         # first-fit decreasing over the files, resume files among them
@@ -315,8 +326,8 @@ class DeviceTrain:
             touch(done)
 
     def _unpack(self, p: str) -> None:
-        for sub in ("photos",) + VIDEO_DIRS + ("eval",):
-            if os.path.isdir(f"{p}/{sub}"):
+        for sub in sorted(os.listdir(p)):   # photos, videos*, eval and DT_PACK_EXTRA's folders
+            if sub != "resume" and os.path.isdir(f"{p}/{sub}"):
                 shutil.copytree(f"{p}/{sub}", self.d(sub), dirs_exist_ok=True)
         if os.path.isdir(f"{p}/resume"):
             shutil.copytree(f"{p}/resume", self.r("resume"), dirs_exist_ok=True)

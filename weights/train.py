@@ -235,6 +235,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--photos", required=True)
     ap.add_argument("--videos", nargs="+", required=True)
+    ap.add_argument("--val-videos", nargs="+", help="the folders the held-out sequences (data.VAL_VIDEOS) are read "
+                    "from (default: --videos); a data control trains on other encodings of the same sequences "
+                    "and is validated on one set")
     ap.add_argument("--cache", help="decode cache folder (denoise_train/data.py)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--candidate", default="v1", help=f"one of {', '.join(candidates.CANDIDATES)}")
@@ -352,9 +355,9 @@ def run(args, log, dp):
     val = val_davis = None
     if dp.main:   # validation is rank 0's
         vphotos = load_photo_tiles(args.photos, "val", dev, args.cache, lim)
-        vframes, vstarts = load_videos(args.videos, "val", dev, VAL_T, args.cache, lim)
+        vframes, vstarts = load_videos(args.val_videos or args.videos, "val", dev, VAL_T, args.cache, lim)
         val = make_val_set(vphotos, vframes, vstarts, dev, n=args.val_clips, P=args.val_patch)
-        val_davis = make_val_davis(args.videos, dev, args.cache, lim, P=args.val_patch)
+        val_davis = make_val_davis(args.val_videos or args.videos, dev, args.cache, lim, P=args.val_patch)
         log(event="data", photo_tiles=len(photos), video_frames=len(frames) if frames is not None else 0,
             clip_starts=len(starts) if starts is not None else 0, val_clips=len(val), val_rng="cpu",
             val_davis_clips=0 if val_davis is None else len(val_davis), seconds=round(time.time() - t0, 1))
