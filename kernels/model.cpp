@@ -157,10 +157,10 @@ void bind(const StFile &f, const ModelConfig &cfg, ModelWeights *W) {
     W->merge1_norm = norm("unet.merge1.norm", 4 * c1);
     W->merge1_red = lin("unet.merge1.reduction", 4 * c1, c2, false);
     W->mid = stage("mid", c2, cfg.heads[2], cfg.depth_mid);
-    W->expand1 = lin("unet.expand1.expand", c2, 2 * c2, true);
+    W->expand1 = lin("unet.expand1.expand", c2, 4 * c1, true);
     W->skip1 = lin("unet.skip1", 2 * c1, c1, true);
     W->dec1 = stage("dec1", c1, cfg.heads[1], cfg.depth_dec1);
-    W->expand0 = lin("unet.expand0.expand", c1, 2 * c1, true);
+    W->expand0 = lin("unet.expand0.expand", c1, 4 * c0, true);
     W->skip0 = lin("unet.skip0", 2 * c0, c0, true);
     W->dec0 = stage("dec0", c0, cfg.heads[0], cfg.depth_dec0);
     W->head_w = T("head.weight");

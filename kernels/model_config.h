@@ -46,9 +46,10 @@ struct ModelConfig {
 // 64 when absent; version 1 or 2), no unknown field is accepted (it could change the math: model v2's
 // per-frame encoder, "fusion" / "frame_channels", is refused by name),
 // and the values must fit what the CPU engine implements: s2d 2, head_radius 1,
-// channels[i+1] = 2 channels[i], channels[i] = heads[i] * head_dim, 0 < shift < window, and
+// channels[i] = heads[i] * head_dim, channels[i+1] <= 4 channels[i] (patch merging 4C -> C' and
+// expanding C -> 4C' for any widths: model.py PatchMerge, PatchExpand), 0 < shift < window, and
 // pad_multiple a multiple of s2d * 4 * window (the mid stage must tile into whole windows).
-// Returns false with *err naming the field ("config field 'channels' = [48,96,192]: ...").
+// Returns false with *err naming the field ("config field 'channels' = [32,32,256]: ...").
 bool parse_model_config(const std::string &json_text, ModelConfig *cfg, std::string *err);
 
 // Every tensor the network needs, with its PyTorch name and shape, in state_dict order.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the golden weights and tensors the engine tests compare against.
 
-    python3 weights/make_goldens.py [--out tests/data] [--align]
+    python3 weights/make_goldens.py [--out tests/data] [--align | --wide]
 
 Outputs (both safetensors, fp32):
   golden_weights.safetensors  every state_dict tensor of a randomised weights.model.Denoiser under
@@ -10,6 +10,8 @@ Outputs (both safetensors, fp32):
                               centre U-Net pass (padded to 64x128), the other two feature maps, the
                               model output, and three sequence goldens (N = 5, 1, 2) made with
                               denoise_sequence().
+With --wide, instead: golden_wide_weights.safetensors and golden_wide_tensors.safetensors, the
+same goldens for channels 64/64/128 (WIDE: patch merging 4C -> C at level 0, expanding C -> 4C').
 With --align, instead (the two files above are not touched): model v2's motion alignment
 (Config align 8, align_tile 32) on clips with motion.
   golden_align_weights.safetensors  the same kind of randomised weights, with that config.
@@ -46,7 +48,17 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from denoise_train.align import tile_shifts
-from denoise_train.model import FORMAT, VERSION, Config, Denoiser, denoise_sequence, reflect_index, reflect_pad
+from denoise_train.model import FORMAT, Config, Denoiser, denoise_sequence, reflect_index, reflect_pad
+
+
+# The wider fine levels of the v3 study's candidate "wide64" (denoise_train/candidates.py), at small
+# depths: enc0 keeps two blocks so that a shifted window runs at 64 channels.
+WIDE = Config(channels=(64, 64, 128), heads=(2, 2, 4), depths={"enc0": 2, "enc1": 1, "mid": 1, "dec1": 1, "dec0": 1})
+
+
+# Its stage outputs kept (each map at 64 channels is 0.5 MB): those of the levels whose widths
+# differ from model v1's, the model output and the sequences cover the rest.
+WIDE_STAGES = ("merge0", "enc1", "merge1", "mid", "expand1", "skip1", "dec1", "expand0", "dec0")
 
 
 def randomise(model: Denoiser, gen: torch.Generator) -> None:
@@ -191,6 +203,9 @@ def stage_outputs(model: Denoiser, frames5: torch.Tensor, sigma: torch.Tensor) -
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data"))
+    ap.add_argument("--wide", action="store_true",
+                    help="write golden_wide_{weights,tensors}.safetensors (channels 64/64/128: patch merging "
+                    "4C -> C and expanding C -> 4C' at undoubled widths) instead")
     ap.add_argument("--align", action="store_true",
                     help="write golden_align_{weights,tensors}.safetensors (model option align) instead")
     args = ap.parse_args()
@@ -203,17 +218,26 @@ def main() -> None:
         write_align_goldens(args.out, torch.device("cpu"))
         return
 
+    os.makedirs(args.out, exist_ok=True)
+    if args.wide:
+        write_goldens(args.out, "golden_wide", dev, WIDE, WIDE_STAGES)
+    else:
+        write_goldens(args.out, "golden", dev, Config())
+
+
+def write_goldens(out_dir: str, name: str, dev: torch.device, cfg: Config, keep: tuple | None = None) -> None:
+    """NAME_weights.safetensors (cfg's randomised weights) and NAME_tensors.safetensors; keep: the
+    stage outputs written (None: all)."""
     torch.manual_seed(1234)
-    model = Denoiser()
+    model = Denoiser(cfg)
     gen = torch.Generator().manual_seed(1234)
     randomise(model, gen)
     model = model.float().eval().to(dev)
     cfg = model.cfg
 
-    os.makedirs(args.out, exist_ok=True)
     sd = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    meta = {"format": FORMAT, "version": str(VERSION), "config": cfg.to_json()}
-    save_file(sd, os.path.join(args.out, "golden_weights.safetensors"), metadata=meta)
+    meta = {"format": FORMAT, "version": str(cfg.version), "config": cfg.to_json()}
+    save_file(sd, os.path.join(out_dir, f"{name}_weights.safetensors"), metadata=meta)
 
     g = {}
     with torch.no_grad():
@@ -236,8 +260,9 @@ def main() -> None:
             g[f"{key}.sigma"] = torch.tensor([s], device=dev)
             g[f"{key}.output"] = denoise_sequence(model, x, s)
 
-    g = {k: v.detach().float().contiguous().cpu() for k, v in g.items()}
-    save_file(g, os.path.join(args.out, "golden_tensors.safetensors"),
+    g = {k: v.detach().float().contiguous().cpu() for k, v in g.items() if keep is None or not k.startswith("stage.")
+         or k[len("stage."):] in keep}
+    save_file(g, os.path.join(out_dir, f"{name}_tensors.safetensors"),
               metadata={"device": str(dev), "torch": torch.__version__, "seed": "1234"})
     for k, v in g.items():
         print(f"{k:22s} {tuple(v.shape)}  rms {v.pow(2).mean().sqrt().item():.4f}")

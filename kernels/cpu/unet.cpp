@@ -33,8 +33,11 @@ void Workspace::resize(const ModelConfig &cfg, int hh, int ww) {
     w = ww;
     const size_t n0 = (size_t)h * w, n1 = n0 / 4, n2 = n0 / 16;
     const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
-    // The largest token map of any stage: n0*c0 == 2 n1*c1 == 4 n2*c2 when channels double.
-    const size_t big = std::max({n0 * c0, n1 * c1, n2 * c2, n1 * 4 * c0, n2 * 4 * c1, n2 * 2 * c2, n1 * 2 * c1});
+    // The largest map any step writes to a, b or hidden: a stage's tokens (n_i c_i), patch
+    // merging's s2d (n1 4c0, n2 4c1) and patch expanding's output (n2 4c1, n1 4c0) and its d2s
+    // (n1 c1, n0 c0). With doubling widths n0 c0 = 2 n1 c1 = 4 n2 c2; with wider fine levels
+    // the s2d maps are the largest.
+    const size_t big = std::max({n0 * c0, n1 * c1, n2 * c2, n1 * 4 * c0, n2 * 4 * c1});
     conv.assign(conv3x3_work_floats(h, w, cfg.fusion_in_channels(), c0), 0.f);
     x0.assign(n0 * c0, 0.f);
     x1.assign(n1 * c1, 0.f);
@@ -114,7 +117,7 @@ void run_stage(const StageW &S, const ModelConfig &cfg, float *x, int H, int W, 
     if (hook) hook(name, x, H, W, S.C);
 }
 
-// s2d (H, W, C) -> LN(4C) -> linear 4C -> 2C (no bias) into out (H/2, W/2, 2C).
+// s2d (H, W, C) -> LN(4C) -> linear 4C -> C' (no bias) into out (H/2, W/2, C'); C' = 2C in models v1/v2.
 void patch_merge(const NormW &nw, const LinearW &red, const ModelConfig &cfg, const float *x, int H, int W, int C,
                  float *out, float *tmp) {
     const int64_t n = (int64_t)(H / 2) * (W / 2);
@@ -123,13 +126,14 @@ void patch_merge(const NormW &nw, const LinearW &red, const ModelConfig &cfg, co
     linear(tmp, n, 4 * C, 4 * C, red.w, 4 * C, nullptr, red.out, out, 0.f);
 }
 
-// up = d2s(linear C -> 2C (x)) at (2H, 2W, C/2); out = [up, skip] x Wskip^T + b, without the concat.
+// up = d2s(linear C -> 4C' (x)) at (2H, 2W, C'); out = [up, skip] x Wskip^T + b (skip (2H, 2W, C'),
+// Wskip (C', 2C')), without the concat. C' = C/2 in models v1/v2 (model.py PatchExpand).
 void expand_skip(const LinearW &ex, const LinearW &sk, const float *x, int H, int W, int C, const float *skip,
                  float *out, float *tmp, float *up) {
     const int64_t n = (int64_t)H * W;
-    linear(x, n, C, C, ex.w, C, ex.b, 2 * C, tmp, 0.f);
-    d2s_nhwc(tmp, H, W, 2 * C, up);
-    const int Cu = C / 2, Co = sk.out;
+    linear(x, n, C, C, ex.w, C, ex.b, ex.out, tmp, 0.f);
+    d2s_nhwc(tmp, H, W, ex.out, up);
+    const int Cu = ex.out / 4, Co = sk.out;
     linear(up, 4 * n, Cu, Cu, sk.w, 2 * Cu, nullptr, Co, out, 0.f);
     linear(skip, 4 * n, Cu, Cu, sk.w + Cu, 2 * Cu, sk.b, Co, out, 1.f);
 }

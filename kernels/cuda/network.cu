@@ -222,8 +222,9 @@ int Net::upload(Ctx &ctx, const Model &m) {
     cfg_ = m.cfg;
     const ModelConfig &c = cfg_;
     const ModelWeights &W = m.w;
-    DN_REQUIRE(c.window == 8 && c.head_dim == 32 && c.s2d == 2 && c.head_radius == 1 && c.channels[0] == 32,
-               "the CUDA engine runs window 8, head dim 32, s2d 2, head radius 1 and 32 base channels");
+    DN_REQUIRE(c.window == 8 && c.head_dim == 32 && c.s2d == 2 && c.head_radius == 1 && c.channels[0] == 32 &&
+                   c.channels[1] == 64 && c.channels[2] == 128,
+               "the CUDA engine runs window 8, head dim 32, s2d 2, head radius 1 and channels 32/64/128");
     DN_REQUIRE(c.head_out_channels() <= 16, "head output channels > 16");
     DN_REQUIRE(2 * c.fusion_radius + 1 <= 8, "fusion window > 8 frames");
     DN_REQUIRE(W.fusion_w && W.fusion_b && W.head_w && W.head_b, "model weights not bound");

@@ -103,6 +103,12 @@ protected:
     const GoldenSet *set_ = nullptr;
 };
 
+// Channels 64/64/128 (make_goldens.py --wide).
+class GoldenWide : public Golden {
+protected:
+    GoldenWide() : Golden("golden_wide") {}
+};
+
 // Model v2's alignment (make_goldens.py --align).
 class GoldenAlign : public Golden {
 protected:
@@ -116,14 +122,17 @@ void expect_close(const std::string &name, const float *got, const StTensor &ref
     EXPECT_LE(d.max_abs, kTol) << name;
 }
 
-TEST_F(Golden, EveryStageOfTheCentrePass) {
+// The centre pass of a golden set stage by stage (the hook's stages named in `stages`), the three
+// feature maps' pass inputs (full: the fusion input and F_{t-1}, F_{t+1} too) and the model output.
+void check_centre_pass(const GoldenSet &set, const std::vector<const char *> &stages, bool full) {
+    auto G = [&](const std::string &name) -> const StTensor & { return set.G(name); };
     const StTensor &clip = G("input.clip");
     const float sigma = G("input.sigma").data[0];
     const int Hp = 64, Wp = 128, h = Hp / 2, w = Wp / 2;
     std::vector<std::vector<float>> fr;
     for (int f = 0; f < 7; ++f) fr.push_back(s2d_frame(clip, f, Hp, Wp));
 
-    const ModelConfig &cfg = set_->model.cfg;
+    const ModelConfig &cfg = set.model.cfg;
     const int Cin = cfg.fusion_in_channels();
     std::vector<float> fin((size_t)h * w * Cin), F[3];
     cpu::Workspace ws;
@@ -138,25 +147,25 @@ TEST_F(Golden, EveryStageOfTheCentrePass) {
             hook = [&](const char *name, const float *d, int hh, int ww, int C) {
                 got[name].assign(d, d + (size_t)hh * ww * C);
             };
-        cpu::unet_forward(set_->W, fin.data(), h, w, F[pass].data(), ws, hook);
-        if (pass == 1) expect_close("stage.fusion_in", to_nchw(fin, h, w, Cin).data(), G("stage.fusion_in"));
+        cpu::unet_forward(set.W, fin.data(), h, w, F[pass].data(), ws, hook);
+        if (pass == 1 && full) expect_close("stage.fusion_in", to_nchw(fin, h, w, Cin).data(), G("stage.fusion_in"));
     }
-    const char *stages[] = {"fusion", "enc0.block0", "enc0", "merge0", "enc1",  "merge1", "mid",
-                            "expand1", "skip1",      "dec1", "expand0", "skip0", "dec0"};
     for (const char *s : stages) {
         ASSERT_TRUE(got.count(s)) << "stage hook never reported " << s;
         const StTensor &ref = G(std::string("stage.") + s);
         ASSERT_EQ(got[s].size(), ref.data.size()) << s;
         expect_close(std::string("stage.") + s, got[s].data(), ref);
     }
-    expect_close("stage.F_tm1", F[0].data(), G("stage.F_tm1"));
+    if (full) {
+        expect_close("stage.F_tm1", F[0].data(), G("stage.F_tm1"));
+        expect_close("stage.F_tp1", F[2].data(), G("stage.F_tp1"));
+    }
     expect_close("stage.F_t (dec0)", F[1].data(), G("stage.dec0"));
-    expect_close("stage.F_tp1", F[2].data(), G("stage.F_tp1"));
 
     // Head + crop: the model output (3, 40, 70).
     std::vector<float> out((size_t)h * w * 12);
     const float *Fp[3] = {F[0].data(), F[1].data(), F[2].data()};
-    cpu::head_forward(set_->W, Fp, fr[3].data(), h, w, out.data(), ws);
+    cpu::head_forward(set.W, Fp, fr[3].data(), h, w, out.data(), ws);
     const StTensor &ref = G("output");
     const int H = (int)ref.shape[1], Wd = (int)ref.shape[2];
     std::vector<float> img((size_t)3 * H * Wd);
@@ -165,6 +174,20 @@ TEST_F(Golden, EveryStageOfTheCentrePass) {
             for (int x = 0; x < Wd; ++x)
                 img[((size_t)c * H + y) * Wd + x] = out[((size_t)(y / 2) * w + x / 2) * 12 + c * 4 + (y & 1) * 2 + (x & 1)];
     expect_close("output", img.data(), ref);
+}
+
+TEST_F(Golden, EveryStageOfTheCentrePass) {
+    check_centre_pass(*set_, {"fusion", "enc0.block0", "enc0", "merge0", "enc1", "merge1", "mid", "expand1", "skip1",
+                              "dec1", "expand0", "skip0", "dec0"},
+                      true);
+}
+
+// Wider fine levels (make_goldens.py --wide: channels 64/64/128): patch merging 4C -> C at level 0,
+// 4C -> 2C at level 1, and expanding C -> 4C' back; the stages whose widths differ from model v1's.
+TEST_F(GoldenWide, EveryStageOfTheCentrePass) {
+    ASSERT_EQ(set_->model.cfg.channels[0], 64);
+    ASSERT_EQ(set_->model.cfg.channels[1], 64);
+    check_centre_pass(*set_, {"merge0", "enc1", "merge1", "mid", "expand1", "skip1", "dec1", "expand0", "dec0"}, false);
 }
 
 // Full API on one 7-frame clip: output 3 of the stream is the model's centre output only when the
@@ -289,6 +312,15 @@ void check_back_to_back(const GoldenSet &set) {
 TEST_F(Golden, SequencesThroughPushPullFlush) { check_sequences(*set_); }
 
 TEST_F(Golden, SegmentsBackToBackOnOneEngine) { check_back_to_back(*set_); }
+
+TEST_F(GoldenWide, PublicApiCentreFrameMatchesModelOutput) {
+    std::vector<float> out3;
+    centre_output_through_api(set_->wpath, G("input.clip"), G("input.sigma").data[0], &out3);
+    ASSERT_EQ(out3.size(), G("output").data.size());
+    expect_close("api output[3]", out3.data(), G("output"));
+}
+
+TEST_F(GoldenWide, SequencesThroughPushPullFlush) { check_sequences(*set_); }
 
 // The centre output's three windows (centres 2, 3, 4 of the 7-frame clip): block_match of every
 // other tap against the centre gives align.py's shifts exactly, at least half of the tiles move

@@ -379,6 +379,10 @@ TEST_F(Loader, OtherArchitecture) {
     refused(with_config("c48.safetensors", {{"channels", {48, 96, 192}}}),
             {"c48.safetensors", "config field 'channels'", "[48,96,192]"});
 
+    // level 1 keeps y1 in the level-0 map's storage: at most 4x the channels of the level before
+    refused(with_config("c256.safetensors", {{"channels", {32, 32, 256}}, {"heads", {1, 1, 8}}}),
+            {"c256.safetensors", "config field 'channels'", "at most 4x"});
+
     // A self-consistent bigger model: the config passes, the tensors do not match it.
     refused(with_config("c64.safetensors", {{"channels", {64, 128, 256}}, {"heads", {2, 4, 8}}}),
             {"c64.safetensors", "tensor 'unet.fusion.weight' has shape [32,61,3,3], expected [64,61,3,3]"});

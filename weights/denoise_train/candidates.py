@@ -141,9 +141,9 @@ def engine_runs(cfg: Config) -> list[str]:
     trains such candidates (e.g. frame32, shift) to decide whether the engine work pays."""
     why = list(engine_limits(cfg))
     c0, c1, c2 = cfg.channels
-    if (c1, c2) != (2 * c0, 4 * c0):
-        why.append(f"channels {c0}/{c1}/{c2}: the engines' patch merging and expanding double the "
-                   "channels per level (4C -> 2C, C -> 2C)")
+    if (c0, c1, c2) != (32, 64, 128):
+        why.append(f"channels {c0}/{c1}/{c2}: the CUDA engine runs channels 32/64/128 only (the CPU "
+                   "engine runs any widths)")
     if cfg.fusion not in ENGINE_FUSIONS:
         what = {"frame": "the per-frame encoder",
                 "shift": "the temporal shift in every block (per-block ring buffers, one frame of delay per block)"}
