@@ -1,19 +1,22 @@
-// fusion_conv3x3: the input fusion conv of model v1 (3x3, zero padding 1, 61 -> 32 channels),
-// direct form on CUDA cores, reading the five s2d frames of the fusion window and the constant
-// sigma channel where they are (no 61-channel concat map, no im2col: at 1080p an im2col operand
-// would be 522k x 549 bf16 = 573 MB).
+// fusion_conv3x3: the input fusion conv of models v1 / v2 (3x3, zero padding 1, 12 n + 1 -> Cout
+// channels: 61 -> c0 for n = 5), direct form on CUDA cores, reading the s2d frames of the fusion
+// window and the constant sigma channel where they are (no 61-channel concat map, no im2col: at
+// 1080p an im2col operand would be 522k x 549 bf16 = 573 MB).
 //
 // Math: out[y, x, o] = bias[o] + sum_{ky,kx in-bounds} sum_ci in[y+ky-1, x+kx-1, ci] wk[ky*3+kx, ci, o]
 // with in = [frames[0] | ... | frames[n-1] | sigma/255]; taps outside the map contribute 0, the
 // sigma channel included (PyTorch's zero padding applies to it too).
-// Layout: frames (h, w, 12) bf16; wk (9, Cin, 32) bf16, converted once per block to fp32 in
-// shared memory (9 * 61 * 32 * 4 = 70 KB for v1); out (h, w, 32) fp32 (the enc0 residual stream).
-// One thread per output token: 32 fp32 accumulators, every weight read is a shared-memory
-// broadcast (all lanes of a warp read the same address).
-// Cost at 1080p (960 x 544 tokens): 18.3 GFLOP (9 x 61 x 32 MAC per token); traffic per token
-// 9 x 5 x 24 B read (served mostly by L1/L2: each frame token is read by 9 neighbours), 128 B
-// written. CUDA cores: the fallback of conv3x3_tc.cu's implicit GEMM on tensor cores, which
-// fusion_conv3x3 runs whenever it takes the shape (nframes, Cout) on the device.
+// Layout: frames (h, w, 12) bf16; wk (9, Cin, Cout) bf16; out (h, w, Cout) fp32 (the enc0 residual
+// stream), Cout a multiple of 32 up to 256. A block computes one group of 32 output channels
+// (blockIdx.y) for 128 tokens: the group's weights (9, Cin, 32) are converted once per block to
+// fp32 in shared memory (9 x 61 x 32 x 4 = 70 KB for n = 5, whatever Cout: it fits sm_89's 99 KB
+// too), the frames are read once per group (L1/L2).
+// One thread per output token and group: 32 fp32 accumulators, every weight read is a
+// shared-memory broadcast (all lanes of a warp read the same address).
+// Cost at 1080p (960 x 544 tokens), Cout 32: 18.3 GFLOP (9 x 61 x 32 MAC per token); traffic per
+// token and group 9 x 5 x 24 B read (served mostly by L1/L2: each frame token is read by 9
+// neighbours), 128 B written. CUDA cores: the fallback of conv3x3_tc.cu's implicit GEMM on tensor
+// cores, which fusion_conv3x3 runs whenever it takes the shape (nframes, Cout) on the device.
 #include "common.cuh"
 
 namespace denoise {
@@ -21,7 +24,8 @@ namespace cuda {
 
 namespace {
 
-constexpr int kCout = 32;
+constexpr int kGroup = 32;  // output channels per thread (and per block)
+constexpr int kMaxCout = 256;
 constexpr int kMaxFrames = 8;
 struct FramePtrs {
     const bf16 *p[kMaxFrames];
@@ -29,25 +33,25 @@ struct FramePtrs {
 
 __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int nframes, float sigma_map, int h, int w,
                                                              const bf16 *__restrict__ wk, const float *__restrict__ bias,
-                                                             float *__restrict__ out) {
-    extern __shared__ float sw[];  // (9, Cin, 32) fp32
-    const int Cin = nframes * 12 + 1;
-    const int nw = 9 * Cin * kCout;
-    for (int i = threadIdx.x; i < nw; i += blockDim.x) sw[i] = __bfloat162float(wk[i]);
+                                                             int Cout, float *__restrict__ out) {
+    extern __shared__ float sw[];  // (9, Cin, 32) fp32: the block's group of output channels
+    const int Cin = nframes * 12 + 1, o0 = blockIdx.y * kGroup;
+    const int nw = 9 * Cin * kGroup;
+    for (int i = threadIdx.x; i < nw; i += blockDim.x) sw[i] = __bfloat162float(wk[(size_t)(i / kGroup) * Cout + o0 + i % kGroup]);
     __syncthreads();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= (int64_t)h * w) return;
     const int y = (int)(p / w), x = (int)(p % w);
-    float acc[kCout];
+    float acc[kGroup];
 #pragma unroll
-    for (int o = 0; o < kCout; ++o) acc[o] = bias[o];
+    for (int o = 0; o < kGroup; ++o) acc[o] = bias[o0 + o];
     for (int ky = 0; ky < 3; ++ky) {
         const int yy = y + ky - 1;
         if (yy < 0 || yy >= h) continue;
         for (int kx = 0; kx < 3; ++kx) {
             const int xx = x + kx - 1;
             if (xx < 0 || xx >= w) continue;
-            const float *wt = sw + (size_t)(ky * 3 + kx) * Cin * kCout;
+            const float *wt = sw + (size_t)(ky * 3 + kx) * Cin * kGroup;
             const size_t q = ((size_t)yy * w + xx) * 12;
 #pragma unroll
             for (int k = 0; k < kMaxFrames; ++k) {  // unrolled: fr.p[k] stays in the param space
@@ -62,9 +66,9 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
 #pragma unroll
                 for (int ci = 0; ci < 12; ++ci) {
                     const float a = __bfloat162float(v[ci]);
-                    const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(k * 12 + ci) * kCout);
+                    const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(k * 12 + ci) * kGroup);
 #pragma unroll
-                    for (int o4 = 0; o4 < kCout / 4; ++o4) {
+                    for (int o4 = 0; o4 < kGroup / 4; ++o4) {
                         const float4 b = wr[o4];
                         acc[o4 * 4 + 0] = fmaf(a, b.x, acc[o4 * 4 + 0]);
                         acc[o4 * 4 + 1] = fmaf(a, b.y, acc[o4 * 4 + 1]);
@@ -73,9 +77,9 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
                     }
                 }
             }
-            const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(Cin - 1) * kCout);
+            const float4 *wr = reinterpret_cast<const float4 *>(wt + (size_t)(Cin - 1) * kGroup);
 #pragma unroll
-            for (int o4 = 0; o4 < kCout / 4; ++o4) {
+            for (int o4 = 0; o4 < kGroup / 4; ++o4) {
                 const float4 b = wr[o4];
                 acc[o4 * 4 + 0] = fmaf(sigma_map, b.x, acc[o4 * 4 + 0]);
                 acc[o4 * 4 + 1] = fmaf(sigma_map, b.y, acc[o4 * 4 + 1]);
@@ -84,9 +88,9 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
             }
         }
     }
-    float4 *o = reinterpret_cast<float4 *>(out + (size_t)p * kCout);
+    float4 *o = reinterpret_cast<float4 *>(out + (size_t)p * Cout + o0);
 #pragma unroll
-    for (int o4 = 0; o4 < kCout / 4; ++o4)
+    for (int o4 = 0; o4 < kGroup / 4; ++o4)
         o[o4] = make_float4(acc[o4 * 4], acc[o4 * 4 + 1], acc[o4 * 4 + 2], acc[o4 * 4 + 3]);
 }
 
@@ -96,7 +100,8 @@ int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, floa
                           const bf16 *wk, const float *bias, int Cout, float *out) {
     DN_REQUIRE(frames && wk && bias && out, "null pointer");
     DN_REQUIRE(nframes >= 1 && nframes <= kMaxFrames, "nframes " + std::to_string(nframes) + " outside 1..8");
-    DN_REQUIRE(Cout == kCout, "Cout " + std::to_string(Cout) + " (this kernel is built for 32)");
+    DN_REQUIRE(Cout >= kGroup && Cout <= kMaxCout && Cout % kGroup == 0,
+               "Cout " + std::to_string(Cout) + " (this kernel is built for multiples of 32 up to 256)");
     DN_REQUIRE(h >= 1 && w >= 1, "empty map");
     FramePtrs fp{};
     for (int k = 0; k < nframes; ++k) {
@@ -105,11 +110,12 @@ int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, floa
         fp.p[k] = frames[k];
     }
     DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
-    const size_t smem = (size_t)9 * (nframes * 12 + 1) * kCout * sizeof(float);
+    const size_t smem = (size_t)9 * (nframes * 12 + 1) * kGroup * sizeof(float);
     TRY(smem_kernel(ctx, (const void *)fusion_conv3x3_kernel, "fusion_conv3x3_kernel", 128, smem));
     unsigned blocks;
     DN_REQUIRE(grid_1d((int64_t)h * w, 128, &blocks), "grid too large");
-    fusion_conv3x3_kernel<<<blocks, 128, smem, ctx.stream>>>(fp, nframes, sigma_map, h, w, wk, bias, out);
+    fusion_conv3x3_kernel<<<dim3(blocks, Cout / kGroup), 128, smem, ctx.stream>>>(fp, nframes, sigma_map, h, w, wk, bias,
+                                                                                  Cout, out);
     return launch_check(ctx, "fusion_conv3x3_kernel");
 }
 

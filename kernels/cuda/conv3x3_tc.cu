@@ -17,7 +17,9 @@
 // ..., so the weights are staged once per CTA. Shared memory: weights (9, Kf, Cout + 8) bf16, the
 // halo (18 x 18 tokens, Kf + 8) bf16 (the +8 pads make every ldmatrix row set of 8 conflict-free:
 // the row strides are odd multiples of 16 B), the sigma weights (9, Cout) and 2 x Cout fp32 bias
-// terms: 94 KB for model v1 (n = 5, Cout = 32), 2 CTAs per SM on sm_90.
+// terms: 94 KB for model v1 (n = 5, Cout = 32), 2 CTAs per SM on sm_90; 132,416 B for wide64 (n =
+// 5, Cout = 64: the weights double), 1 CTA per SM on sm_90 and sm_80, more than sm_89's 99 KB per
+// block (the direct form runs there).
 // Per (tap, k step of 16): 2 ldmatrix.x4 for A, Cout / 16 ldmatrix.x4.trans for B, Cout / 4 mma.
 //
 // Value path: frames and weights are bf16 already and enter the mma unchanged (no rounding here);

@@ -1,11 +1,12 @@
-// Output head, stencil pass (the project's own two-pass form of conv3d 3x3x3, 32 -> 12).
+// Output head, stencil pass (the project's own two-pass form of conv3d 3x3x3, c0 -> 12; c0 32 in
+// models v1 / v2, any width of the network: this pass does not see it).
 //
 // Pass 1 (network.cu, through linear.cu): the temporal GEMM G (h*w, 112) fp32 =
-// sum_dt F_dt (h*w, 32) bf16 x Wt_dt^T, Wt_dt (112, 32) bf16 with row (ky*3 + kx)*12 + o holding
+// sum_dt F_dt (h*w, c0) bf16 x Wt_dt^T, Wt_dt (112, c0) bf16 with row (ky*3 + kx)*12 + o holding
 // tap (dt, ky, kx) of output o; rows 108..111 are zero (N padded to a multiple of 16). Three
 // cuBLASLt calls, beta 0, 1, 1 (fp32 accumulation across the time taps).
-// Why: read per position, the 27-tap conv needs a 27 x 32 operand window for 12 outputs (a few
-// FLOP per byte, operand-bound); as a GEMM the operand is each feature map once (64 B per token
+// Why: read per position, the 27-tap conv needs a 27 x c0 operand window for 12 outputs (a few
+// FLOP per byte, operand-bound); as a GEMM the operand is each feature map once (2 c0 B per token
 // per time tap) for 108 outputs, and the spatial taps move to this cheap pass.
 // Pass 2 (here): out[y, x, o] = clamp(bias[o] + r + sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*12 + o],
 //   min(-1, r), max(1, r)), r = residual[y, x, o], G zero outside the map (the conv's spatial zero

@@ -39,7 +39,7 @@ std::string CudaBackend::make_plans() {
                           kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (kDepth + 1) * Sn;
     const int c0 = cfg_.channels[0];
     // the tensor-core head (the fused path's, where the device runs it) needs no G band: band 0
-    const bool tc_head = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, nullptr) == 0;
+    const bool tc_head = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, c0, nullptr) == 0;
     auto band = [&](int w) {
         return tc_head ? 0 : (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2);
     };

@@ -64,9 +64,10 @@ int head_gc(const ModelConfig &c) { return (9 * c.head_out_channels() + 15) / 16
 // Element counts of the chunk buffers a/b and q for a shape (see NetShape).
 void chunk_elems(const ModelConfig &c, const NetShape &s, int64_t *ea, int64_t *eq) {
     // no chunk larger than the domain; at least two rows of it and 4096 tokens, and one row of
-    // each patch expand's skip GEMM operand (Net::expand: 4 w (C2 / 4 + 2 Cs) bf16 per input row)
-    const int64_t c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2];
-    const int64_t expand_row = std::max((s.w / 2) * 4 * (c1 / 2 + 2 * c0), (s.w / 4) * 4 * (c2 / 2 + 2 * c1));
+    // each patch expand's skip GEMM operand (Net::expand: 4 w (C2 / 4 + 2 Cs) bf16 per input row,
+    // C2 / 4 = Cs: the expand of level l + 1 writes d2s maps of level l's width)
+    const int64_t c0 = c.channels[0], c1 = c.channels[1];
+    const int64_t expand_row = std::max((s.w / 2) * 4 * (3 * c0), (s.w / 4) * 4 * (3 * c1));
     const int64_t K = std::max<int64_t>({std::min<int64_t>(s.chunk, (int64_t)s.h * s.w), 2 * (int64_t)s.w, 4096,
                                          (expand_row + 2 * c0 - 1) / (2 * c0)});
     *ea = 2 * c0 * K;
@@ -203,16 +204,18 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     b += block(c0, c.heads[0]) * (c.depth_enc0 + c.depth_dec0) + block(c1, c.heads[1]) * (c.depth_enc1 + c.depth_dec1) +
          block(c2, c.heads[2]) * c.depth_mid;
     b += 4 * c0 * 4 * 2 + lin(4 * c0, c1, false) + 4 * c1 * 4 * 2 + lin(4 * c1, c2, false);
-    b += lin(c2, 2 * c2, true) + lin(3 * c1, c1, true) + lin(c1, 2 * c1, true) + lin(3 * c0, c0, true);  // skips: + Cs dup
+    b += lin(c2, 4 * c1, true) + lin(3 * c1, c1, true) + lin(c1, 4 * c0, true) + lin(3 * c0, c0, true);  // skips: + Cs dup
     // the fused merges' and expands' packed copies where patch_tc.cu builds a kernel for the shape
     // (the device's shared-memory limit may still refuse one at upload: then this overestimates)
-    auto merge_tc = [](size_t C) { return patch_merge_tc_refusal((int)C, (int)(2 * C)).empty() ? 4 * C * 2 * C * 2 + 2 * 4 * C * 4 : 0; };
-    auto expand_tc = [](size_t C, size_t Cs) {
-        return patch_expand_tc_refusal((int)C, (int)(2 * C), (int)Cs, (int)Cs).empty() ? 2 * C * C * 2 + 2 * C * 4 + Cs * (C / 2 + 2 * Cs) * 2 : 0;
+    auto merge_tc = [](size_t C, size_t Co) {
+        return patch_merge_tc_refusal((int)C, (int)Co).empty() ? 4 * C * Co * 2 + 2 * 4 * C * 4 : 0;
     };
-    b += merge_tc(c0) + merge_tc(c1) + expand_tc(c2, c1) + expand_tc(c1, c0);
+    auto expand_tc = [](size_t C, size_t Cs) {  // C -> 4 Cs, then [d2s | skip_hi | skip_lo] (3 Cs) -> Cs
+        return patch_expand_tc_refusal((int)C, (int)(4 * Cs), (int)Cs, (int)Cs).empty() ? 4 * Cs * C * 2 + 4 * Cs * 4 + Cs * 3 * Cs * 2 : 0;
+    };
+    b += merge_tc(c0, c1) + merge_tc(c1, c2) + expand_tc(c2, c1) + expand_tc(c1, c0);
     b += (size_t)3 * head_gc(c) * c0 * 2 + c.head_out_channels() * 4;
-    b += (size_t)9 * 16 * 3 * c0 * 2;  // head_conv3d_tc's weights (9, 16, 96) bf16
+    if (head_conv3d_tc_smem((int)c0)) b += (size_t)9 * 16 * 3 * c0 * 2;  // head_conv3d_tc's weights (9, 16, 3 c0) bf16
     // dev_alloc rounds nothing up; cudaMalloc's own granularity is not the engine's account
     return b;
 }
@@ -222,9 +225,16 @@ int Net::upload(Ctx &ctx, const Model &m) {
     cfg_ = m.cfg;
     const ModelConfig &c = cfg_;
     const ModelWeights &W = m.w;
-    DN_REQUIRE(c.window == 8 && c.head_dim == 32 && c.s2d == 2 && c.head_radius == 1 && c.channels[0] == 32 &&
-                   c.channels[1] == 64 && c.channels[2] == 128,
-               "the CUDA engine runs window 8, head dim 32, s2d 2, head radius 1 and channels 32/64/128");
+    DN_REQUIRE(c.window == 8 && c.head_dim == 32 && c.s2d == 2 && c.head_radius == 1,
+               "the CUDA engine runs window 8, head dim 32, s2d 2 and head radius 1");
+    // widths: multiples of 32 (head dim 32) up to 256 (merge_s2d_layernorm's 4C <= 1024, the direct
+    // fusion conv's Cout); c[i+1] <= 4 c[i] bounds the merges' and expands' rows per chunk
+    for (int i = 0; i < 3; ++i)
+        DN_REQUIRE(c.channels[i] >= 32 && c.channels[i] <= 256 && c.channels[i] % 32 == 0 &&
+                       c.channels[i] == c.heads[i] * 32 && (i == 0 || c.channels[i] <= 4 * c.channels[i - 1]),
+                   "channels " + std::to_string(c.channels[0]) + "/" + std::to_string(c.channels[1]) + "/" +
+                       std::to_string(c.channels[2]) +
+                       ": the CUDA engine runs multiples of 32 up to 256 (heads = C / 32), each at most 4x the one before");
     DN_REQUIRE(c.head_out_channels() <= 16, "head output channels > 16");
     DN_REQUIRE(2 * c.fusion_radius + 1 <= 8, "fusion window > 8 frames");
     DN_REQUIRE(W.fusion_w && W.fusion_b && W.head_w && W.head_b, "model weights not bound");
@@ -267,9 +277,9 @@ int Net::upload(Ctx &ctx, const Model &m) {
         TRY(put(ctx, &head_w_[dt], to_bf16(mt.data(), mt.size()), "head weight"));
     }
     TRY(put(ctx, &head_b_, std::vector<float>(W.head_b, W.head_b + hc), "head bias"));
-    // the tensor-core head's weights (head_tc.cu's layout), where the device runs it
+    // the tensor-core head's weights (head_tc.cu's layout), where it is built for c0 and the device runs it
     {
-        const int rc = head_conv3d_tc_supported(ctx.device, &no_head_tc_);
+        const int rc = head_conv3d_tc_supported(ctx.device, c0, &no_head_tc_);
         if (rc == DENOISE_EDEVICE) return fail(ctx, rc, no_head_tc_);
         if (rc == 0) {
             std::vector<uint16_t> wk((size_t)9 * 16 * 3 * c0);
@@ -499,8 +509,8 @@ int Net::stage(Ctx &ctx, const DevStage &S, float *x, int H, int W, bf16 *out) {
     return cast_to_bf16(ctx, x, (int64_t)H * W * S.C, out);
 }
 
-// Patch merge of x (H, W, C) -> out (H/2, W/2, 2C): on the fused path one patch_merge_tc launch,
-// else the op sequence in chunks of output rows.
+// Patch merge of x (H, W, C) -> out (H/2, W/2, C'), C' = red.out (2C in models v1 / v2): on the
+// fused path one patch_merge_tc launch, else the op sequence in chunks of output rows.
 int Net::merge(Ctx &ctx, const DevNorm &n, const DevLinear &red, const DevPatchTc &tc, const float *x, int H, int W, int C,
                float *out) {
     const int ho = H / 2, wo = W / 2, C4 = 4 * C, Co = red.out;
@@ -581,7 +591,8 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
                                                       " wider than the workspace's " + std::to_string(shape_.w));
     if (head_fused()) {
         TRY(mark(ctx, "head tensor-core conv3d"));
-        return head_conv3d_tc(ctx, F, h, w, head_wtc_, head_b_, cfg_.head_out_channels(), centre, out, as_change);
+        return head_conv3d_tc(ctx, F, h, w, cfg_.channels[0], head_wtc_, head_b_, cfg_.head_out_channels(), centre, out,
+                              as_change);
     }
     DN_REQUIRE(G_ && shape_.band > 0, "the two-pass head needs the workspace sized with a head band (NetShape.band "
                                       ">= 1); it was sized for the tensor-core head only");

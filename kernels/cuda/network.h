@@ -1,4 +1,6 @@
-// The network of models v1 and v2 on the GPU (network.cu): the weights uploaded once (bf16 GEMM
+// The network of models v1 and v2 on the GPU (network.cu), at any level widths c0/c1/c2 that are
+// multiples of 32 up to 256 with c[i+1] <= 4 c[i] (v1 / v2: 32/64/128; the v3 study's wide64:
+// 64/64/128; model.py's PatchMerge 4C -> C', PatchExpand C -> 4C'): the weights uploaded once (bf16 GEMM
 // operands, fp32 norms/biases/bias tables, packed from the model layer's PyTorch layouts; per Swin
 // block also the fused kernel's weight image), one U-Net pass F_s and the head on a domain of h x w
 // tokens, on one stream.
@@ -116,7 +118,7 @@ public:
     // (8-bit code values) on a domain of h x w tokens (within the workspace's shape).
     int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F);
     // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, min(-1, centre),
-    // max(1, centre)), or with as_change the change 0.5 (that - centre). F: (h, w, 32) bf16,
+    // max(1, centre)), or with as_change the change 0.5 (that - centre). F: (h, w, c0) bf16,
     // 16-byte aligned; centre (h, w, 12) bf16. head_fused(): one tensor-core kernel (head_tc.cu),
     // else the two-pass head in bands (needs a workspace band >= 1).
     int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change);
@@ -186,7 +188,7 @@ private:
     bf16 *head_w_[3] = {nullptr, nullptr, nullptr};  // (Gc, c0) per time tap
     float *head_b_ = nullptr;
     int head_gc_ = 0;
-    bf16 *head_wtc_ = nullptr;  // (9, 16, 96): head_conv3d_tc's layout (null: the device cannot run it)
+    bf16 *head_wtc_ = nullptr;  // (9, 16, 3 c0): head_conv3d_tc's layout (null: not built for c0, or the device cannot run it)
     std::string no_head_tc_;    // why not ("" when it can)
 
     NetShape shape_;

@@ -141,7 +141,7 @@ int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, co
 // (h, w, 12) bf16, wk (9, Cin, Cout) bf16 (tap-major, conv3x3_pack's layout), bias fp32,
 // out (h, w, Cout) fp32. Cin = 12 n + 1. fusion_conv3x3 runs conv3x3_tc.cu's tensor-core implicit
 // GEMM when it takes (n, Cout) on the device, else the direct form. fusion_conv3x3_direct: CUDA
-// cores, Cout must be 32, n <= 8. fusion_conv3x3_tc: n 1..8, Cout 16..64 in steps of 16, and
+// cores, Cout a multiple of 32 up to 256, n <= 8. fusion_conv3x3_tc: n 1..8, Cout 16..64 in steps of 16, and
 // fusion_conv3x3_tc_smem(n, Cout) bytes of shared memory per block (0: a shape it refuses) within
 // the device's opt-in limit; DENOISE_EINVAL with a message otherwise.
 int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
@@ -192,7 +192,7 @@ int cast_to_bf16(Ctx &ctx, const float *in, int64_t n, bf16 *out);
 int add_f32(Ctx &ctx, const float *a, const float *b, int64_t n, float *out);
 
 // ---- patch.cu: patch merge front half: s2d 2x2 of x (H, W, C) fp32 -> LN over 4C -> (H/2, W/2,
-// 4C) bf16 (then linear 4C -> 2C, no bias). d2s_concat: the expand's second half and the skip
+// 4C) bf16 (then linear 4C -> C', no bias). d2s_concat: the expand's second half and the skip
 // concat: out (2h, 2w, C4/4 + 2 Cs) bf16 = [d2s(up (h, w, C4) bf16) | skip_hi | skip_lo], the skip
 // map (2h, 2w, Cs) fp32 as two bf16 parts (hi = bf16(s), lo = bf16(s - hi)).
 int merge_s2d_layernorm(Ctx &ctx, const float *x, int H, int W, int C, const float *g, const float *b, float eps,
@@ -224,30 +224,34 @@ int patch_expand_tc(Ctx &ctx, const float *lo, int h, int w, int C, const bf16 *
 int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0, int r1, const float *bias, int Cout,
                  const bf16 *residual, float *out, bool as_change);
 
-// ---- head_tc.cu: the whole head (conv3d 3x3x3 of F[0..2] = F_{t-1}, F_t, F_{t+1}, each (h, w, 32)
-// bf16 16-byte aligned, spatial zero padding; + bias (Cout fp32) + residual (h, w, Cout) bf16,
-// clamped to [min(-1, r), max(1, r)]; out (h, w, Cout) fp32, or with as_change 0.5 (o - r)) in one
-// tensor-core kernel on the whole map; the same value as the three GEMMs + head_stencil up to fp32
-// summation order. wk: (9, 16, 96) bf16 from head_conv3d_tc_pack (PyTorch's head.weight (Cout, 32,
-// 3, 3, 3) fp32; false for Cin != 32 or Cout outside 1..16). head_conv3d_tc_supported: 0 when the
-// device's shared memory per block takes the kernel (head_conv3d_tc_smem() bytes), DENOISE_EINVAL
-// with the reason in *why otherwise, DENOISE_EDEVICE when the device cannot be queried.
-// head_conv3d_tc: 0, DENOISE_EINVAL (bad shape / pointer / device, with a message), EDEVICE.
-int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, const bf16 *wk, const float *bias, int Cout,
+// ---- head_tc.cu: the whole head (conv3d 3x3x3 of F[0..2] = F_{t-1}, F_t, F_{t+1}, each (h, w, Cin)
+// bf16 16-byte aligned, Cin 32 or 64, spatial zero padding; + bias (Cout fp32) + residual (h, w,
+// Cout) bf16, clamped to [min(-1, r), max(1, r)]; out (h, w, Cout) fp32, or with as_change 0.5 (o
+// - r)) in one tensor-core kernel on the whole map; the same value as the three GEMMs +
+// head_stencil up to fp32 summation order. wk: (9, 16, 3 Cin) bf16 from head_conv3d_tc_pack
+// (PyTorch's head.weight (Cout, Cin, 3, 3, 3) fp32; false for Cin other than 32 or 64 or Cout
+// outside 1..16). head_conv3d_tc_smem: its shared memory per block (0: a Cin it is not built
+// for). head_conv3d_tc_supported: 0 when the kernel is built for Cin and the device's shared
+// memory per block takes it, DENOISE_EINVAL with the reason in *why (may be null) otherwise,
+// DENOISE_EDEVICE when the device cannot be queried. head_conv3d_tc: 0, DENOISE_EINVAL (bad
+// shape / pointer / device, with a message), EDEVICE.
+int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, int Cin, const bf16 *wk, const float *bias, int Cout,
                    const bf16 *residual, float *out, bool as_change);
 bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
-size_t head_conv3d_tc_smem();
-// Work of the head on `tokens` tokens for the roofline: FLOP issued on tensor cores by
-// head_conv3d_tc (N padded to 16), FLOP of the conv itself (2 x 27 x 32 x Cout per token), and the
-// least DRAM bytes each form moves (three feature maps + residual read, output written; the
-// two-pass form also writes and reads G, (9 Cout rounded up to 16) fp32 per token).
-inline double head_conv3d_tc_flop(int64_t tokens) { return 2.0 * 9 * 96 * 16 * (double)tokens; }
-inline double head_conv3d_flop(int64_t tokens, int Cout) { return 2.0 * 27 * 32 * Cout * (double)tokens; }
-inline double head_conv3d_tc_bytes(int64_t tokens, int Cout) { return (3.0 * 64 + 6.0 * Cout) * (double)tokens; }
-inline double head_two_pass_bytes(int64_t tokens, int Cout) {
-    return head_conv3d_tc_bytes(tokens, Cout) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
+size_t head_conv3d_tc_smem(int Cin);
+// Work of the head on `tokens` tokens of Cin feature channels for the roofline: FLOP issued on
+// tensor cores by head_conv3d_tc (N padded to 16), FLOP of the conv itself (2 x 27 x Cin x Cout per
+// token), and the least DRAM bytes each form moves (three feature maps + residual read, output
+// written; the two-pass form also writes and reads G, (9 Cout rounded up to 16) fp32 per token).
+inline double head_conv3d_tc_flop(int64_t tokens, int Cin) { return 2.0 * 9 * 3 * Cin * 16 * (double)tokens; }
+inline double head_conv3d_flop(int64_t tokens, int Cout, int Cin) { return 2.0 * 27 * Cin * Cout * (double)tokens; }
+inline double head_conv3d_tc_bytes(int64_t tokens, int Cout, int Cin) {
+    return (3.0 * 2 * Cin + 6.0 * Cout) * (double)tokens;
 }
-int head_conv3d_tc_supported(int device, std::string *why);
+inline double head_two_pass_bytes(int64_t tokens, int Cout, int Cin) {
+    return head_conv3d_tc_bytes(tokens, Cout, Cin) + 2.0 * 4 * ((9 * Cout + 15) / 16 * 16) * (double)tokens;
+}
+int head_conv3d_tc_supported(int device, int Cin, std::string *why);
 
 // ---- block_match.cu: per-tile whole-pixel motion of one frame against another (model option
 // align's estimation; kernels/cpu/block_match.cpp, weights/denoise_train/align.py tile_shifts), same shifts as

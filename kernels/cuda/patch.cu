@@ -2,11 +2,12 @@
 //
 // merge_s2d_layernorm: Swin's 2x2 patch merging before its linear: s2d of the fp32 map (H, W, C)
 // to 4C channels (channel c*4 + dy*2 + dx, model.py's s2d_nhwc), LayerNorm over the 4C, bf16 out
-// (H/2, W/2, 4C); the linear 4C -> 2C (no bias) is linear.cu's. One warp per output token.
+// (H/2, W/2, 4C); the linear 4C -> C' (no bias; C' = 2C in models v1 / v2) is linear.cu's. One warp
+// per output token.
 // Traffic per output token: 16C B read (4 source tokens), 8C B written.
 //
 // d2s_concat: out (2h, 2w, C4/4 + 2 Cs) bf16 = [d2s(up) | skip_hi | skip_lo]: up (h, w, C4) bf16 is
-// the expand linear's output (C -> 2C), d2s as model.py's d2s_nhwc (out channel c of sub-pixel
+// the expand linear's output (C -> C4 = 4 Cs), d2s as model.py's d2s_nhwc (out channel c of sub-pixel
 // (dy, dx) is up channel c*4 + dy*2 + dx); skip (2h, 2w, Cs) fp32 is the encoder map of the same
 // level, written as two bf16 parts hi = bf16(s), lo = bf16(s - hi) (s to about 2^-17 of its size:
 // the skip map is the encoder's fp32 stream, and rounding it once to bf16 measurably costs PSNR,

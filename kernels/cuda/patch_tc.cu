@@ -20,7 +20,8 @@
 // H200 (4.8 TB/s; mma.sync's ridge is above 100 FLOP/B); a C 128 merge is 85 FLOP/B, near it. At
 // 4K (1920 x 1088 tokens) merge0 is 8.6 GFLOP and 401 MB (~0.08 ms at the bandwidth), merge1 8.6
 // GFLOP and 200 MB. Weights: Co 4C 2 B read from L2 per CTA (C 32: 256 B per output token).
-// Shared memory 128 C + 1 KB (C 32: 17 KB; C 256: 132 KB).
+// Shared memory 128 C + 1 KB (C 32: 17 KB; C 256: 132 KB). The v3 study's wide64 merge0 (C 64, Co
+// 64: 32.8 K FLOP for 1 KB + 256 B per output token) takes 33,792 B like v1's merge1.
 //
 // patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs, lo (h, w, C)
 // fp32 (rounded to bf16 for the GEMM, as cast_to_bf16), We (C2, C) bf16, be fp32, d2s as
@@ -44,7 +45,9 @@
 // Cost per low-res token: 2 C C2 + 8 (Cu + 2 Cs) Co FLOP (v1 expand1 C 128: 164 K; expand0 C 64:
 // 41 K) for 4 C + 16 Cs B read and 16 Co B written (C 128: 2.5 KB, 64 FLOP/B; C 64: 1.25 KB,
 // 33 FLOP/B): bandwidth-bound. At 4K expand0 reads 400 MB and writes 267 MB (~0.14 ms), expand1
-// 200 + 134 MB. Shared memory 64 (C + 8) + 256 (Cu + 2 Cs + 8) B (C 128: 59 KB).
+// 200 + 134 MB. Shared memory 64 (C + 8) + 256 (Cu + 2 Cs + 8) B (C 128: 59 KB). wide64's expand0
+// (C 64 -> C2 256, Cs = Co 64: 2 x 64 x 256 + 8 x 192 x 64 = 131 K FLOP per low-res token for 256
+// + 1024 B read and 1 KB written) takes 55,808 B; its expand1 is v1's (C 128 -> 256, Cs 64).
 //
 // Limits (refused with DENOISE_EINVAL and a message otherwise; patch_*_tc_refusal says why):
 // merge C 32..256 in steps of 32, Co a multiple of 16 up to 1024; expand C 16..512 and Cs, Co

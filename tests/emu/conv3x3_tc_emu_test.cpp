@@ -97,6 +97,12 @@ TEST(Conv3x3TcEmu, ModelV1) {
     check<4>(5, 1, 1, 25.f, 1, 4);     // every tap but the centre outside the map
     check<4>(5, 2, 19, 75.f, 2, 5);    // two rows: every token is an edge token
 }
+// the v3 study's wide64: 5 frames + sigma -> 64 (132,416 B of shared memory)
+TEST(Conv3x3TcEmu, Wide64) {
+    check<8>(5, 37, 21, 25.f, 4, 21);  // 3 x 2 tiles, tails in both directions, 4 CTAs loop
+    check<8>(5, 1, 1, 25.f, 1, 22);    // every tap but the centre outside the map
+    check<8>(5, 2, 19, 75.f, 2, 23);   // every token an edge token
+}
 // other fusion radii (K padding 0, 4, 8 and 12 channels) and widths
 TEST(Conv3x3TcEmu, OtherShapes) {
     check<2>(1, 5, 40, 25.f, 2, 11);   // 12 -> 16 channels

@@ -6,6 +6,8 @@
 // map's edges, N padding, fragment layouts, the epilogue's channel mask, tile tails, the
 // persistent tile loop, the as_change form).
 //
+// Feature channels Cin 32 (models v1 / v2: one K pass of the three time taps) and 64 (wide64: a
+// pass per time tap, the accumulators carried across the passes).
 // Each case: F ~ U(-1, 1), weights ~ U(-0.1, 0.1), bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3)
 // (so that the clamp, and its widening to out-of-range residuals, both act), fresh per case and
 // rounded to bf16 for both sides (the kernel takes bf16), so the two differ only in the fp32
@@ -35,10 +37,10 @@ using tc_emu::bits;
 using tc_emu::round_bf16;
 using tc_emu::uniform;
 
-// conv3d 3x3x3 in double: W (Cout, 32, 3, 3, 3), F[dt] (h, w, 32), zero outside the map in space.
-void reference(const std::vector<float> F[3], int h, int w, const std::vector<float> &W, const std::vector<float> &bias,
-               int Cout, const std::vector<float> &res, bool as_change, std::vector<float> *out, int64_t *clamped) {
-    const int Cin = 32;
+// conv3d 3x3x3 in double: W (Cout, Cin, 3, 3, 3), F[dt] (h, w, Cin), zero outside the map in space.
+void reference(const std::vector<float> F[3], int h, int w, int Cin, const std::vector<float> &W,
+               const std::vector<float> &bias, int Cout, const std::vector<float> &res, bool as_change,
+               std::vector<float> *out, int64_t *clamped) {
     out->assign((size_t)h * w * Cout, 0.f);
     *clamped = 0;
     for (int y = 0; y < h; ++y)
@@ -62,28 +64,29 @@ void reference(const std::vector<float> F[3], int h, int w, const std::vector<fl
             }
 }
 
-void check(int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
+void check(int Cin, int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<float> F[3];
     std::vector<uint16_t> Fb[3];
     for (int dt = 0; dt < 3; ++dt) {
-        F[dt] = uniform((size_t)h * w * 32, -1.f, 1.f, rng);
+        F[dt] = uniform((size_t)h * w * Cin, -1.f, 1.f, rng);
         Fb[dt] = bits(F[dt]);
     }
-    const std::vector<float> W = uniform((size_t)Cout * 32 * 27, -0.1f, 0.1f, rng);
+    const std::vector<float> W = uniform((size_t)Cout * Cin * 27, -0.1f, 0.1f, rng);
     const std::vector<float> bias = uniform(Cout, -0.1f, 0.1f, rng);
     const std::vector<float> res = uniform((size_t)h * w * Cout, -1.3f, 1.3f, rng);
     const std::vector<uint16_t> resb = bits(res);
-    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * head_tc::kK, 0xFFFF);
-    ASSERT_TRUE(head_conv3d_tc_pack(W.data(), Cout, 32, wk.data()));
+    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * 3 * Cin, 0xFFFF);
+    ASSERT_TRUE(head_conv3d_tc_pack(W.data(), Cout, Cin, wk.data()));
     std::vector<float> ref;
     int64_t clamped = 0;
-    reference(F, h, w, W, bias, Cout, res, as_change, &ref, &clamped);
+    reference(F, h, w, Cin, W, bias, Cout, res, as_change, &ref, &clamped);
 
     head_tc::Args a{};
     for (int dt = 0; dt < 3; ++dt) a.F[dt] = Fb[dt].data();
     a.h = h;
     a.w = w;
+    a.cin = Cin;
     a.wk = wk.data();
     a.bias = bias.data();
     a.cout = Cout;
@@ -94,14 +97,18 @@ void check(int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
     a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
     a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
     ncta = std::min(ncta, a.ntiles);
-    tc_emu::run_ctas(ncta, head_tc::kThreads, head_tc::kSmemBytes,
-                     [&](int b, int tid, uint8_t *sm) { head_tc::head_cta(a, b, ncta, tid, sm); });
+    const size_t bytes = head_tc::smem_bytes(Cin);
+    ASSERT_GT(bytes, 0u);
+    tc_emu::run_ctas(ncta, head_tc::kThreads, bytes,
+                     [&](int b, int tid, uint8_t *sm) { head_tc::head_cta_any(a, b, ncta, tid, sm); });
 
     const tc_emu::Diff df = tc_emu::compare(out, ref);
     const double rel = df.rel, max_abs = df.max_abs;
     const size_t bad = df.bad, first_bad = df.first_bad;
-    std::printf("Cout %2d %3dx%-3d %s CTAs %d of %d tiles: rel L2 %.2e, max abs %.2e, clamped %lld of %zu\n", Cout, w, h,
-                as_change ? "change" : "output", ncta, a.ntiles, rel, max_abs, (long long)clamped, out.size());
+    std::printf("Cin %2d Cout %2d %3dx%-3d %s CTAs %d of %d tiles (%zu B smem): rel L2 %.2e, max abs %.2e, clamped %lld "
+                "of %zu\n",
+                Cin, Cout, w, h, as_change ? "change" : "output", ncta, a.ntiles, bytes, rel, max_abs, (long long)clamped,
+                out.size());
     EXPECT_EQ(bad, 0u) << "unwritten or non-finite outputs, the first at token " << first_bad / Cout << " (x "
                        << first_bad / Cout % w << ", y " << first_bad / Cout / w << ") channel " << first_bad % Cout;
     EXPECT_LT(rel, 1e-5);
@@ -115,24 +122,37 @@ void check(int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
 
 // model v1 (RGB: 12 = 3 x 2 x 2 s2d channels)
 TEST(HeadTcEmu, ModelV1) {
-    check(37, 21, 12, false, 4, 1);  // 2 x 3 tiles, tails in both directions, 4 CTAs loop
-    check(16, 16, 12, true, 1, 2);   // exactly one tile, the change form
-    check(17, 33, 12, false, 2, 3);  // one-token tails
-    check(1, 1, 12, false, 1, 4);    // every tap but the centre outside the map
-    check(2, 19, 12, true, 2, 5);    // two rows: every token is an edge token
+    check(32, 37, 21, 12, false, 4, 1);  // 2 x 3 tiles, tails in both directions, 4 CTAs loop
+    check(32, 16, 16, 12, true, 1, 2);   // exactly one tile, the change form
+    check(32, 17, 33, 12, false, 2, 3);  // one-token tails
+    check(32, 1, 1, 12, false, 1, 4);    // every tap but the centre outside the map
+    check(32, 2, 19, 12, true, 2, 5);    // two rows: every token is an edge token
 }
 // other channel counts (gray: 4; odd; the full 16 with no N padding)
 TEST(HeadTcEmu, OtherCout) {
-    check(19, 9, 4, false, 1, 11);
-    check(5, 40, 7, true, 2, 12);
-    check(18, 17, 16, false, 3, 13);
-    check(9, 20, 1, true, 2, 14);
+    check(32, 19, 9, 4, false, 1, 11);
+    check(32, 5, 40, 7, true, 2, 12);
+    check(32, 18, 17, 16, false, 3, 13);
+    check(32, 9, 20, 1, true, 2, 14);
+}
+// the v3 study's wide64 (64 feature channels: three K passes, one per time tap)
+TEST(HeadTcEmu, Cin64) {
+    check(64, 37, 21, 12, false, 4, 21);  // tails in both directions, 4 CTAs loop over 6 tiles
+    check(64, 16, 16, 12, true, 1, 22);   // exactly one tile, the change form
+    check(64, 1, 1, 12, false, 1, 23);    // every tap but the centre outside the map
+    check(64, 2, 19, 12, true, 2, 24);    // every token an edge token
+    check(64, 18, 17, 16, false, 3, 25);  // Cout 16 (no N padding)
+    check(64, 9, 20, 4, true, 2, 26);     // gray
 }
 TEST(HeadTcEmu, PackRefuses) {
-    std::vector<float> W((size_t)17 * 64 * 27, 0.f);
-    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * head_tc::kK, 0xABCD);
-    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 12, 64, wk.data()));  // Cin 64
+    std::vector<float> W((size_t)17 * 96 * 27, 0.f);
+    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * 3 * 96, 0xABCD);
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 12, 96, wk.data()));  // Cin 96
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 12, 16, wk.data()));  // Cin 16
     EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 17, 32, wk.data()));  // Cout 17
-    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 0, 32, wk.data()));
+    EXPECT_FALSE(head_conv3d_tc_pack(W.data(), 0, 64, wk.data()));
     EXPECT_TRUE(std::all_of(wk.begin(), wk.end(), [](uint16_t v) { return v == 0xABCD; })) << "a refusal wrote weights";
+    EXPECT_EQ(head_tc::smem_bytes(96), 0u);
+    EXPECT_EQ(head_tc::smem_bytes(32), 97408u);
+    EXPECT_EQ(head_tc::smem_bytes(64), 104320u);
 }

@@ -211,6 +211,12 @@ TEST(PatchTcEmu, Merge) {
     check_merge(32, 48, 4, 6, 7);     // Co not 2C: 3 column groups over 4 warp lanes
     check_merge(160, 320, 2, 6, 8);   // one token per warp iteration, 5 float4 per lane
 }
+// the v3 study's wide64 (channels 64/64/128): merge0 4 x 64 -> 64 (merge1 64 -> 128 is v1's)
+TEST(PatchTcEmu, MergeWide64) {
+    check_merge(64, 64, 18, 30, 21);  // 135 tokens: 3 CTAs, tiles wrap rows
+    check_merge(64, 64, 2, 2, 22);    // one token
+    check_merge(64, 64, 10, 26, 23);  // a one-token tail
+}
 // model v1's expands (C 128 -> 256 -> 64 + 64 -> 64; C 64 -> 128 -> 32 + 32 -> 32), in place
 // as the engine runs them, and the other widths
 TEST(PatchTcEmu, Expand) {
@@ -221,4 +227,12 @@ TEST(PatchTcEmu, Expand) {
     check_expand(32, 64, 16, 16, 2, 3, false, 15);
     check_expand(256, 512, 128, 128, 2, 2, true, 16);  // model v2-deep's widest level
     check_expand(96, 192, 48, 48, 2, 5, false, 17);
+}
+// wide64's expands: expand0 64 -> 4 x 64 (+ skip 64 -> 64), expand1 128 -> 4 x 64 (+ 64 -> 64, v1's
+// shape), in place as the engine runs them and not
+TEST(PatchTcEmu, ExpandWide64) {
+    check_expand(64, 256, 64, 64, 3, 11, true, 31);    // 33 low-res tokens: a one-token tail
+    check_expand(64, 256, 64, 64, 5, 7, false, 32);    // 35 tokens, tiles wrap rows
+    check_expand(64, 256, 64, 64, 1, 1, true, 33);     // one token
+    check_expand(128, 256, 64, 64, 5, 7, true, 34);
 }

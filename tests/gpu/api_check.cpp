@@ -1,5 +1,6 @@
-// GPU checks, the public API, backend CUDA vs backend CPU: golden sequences (and vs PyTorch),
-// also on the correct-first path (DENOISE_CUDA_FUSED=0); the format families with memory HOST and
+// GPU checks, the public API, backend CUDA vs backend CPU: golden sequences (and vs PyTorch) of
+// model v1's widths (golden) and of the v3 study's wide64 widths 64/64/128 (golden_wide), also on
+// the correct-first path (DENOISE_CUDA_FUSED=0); the format families with memory HOST and
 // memory CUDA (a context of its own made current, as FFmpeg's hwcontext does), with amounts
 // (blend, luma, chroma); an amount change between pushes applies from the next pushed frame on
 // (pipelined outputs included); the trained weights on the sample clips (PSNR within 0.05 dB).
@@ -183,6 +184,7 @@ int main(int argc, char **argv) {
         }
         (void)ctx;
         timed("api golden sequences", [&] { golden_api_checks(""); });
+        timed("api golden sequences, channels 64/64/128 (golden_wide)", [&] { golden_api_checks("", "golden_wide"); });
         // part: the blend and both scales off 1 (luma 0.7, chroma 0.3 once the blend is folded in)
         const DenoiseAmount one{DENOISE_AMOUNT_DEFAULTS}, part{0.8f, 0.875f, 0.375f};
         // outputs over their own inputs: once per layout family (planar, semi-planar with shifted
@@ -215,6 +217,7 @@ int main(int argc, char **argv) {
         timed("api golden sequences, correct-first", [&] {
             setenv("DENOISE_CUDA_FUSED", "0", 1);
             golden_api_checks("correct-first ");
+            golden_api_checks("correct-first ", "golden_wide");
             unsetenv("DENOISE_CUDA_FUSED");
         });
     });

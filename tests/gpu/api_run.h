@@ -532,8 +532,9 @@ inline std::vector<HostFrame> clip_frames(const Fmt &F, const DenoiseColor &col,
     return v;
 }
 
-// golden: the file pair tests/data/<golden>_tensors / _weights.safetensors ("golden", or
-// "golden_align": the aligned model, align 8, tile 32, on moving content)
+// golden: the file pair tests/data/<golden>_tensors / _weights.safetensors ("golden";
+// "golden_align": the aligned model, align 8, tile 32, on moving content; "golden_wide": channels
+// 64/64/128, make_goldens.py --wide)
 inline void golden_api_checks(const char *path, const std::string &golden = "golden") {
     StFile g;
     std::string err;

@@ -11,7 +11,8 @@
 //     random inputs x ~ N(0, 1) and random weights scaled like trained ones (tests/common/swin_ref.h), on
 //     maps where the masked (wrapped) windows matter (one window; 3 windows wide; odd window counts
 //     for 2-window tiles) and, in full mode, 1080p token grids (model v1's three widths at their
-//     stages' grids, the other widths at the grid of a level a wider model would give them).
+//     stages' grids, the other widths at the grid of a level a wider model would give them, C 64
+//     also at level 0 as wide64 runs it).
 //     The map sits between two guard bands poisoned with 0xFF bytes (NaN) that must stay
 //     untouched; no token may come back bit-identical to its input (every token written); pass:
 //     relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite (output and
@@ -27,7 +28,7 @@
 //  5. the head: head_conv3d_tc vs the two-pass head (cuBLASLt GEMMs + head_stencil in bands of
 //     rows, Net::head's loop) vs the CPU engine's fp32 head (kernels/cpu/head.cpp) on fresh random
 //     bf16-exact inputs (F ~ U(-1, 1), weights and bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3)),
-//     1x1 to a 1080p frame's 960x544 tokens, odd widths / heights, Cout 1..16 (12, 7, 16, 4),
+//     1x1 to a 1080p frame's 960x544 tokens, odd widths / heights, Cin 32 and 64, Cout 1..16 (12, 7, 16, 4),
 //     bands of 1 row to the backend's, output and change forms; outputs poisoned (NaN) between
 //     guard bands; pass: all finite, rel L2 < 1e-5 and max abs < 1e-4 pairwise (fp32 summation
 //     order only), guards intact, some outputs clamped; then its refusals.
@@ -357,7 +358,8 @@ struct ExpandW {
     float *bs32;
     bf16 *wep, *wsp;  // packed
     float *bep;
-    ExpandW(int C_, int Cs_, std::mt19937 &rng) : C(C_), C2(2 * C_), Cs(Cs_), Co(Cs_), Ck(C_ / 2 + Cs_), Kz(Ck + Cs_) {
+    // model.py's PatchExpand(C, Cs) (C -> 4 Cs, d2s to Cs) and skip linear 2 Cs -> Cs
+    ExpandW(int C_, int Cs_, std::mt19937 &rng) : C(C_), C2(4 * Cs_), Cs(Cs_), Co(Cs_), Ck(2 * Cs_), Kz(Ck + Cs_) {
         We = uni((size_t)C2 * C, -1.f / std::sqrt((float)C), 1.f / std::sqrt((float)C), rng);
         be = uni(C2, -0.2f, 0.2f, rng);
         Ws = uni((size_t)Co * Ck, -1.f / std::sqrt((float)Ck), 1.f / std::sqrt((float)Ck), rng);
@@ -460,9 +462,9 @@ Cmp compare_all(const std::vector<float> &a, const std::vector<float> &b) {
     return c;
 }
 
-void check_merge(int C, int H, int W, int rows, uint32_t seed) {
+void check_merge(int C, int Co_, int H, int W, int rows, uint32_t seed) {
     std::mt19937 rng(seed);
-    MergeW m(C, 2 * C, rng);
+    MergeW m(C, Co_, rng);
     const int K = 4 * C, ho = H / 2, wo = W / 2, Co = m.Co;
     const int64_t nt = (int64_t)ho * wo, stride = stride_of(nt);
     const std::vector<float> x = token_map((size_t)H * W, C, rng);
@@ -510,9 +512,9 @@ void check_merge(int C, int H, int W, int rows, uint32_t seed) {
            guards ? "intact" : "WRITTEN", same_in ? "unchanged" : "CHANGED");
 }
 
-void check_expand(int C, int h, int w, bool in_place, int rows, uint32_t seed) {
+void check_expand(int C, int Cs_, int h, int w, bool in_place, int rows, uint32_t seed) {
     std::mt19937 rng(seed);
-    ExpandW e(C, C / 2, rng);
+    ExpandW e(C, Cs_, rng);
     const int Cu = e.C2 / 4, Cs = e.Cs, Co = e.Co, Ck = e.Ck, W2 = 2 * w;
     const int64_t nlo = (int64_t)h * w, nhi = 4 * nlo, stride = stride_of(nhi);
     const std::vector<float> lo = token_map((size_t)nlo, C, rng), skip = token_map((size_t)nhi, Cs, rng);
@@ -603,28 +605,36 @@ void check_refusals() {
 void run(bool quick) {
     uint32_t seed = 7000;
     g_seq = !quick;
-    // model v1's merges (C 32 at the level-0 grid, C 64 at level 1) and a deeper model's C 128;
-    // small maps with tile tails that wrap output rows, the sequence in chunks of a few rows
-    check_merge(32, 34, 46, 3, seed++);
-    check_merge(32, 2, 2, 1, seed++);
-    check_merge(64, 18, 30, 2, seed++);
-    check_merge(128, 10, 14, 1, seed++);
-    check_merge(256, 6, 10, 2, seed++);
-    check_expand(128, 9, 15, true, 2, seed++);
-    check_expand(128, 9, 15, false, 4, seed++);
-    check_expand(64, 17, 23, true, 3, seed++);
-    check_expand(64, 1, 1, false, 1, seed++);
-    check_expand(256, 5, 7, true, 2, seed++);
+    // model v1's merges (C 32 -> 64 at the level-0 grid, C 64 -> 128 at level 1) and a deeper
+    // model's C 128; wide64's (64 -> 64 at level 0, 64 -> 128 at level 1 as v1's): small maps with
+    // tile tails that wrap output rows, the sequence in chunks of a few rows
+    check_merge(32, 64, 34, 46, 3, seed++);
+    check_merge(32, 64, 2, 2, 1, seed++);
+    check_merge(64, 128, 18, 30, 2, seed++);
+    check_merge(128, 256, 10, 14, 1, seed++);
+    check_merge(256, 512, 6, 10, 2, seed++);
+    check_merge(64, 64, 34, 46, 3, seed++);
+    // v1's expands (128 -> 4 x 64 + 64, 64 -> 4 x 32 + 32), wide64's (128 -> 4 x 64 as v1's, 64 ->
+    // 4 x 64 + 64), in place as the engine runs them and not
+    check_expand(128, 64, 9, 15, true, 2, seed++);
+    check_expand(128, 64, 9, 15, false, 4, seed++);
+    check_expand(64, 32, 17, 23, true, 3, seed++);
+    check_expand(64, 32, 1, 1, false, 1, seed++);
+    check_expand(256, 128, 5, 7, true, 2, seed++);
+    check_expand(64, 64, 17, 23, true, 3, seed++);
+    check_expand(64, 64, 9, 15, false, 2, seed++);
     check_refusals();
     if (!quick) {
         // 1080p token grids (1920x1088 frame), the engine's chunk rows for the sequence
-        check_merge(32, 544, 960, 136, seed++);
-        check_merge(64, 272, 480, 68, seed++);
-        check_merge(128, 136, 240, 1000, seed++);
-        check_expand(128, 68, 120, true, 17, seed++);
-        check_expand(64, 136, 240, true, 34, seed++);
-        check_expand(64, 136, 240, false, 1000, seed++);
-        check_expand(256, 34, 60, true, 1000, seed++);
+        check_merge(32, 64, 544, 960, 136, seed++);
+        check_merge(64, 128, 272, 480, 68, seed++);
+        check_merge(128, 256, 136, 240, 1000, seed++);
+        check_merge(64, 64, 544, 960, 136, seed++);
+        check_expand(128, 64, 68, 120, true, 17, seed++);
+        check_expand(64, 32, 136, 240, true, 34, seed++);
+        check_expand(64, 32, 136, 240, false, 1000, seed++);
+        check_expand(256, 128, 34, 60, true, 1000, seed++);
+        check_expand(64, 64, 136, 240, true, 34, seed++);
     }
 }
 
@@ -637,10 +647,10 @@ void run(bool quick) {
 // F ~ U(-1, 1), weights ~ U(-0.1, 0.1), bias ~ U(-0.1, 0.1), residual ~ U(-1.3, 1.3) (the clamp
 // and its widening both act), all bf16-exact so that the three differ only in fp32 summation.
 struct HeadCase {
-    int h, w, Cout;
-    std::vector<float> F[3], W, bias, res;  // W: PyTorch's (Cout, 32, 3, 3, 3)
+    int h, w, Cout, Cin;
+    std::vector<float> F[3], W, bias, res;  // W: PyTorch's (Cout, Cin, 3, 3, 3)
     std::vector<uint16_t> Fb[3], resb;
-    HeadCase(int h_, int w_, int Cout_, uint32_t seed) : h(h_), w(w_), Cout(Cout_) {
+    HeadCase(int h_, int w_, int Cout_, uint32_t seed, int Cin_ = 32) : h(h_), w(w_), Cout(Cout_), Cin(Cin_) {
         auto uni = [&](size_t n, float lo, float hi, uint32_t s) {
             std::mt19937 rng(s);
             std::uniform_real_distribution<float> u(lo, hi);
@@ -649,25 +659,26 @@ struct HeadCase {
             return v;
         };
         for (int dt = 0; dt < 3; ++dt) {
-            F[dt] = uni((size_t)h * w * 32, -1.f, 1.f, seed + dt);
+            F[dt] = uni((size_t)h * w * Cin, -1.f, 1.f, seed + dt);
             Fb[dt] = bf16_of(F[dt].data(), F[dt].size());
         }
-        W = uni((size_t)Cout * 32 * 27, -0.1f, 0.1f, seed + 3);
+        W = uni((size_t)Cout * Cin * 27, -0.1f, 0.1f, seed + 3);
         bias = uni(Cout, -0.1f, 0.1f, seed + 4);
         res = uni((size_t)h * w * Cout, -1.3f, 1.3f, seed + 5);
         resb = bf16_of(res.data(), res.size());
     }
 };
 
-// The two-pass head's weights (Net::upload's layout): per time tap (Gc, 32) bf16, row (ky*3 +
+// The two-pass head's weights (Net::upload's layout): per time tap (Gc, Cin) bf16, row (ky*3 +
 // kx)*Cout + o, rows 9 Cout .. Gc-1 zero.
 int head_gc(int Cout) { return (9 * Cout + 15) / 16 * 16; }
 std::vector<uint16_t> two_pass_weights(const HeadCase &c, int dt) {
-    const int Gc = head_gc(c.Cout);
-    std::vector<float> m((size_t)Gc * 32, 0.f);
+    const int Gc = head_gc(c.Cout), Cin = c.Cin;
+    std::vector<float> m((size_t)Gc * Cin, 0.f);
     for (int o = 0; o < c.Cout; ++o)
-        for (int ci = 0; ci < 32; ++ci)
-            for (int t = 0; t < 9; ++t) m[((size_t)t * c.Cout + o) * 32 + ci] = c.W[(((size_t)o * 32 + ci) * 3 + dt) * 9 + t];
+        for (int ci = 0; ci < Cin; ++ci)
+            for (int t = 0; t < 9; ++t)
+                m[((size_t)t * c.Cout + o) * Cin + ci] = c.W[(((size_t)o * Cin + ci) * 3 + dt) * 9 + t];
     return bf16_of(m.data(), m.size());
 }
 
@@ -675,14 +686,15 @@ struct DevHead {
     Dev F0, F1, F2, wtc, w0, w1, w2, bias, res, G;
     int Gc, band;
     DevHead(const HeadCase &c, int band_)
-        : F0(2 * c.Fb[0].size()), F1(2 * c.Fb[1].size()), F2(2 * c.Fb[2].size()), wtc(2 * 9 * 16 * 96),
-          w0(2 * (size_t)head_gc(c.Cout) * 32), w1(w0.bytes), w2(w0.bytes), bias(4 * c.Cout), res(2 * c.resb.size()),
+        : F0(2 * c.Fb[0].size()), F1(2 * c.Fb[1].size()), F2(2 * c.Fb[2].size()), wtc(2 * 9 * 16 * 3 * (size_t)c.Cin),
+          w0(2 * (size_t)head_gc(c.Cout) * c.Cin), w1(w0.bytes), w2(w0.bytes), bias(4 * c.Cout), res(2 * c.resb.size()),
           G(4 * (size_t)(std::min(band_, c.h) + 2) * c.w * head_gc(c.Cout)), Gc(head_gc(c.Cout)), band(band_) {
         upload(F0, c.Fb[0].data(), F0.bytes);
         upload(F1, c.Fb[1].data(), F1.bytes);
         upload(F2, c.Fb[2].data(), F2.bytes);
-        std::vector<uint16_t> wk((size_t)9 * 16 * 96);
-        if (!head_conv3d_tc_pack(c.W.data(), c.Cout, 32, wk.data())) fatal("head_conv3d_tc_pack refused Cout " + std::to_string(c.Cout));
+        std::vector<uint16_t> wk((size_t)9 * 16 * 3 * c.Cin);
+        if (!head_conv3d_tc_pack(c.W.data(), c.Cout, c.Cin, wk.data()))
+            fatal("head_conv3d_tc_pack refused Cin " + std::to_string(c.Cin) + " Cout " + std::to_string(c.Cout));
         upload(wtc, wk.data(), wtc.bytes);
         Dev *wt[3] = {&w0, &w1, &w2};
         for (int dt = 0; dt < 3; ++dt) {
@@ -695,7 +707,8 @@ struct DevHead {
     const bf16 *F(int dt) const { return (dt == 0 ? F0 : dt == 1 ? F1 : F2).as<bf16>(); }
     int tc(const HeadCase &c, float *out, bool as_change) const {
         const bf16 *Fp[3] = {F(0), F(1), F(2)};
-        return head_conv3d_tc(g_ctx, Fp, c.h, c.w, wtc.as<bf16>(), bias.as<float>(), c.Cout, res.as<bf16>(), out, as_change);
+        return head_conv3d_tc(g_ctx, Fp, c.h, c.w, c.Cin, wtc.as<bf16>(), bias.as<float>(), c.Cout, res.as<bf16>(), out,
+                              as_change);
     }
     // Net::head's two-pass loop; parts: 1 the GEMMs only, 2 the stencil only, 3 both
     int two_pass(const HeadCase &c, float *out, bool as_change, int parts = 3) const {
@@ -706,8 +719,8 @@ struct DevHead {
             const int64_t ng = (int64_t)(g1 - g0) * c.w;
             if (parts & 1)
                 for (int dt = 0; dt < 3; ++dt)
-                    if ((rc = linear(g_ctx, F(dt) + (size_t)g0 * c.w * 32, ng, 32, 32, wt[dt], nullptr, Gc, G.p, true, Gc,
-                                     dt ? 1.f : 0.f)))
+                    if ((rc = linear(g_ctx, F(dt) + (size_t)g0 * c.w * c.Cin, ng, c.Cin, c.Cin, wt[dt], nullptr, Gc, G.p, true,
+                                     Gc, dt ? 1.f : 0.f)))
                         return rc;
             if (parts & 2)
                 if ((rc = head_stencil(g_ctx, G.as<float>(), Gc, g0, c.h, c.w, r0, r1, bias.as<float>(), c.Cout,
@@ -741,15 +754,15 @@ Diff diff(const std::vector<float> &a, const std::vector<float> &ref) {
 
 constexpr double kHeadRel = 1e-5, kHeadAbs = 1e-4;  // fp32 summation order only (outputs O(1))
 
-void check_head(int h, int w, int Cout, bool as_change, int band, uint32_t seed) {
-    const HeadCase c(h, w, Cout, seed);
+void check_head(int h, int w, int Cout, bool as_change, int band, uint32_t seed, int Cin = 32) {
+    const HeadCase c(h, w, Cout, seed, Cin);
     const DevHead d(c, band);
     const size_t n = (size_t)h * w * Cout;
     // the CPU engine's head (fp32) on the same bf16-exact values
-    std::vector<float> ref(n), work(cpu::head_work_floats(h, w, Cout)), wt((size_t)3 * 32 * 9 * Cout);
-    cpu::head_pack(c.W.data(), Cout, 32, wt.data());
+    std::vector<float> ref(n), work(cpu::head_work_floats(h, w, Cout)), wt((size_t)3 * Cin * 9 * Cout);
+    cpu::head_pack(c.W.data(), Cout, Cin, wt.data());
     const float *Fp[3] = {c.F[0].data(), c.F[1].data(), c.F[2].data()};
-    cpu::head_conv3d(Fp, h, w, 32, wt.data(), c.bias.data(), Cout, c.res.data(), ref.data(), work.data());
+    cpu::head_conv3d(Fp, h, w, Cin, wt.data(), c.bias.data(), Cout, c.res.data(), ref.data(), work.data());
     int64_t clamped = 0;
     for (size_t i = 0; i < n; ++i) {
         if (ref[i] == std::max(1.f, c.res[i]) || ref[i] == std::min(-1.f, c.res[i])) ++clamped;  // at a bound
@@ -777,10 +790,10 @@ void check_head(int h, int w, int Cout, bool as_change, int band, uint32_t seed)
         detail = b;
     }
     result(pass,
-           "head %4dx%-4d Cout %2d %s bands of %d rows: tensor-core vs CPU rel L2 %.2e max abs %.2e; two-pass vs CPU "
+           "head %4dx%-4d Cin %2d Cout %2d %s bands of %d rows: tensor-core vs CPU rel L2 %.2e max abs %.2e; two-pass vs CPU "
            "%.2e / %.2e; tensor-core vs two-pass %.2e / %.2e (each < %.0e / %.0e); non-finite %lld / %lld; clamped %lld "
            "of %zu; guards %s / %s%s",
-           w, h, Cout, as_change ? "change" : "output", band, e_tc.rel, e_tc.max_abs, e_2p.rel, e_2p.max_abs, e_x.rel,
+           w, h, Cin, Cout, as_change ? "change" : "output", band, e_tc.rel, e_tc.max_abs, e_2p.rel, e_2p.max_abs, e_x.rel,
            e_x.max_abs, kHeadRel, kHeadAbs, (long long)e_tc.nonfinite, (long long)e_2p.nonfinite, (long long)clamped, n,
            guards[0] ? "intact" : "WRITTEN", guards[1] ? "intact" : "WRITTEN", detail.c_str());
 }
@@ -794,26 +807,32 @@ void check_head_refusals() {
     const struct {
         const char *what;
         const bf16 *const *F;
-        int h, w, Cout;
+        int h, w, Cin, Cout;
         const bf16 *wk;
     } bad[] = {
-        {"Cout 17", Fp, 16, 16, 17, d.wtc.as<bf16>()},
-        {"Cout 0", Fp, 16, 16, 0, d.wtc.as<bf16>()},
-        {"h 0 (empty map)", Fp, 0, 16, 12, d.wtc.as<bf16>()},
-        {"feature map 1 not 16-byte aligned", Fmis, 16, 16, 12, d.wtc.as<bf16>()},
-        {"null weights", Fp, 16, 16, 12, nullptr},
+        {"Cout 17", Fp, 16, 16, 32, 17, d.wtc.as<bf16>()},
+        {"Cout 0", Fp, 16, 16, 32, 0, d.wtc.as<bf16>()},
+        {"Cin 96", Fp, 16, 16, 96, 12, d.wtc.as<bf16>()},
+        {"h 0 (empty map)", Fp, 0, 16, 32, 12, d.wtc.as<bf16>()},
+        {"feature map 1 not 16-byte aligned", Fmis, 16, 16, 32, 12, d.wtc.as<bf16>()},
+        {"null weights", Fp, 16, 16, 32, 12, nullptr},
     };
     for (const auto &b : bad) {
         g_ctx.err.clear();
-        const int rc = head_conv3d_tc(g_ctx, b.F, b.h, b.w, b.wk, d.bias.as<float>(), b.Cout, d.res.as<bf16>(),
+        const int rc = head_conv3d_tc(g_ctx, b.F, b.h, b.w, b.Cin, b.wk, d.bias.as<float>(), b.Cout, d.res.as<bf16>(),
                                       out.as<float>(), false);
         result(rc == DENOISE_EINVAL && !g_ctx.err.empty(), "head_conv3d_tc refuses %s: rc %d, \"%s\"", b.what, rc,
                g_ctx.err.c_str());
     }
+    for (int Cin : {32, 64}) {
+        std::string why;
+        const int rc = head_conv3d_tc_supported(g_ctx.device, Cin, &why);
+        result(rc == 0, "head_conv3d_tc_supported on this device, Cin %d: rc %d (needs %zu B of shared memory per block) %s",
+               Cin, rc, head_conv3d_tc_smem(Cin), why.c_str());
+    }
     std::string why;
-    const int rc = head_conv3d_tc_supported(g_ctx.device, &why);
-    result(rc == 0, "head_conv3d_tc_supported on this device: rc %d (needs %zu B of shared memory per block) %s", rc,
-           head_conv3d_tc_smem(), why.c_str());
+    const int rc = head_conv3d_tc_supported(g_ctx.device, 96, &why);
+    result(rc == DENOISE_EINVAL && !why.empty(), "head_conv3d_tc_supported refuses Cin 96: rc %d, \"%s\"", rc, why.c_str());
 }
 
 void head_checks(bool quick) {
@@ -823,11 +842,17 @@ void head_checks(bool quick) {
     check_head(17, 33, 7, true, 5, 504);    // odd Cout, one-token tails
     check_head(18, 17, 16, false, 64, 505); // Cout 16 (no N padding); one band
     check_head(19, 9, 4, true, 3, 506);     // gray (4 channels)
+    // wide64's head (64 feature channels: three K passes in the tensor-core kernel)
+    check_head(37, 21, 12, false, 7, 511, 64);
+    check_head(2, 19, 12, true, 1, 512, 64);
+    check_head(18, 17, 16, false, 64, 513, 64);
     if (!quick) {
         check_head(135, 241, 12, true, 7, 507);  // odd width and height, many tiles and bands
         const int band = (int)std::max<int64_t>(1, ((int64_t)32 << 20) / ((int64_t)960 * 112 * 4) - 2);
         check_head(544, 960, 12, true, band, 508);   // a 1080p frame's token map, the backend's bands
         check_head(544, 960, 12, false, band, 509);
+        check_head(135, 241, 12, false, 7, 514, 64);
+        check_head(544, 960, 12, true, band, 515, 64);
     }
     check_head_refusals();
 }
@@ -894,10 +919,11 @@ int main(int argc, char **argv) {
                     const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / 32);
                     check_vs_cpu(Tile{s.C, 32, ts[0].tw, ts[0].nw}, s.H, s.W, sh, bf, seed += 10);
                 }
-        // the other widths on the 1080p grid of a level a wider model would put them at
+        // the other widths on the 1080p grid of a level a wider model would put them at (C 64 at
+        // level 0: wide64's)
         const struct {
             int C, HD, H, W;
-        } wide[] = {{48, 48, 544, 960}, {96, 32, 272, 480}, {192, 32, 136, 240}, {256, 32, 136, 240}};
+        } wide[] = {{48, 48, 544, 960}, {64, 32, 544, 960}, {96, 32, 272, 480}, {192, 32, 136, 240}, {256, 32, 136, 240}};
         for (const auto &s : wide) {
             const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / s.HD);
             check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 4, false, seed += 10);

@@ -1,5 +1,6 @@
 // GPU checks, network: U-Net + head vs the CPU's, unchunked and in small chunks / bands, with the
-// golden weights and (--weights) the trained ones. --quick: only the golden weights' loading.
+// golden weights (model v1's widths, and golden_wide's 64/64/128) and (--weights) the trained ones.
+// --quick: only the golden weights' loading (and upload, for the wide ones: the engine takes them).
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include "cpu/unet.h"
 #include "cuda/network.h"
@@ -118,16 +119,31 @@ void network_check(cuda::Ctx &ctx, const Model &M, const char *label, int h, int
 
 int main(int argc, char **argv) {
     return run_checks(argc, argv, [](cuda::Ctx &ctx, const Options &o) {
-        Model gm;
+        Model gm, wm;
         std::string err;
         const bool have_gm = load_model(data_dir() + "/golden_weights.safetensors", &gm, &err);
         if (!have_gm) result(false, "golden weights: %s", err.c_str());
+        const bool have_wm = load_model(data_dir() + "/golden_wide_weights.safetensors", &wm, &err);
+        if (!have_wm) result(false, "golden_wide weights: %s", err.c_str());
+        if (have_wm) {  // the engine takes widths other than models v1 / v2's 32/64/128
+            cuda::Net net;
+            const int rc = net.upload(ctx, wm);
+            result(rc == 0, "golden_wide weights (channels %d/%d/%d) uploaded: rc %d %s; %s; %s", wm.cfg.channels[0],
+                   wm.cfg.channels[1], wm.cfg.channels[2], rc, rc ? ctx.err.c_str() : "", rc ? "" : net.patch_path().c_str(),
+                   rc ? "" : net.head_path().c_str());
+            net.destroy(ctx);
+        }
         if (o.quick) return;
         timed("network", [&] {
             if (have_gm) {
                 network_check(ctx, gm, "golden-weights", 64, 96, false, 1e-2);
                 network_check(ctx, gm, "golden-weights", 64, 96, true, 1e-2);
                 network_check(ctx, gm, "golden-weights", 32, 32, false, 1e-2);
+            }
+            if (have_wm) {
+                network_check(ctx, wm, "golden-wide-weights", 64, 96, false, 1e-2);
+                network_check(ctx, wm, "golden-wide-weights", 64, 96, true, 1e-2);
+                network_check(ctx, wm, "golden-wide-weights", 32, 32, false, 1e-2);
             }
             if (!o.weights.empty()) {
                 Model tm;

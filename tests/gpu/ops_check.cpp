@@ -19,7 +19,8 @@ void ops_checks(cuda::Ctx &ctx) {
 
     // fusion conv 3x3, n frames + sigma: the dispatching entry point, the direct form and the
     // tensor-core implicit GEMM; model v1's shape on a map of whole 16 x 16 tiles and one with tails
-    // (and edge-only rows), other fusion radii and widths on the tensor-core path
+    // (and edge-only rows), other fusion radii and widths on the tensor-core path; wide64's Cout 64
+    // and a wider c0 on the direct form (a block per group of 32 output channels)
     using FusionFn = int (*)(cuda::Ctx &, const bf16 *const *, int, float, int, int, const bf16 *, const float *, int,
                              float *);
     struct FusionCase {
@@ -37,6 +38,10 @@ void ops_checks(cuda::Ctx &ctx) {
         {cuda::fusion_conv3x3_tc, " tc", 1, 16, 5, 40},
         {cuda::fusion_conv3x3_tc, " tc", 3, 48, 19, 9},
         {cuda::fusion_conv3x3_tc, " tc", 7, 64, 20, 33},
+        {cuda::fusion_conv3x3, "", 5, 64, 37, 21},
+        {cuda::fusion_conv3x3_tc, " tc", 5, 64, 37, 21},
+        {cuda::fusion_conv3x3_direct, " direct", 5, 64, 37, 21},
+        {cuda::fusion_conv3x3_direct, " direct", 5, 256, 19, 9},
     };
     for (const FusionCase &fc : fusion_cases) {
         const int h = fc.h, w = fc.w, nf = fc.nf, Cin = 12 * nf + 1, Co = fc.Co;

@@ -18,8 +18,8 @@ double gflop_per_frame(const ModelConfig &c, int H, int W) {
     macs += block(c0, n0) * (c.depth_enc0 + c.depth_dec0) + block(c1, n1) * (c.depth_enc1 + c.depth_dec1);
     macs += block(c2, n2) * c.depth_mid;
     macs += n1 * 4 * c0 * c1 + n2 * 4 * c1 * c2;
-    macs += n2 * c2 * 2 * c2 + n1 * 2 * c1 * c1;
-    macs += n1 * c1 * 2 * c1 + n0 * 2 * c0 * c0;
+    macs += n2 * c2 * 4 * c1 + n1 * 2 * c1 * c1;  // expand1 (C -> 4C') + skip1
+    macs += n1 * c1 * 4 * c0 + n0 * 2 * c0 * c0;  // expand0 + skip0
     macs += n0 * c0 * 27 * 12;
     return 2 * macs / 1e9;
 }

@@ -95,8 +95,8 @@ int bench_ceilings(int iters);                                   // ceilings.cpp
 int bench_align(const Model &M, int W, int H, int iters);         // align.cpp
 int bench_kernels(const Model &M, int W, int H, int iters);       // kernels.cpp
 int bench_patch(const Model &M, int W, int H, int iters);         // patch.cpp
-int bench_fusion_conv(int w, int h, int iters);                   // fusion_conv.cpp
-int bench_head(int w, int h, int iters);                          // head.cpp
+int bench_fusion_conv(int w, int h, int iters, int Co);           // fusion_conv.cpp
+int bench_head(int w, int h, int iters, int c0);                  // head.cpp
 int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory mem, int64_t cap);  // api.cpp
 void print_plans(const Model &M, int W, int H);                   // api.cpp
 int bench_swin(int iters);                                        // swin.cpp

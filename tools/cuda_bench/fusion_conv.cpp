@@ -4,14 +4,15 @@
 namespace cuda_bench {
 
 // The public API on `frames` yuv420p frames; memory CUDA uses the primary context and a stream.
-// --fusion-conv: the input fusion conv alone (5 frames + sigma -> 32 channels, random bf16 frames
-// and weights) on a token map of W x H: the direct form (CUDA cores) and the tensor-core implicit
-// GEMM side by side in one run, each timed with CUDA events after 3 warm-ups, median of `iters`,
-// interleaved; GFLOP = 2 x 9 x 61 x 32 per token (useful MACs), GB = the frames read once (5 x 24
-// B per token) + the fp32 output written (128 B per token); and the largest difference between
-// the two outputs (both fp32 accumulation of the same bf16 values: ~1e-5 expected).
-int bench_fusion_conv(int w, int h, int iters) {
-    const int nf = 5, Cin = 61, Co = 32;
+// --fusion-conv: the input fusion conv alone (5 frames + sigma -> Co channels: 32, models v1 / v2,
+// and 64, the v3 study's wide64; random bf16 frames and weights) on a token map of W x H: the
+// direct form (CUDA cores) and the tensor-core implicit GEMM side by side in one run, each timed
+// with CUDA events after 3 warm-ups, median of `iters`, interleaved; GFLOP = 2 x 9 x 61 x Co per
+// token (useful MACs), GB = the frames read once (5 x 24 B per token) + the fp32 output written
+// (4 Co B per token); and the largest difference between the two outputs (both fp32 accumulation
+// of the same bf16 values: ~1e-5 expected).
+int bench_fusion_conv(int w, int h, int iters, int Co) {
+    const int nf = 5, Cin = 61;
     const size_t n = (size_t)w * h;
     cuda::Ctx ctx;
     CK(cuda::ctx_create(ctx, 0, true));
@@ -75,14 +76,15 @@ int bench_fusion_conv(int w, int h, int iters) {
     for (int v = 0; v < 2; ++v) {
         std::sort(ms[v].begin(), ms[v].end());
         const double med = ms[v][ms[v].size() / 2];
-        std::printf("cuda-bench fusion-conv %5dx%-5d tokens %-11s %8.3f ms (min %.3f)  %6.2f GFLOP  %7.2f TFLOP/s  "
+        std::printf("cuda-bench fusion-conv Co %d %5dx%-5d tokens %-11s %8.3f ms (min %.3f)  %6.2f GFLOP  %7.2f TFLOP/s  "
                     "%7.1f GB/s\n",
-                    w, h, names[v], med, ms[v][0], gflop, gflop / med, gb / med * 1000.0);
-        g_rows.push_back({"fusion conv " + std::to_string(w) + "x" + std::to_string(h) + " " + names[v], med,
-                          1000.0 / med, ctx.peak / 1073741824.0});
+                    Co, w, h, names[v], med, ms[v][0], gflop, gflop / med, gb / med * 1000.0);
+        g_rows.push_back({"fusion conv Co " + std::to_string(Co) + " " + std::to_string(w) + "x" + std::to_string(h) + " " +
+                              names[v],
+                          med, 1000.0 / med, ctx.peak / 1073741824.0});
     }
-    std::printf("cuda-bench fusion-conv %5dx%-5d tokens max |direct - tensor-core| %.2e (max |out| %.2e)%s\n", w, h,
-                max_diff, max_ref, max_diff <= 1e-3 * std::max(1.0, max_ref) ? "" : "  MISMATCH");
+    std::printf("cuda-bench fusion-conv Co %d %5dx%-5d tokens max |direct - tensor-core| %.2e (max |out| %.2e)%s\n", Co, w,
+                h, max_diff, max_ref, max_diff <= 1e-3 * std::max(1.0, max_ref) ? "" : "  MISMATCH");
     std::fflush(stdout);
     cudaEventDestroy(a);
     cudaEventDestroy(b);

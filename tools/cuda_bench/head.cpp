@@ -3,22 +3,23 @@
 
 namespace cuda_bench {
 
-// --head: the output head alone (3 feature maps of 32 channels -> 12, random bf16 features and
+// --head: the output head alone (3 feature maps of c0 channels -> 12: c0 32, models v1 / v2, and
+// 64, the v3 study's wide64; random bf16 features and
 // weights, residual in [-1.2, 1.2]) on a token map of W x H, the change form the engine uses:
 // the tensor-core kernel (head_conv3d_tc, the fused path's) and the two-pass head (three cuBLASLt
 // GEMMs into G + head_stencil, in the backend's bands of 32 MiB of G: DENOISE_CUDA_FUSED=0's path,
 // and its GEMMs alone and its stencil alone) side by side in one run, each timed with CUDA events
-// after 3 warm-ups, median of `iters`, interleaved; GFLOP = tensor-core FLOP issued (N padded to 16) and the conv's own (2 x 27 x 32 x
+// after 3 warm-ups, median of `iters`, interleaved; GFLOP = tensor-core FLOP issued (N padded to 16) and the conv's own (2 x 27 x c0 x
 // 12 per token); GB = the least DRAM traffic of each form (ops.h head_conv3d_tc_bytes /
 // head_two_pass_bytes: G written and read in the two-pass form); and the largest difference
 // between the two outputs (both fp32 sums of the same bf16 products: ~1e-6 expected).
-int bench_head(int w, int h, int iters) {
-    const int Co = 12, Gc = 112, c0 = 32;
+int bench_head(int w, int h, int iters, int c0) {
+    const int Co = 12, Gc = 112;
     const size_t n = (size_t)w * h;
     cuda::Ctx ctx;
     CK(cuda::ctx_create(ctx, 0, true));
     std::string why;
-    if (cuda::head_conv3d_tc_supported(ctx.device, &why)) {
+    if (cuda::head_conv3d_tc_supported(ctx.device, c0, &why)) {
         std::fprintf(stderr, "denoise-cuda-bench: %s\n", why.c_str());
         cuda::ctx_destroy(ctx);
         return 1;
@@ -40,13 +41,13 @@ int bench_head(int w, int h, int iters) {
             CU(cudaMemcpyAsync(F[k], host.data(), host.size() * 2, cudaMemcpyHostToDevice, ctx.stream));
             CU(cudaStreamSynchronize(ctx.stream));
         }
-        // PyTorch's head.weight (12, 32, 3, 3, 3), bf16-exact, packed for both forms
+        // PyTorch's head.weight (12, c0, 3, 3, 3), bf16-exact, packed for both forms
         std::vector<float> W((size_t)Co * c0 * 27);
         for (size_t i = 0; i < W.size(); ++i) {
             const uint32_t u = (uint32_t)bf16_bits((uint32_t)i + 1, 0.1f) << 16;
             std::memcpy(&W[i], &u, 4);
         }
-        std::vector<uint16_t> hw((size_t)9 * 16 * 96);
+        std::vector<uint16_t> hw((size_t)9 * 16 * 3 * c0);
         if (!cuda::head_conv3d_tc_pack(W.data(), Co, c0, hw.data())) return 1;
         CK(cuda::dev_alloc(ctx, (void **)&wtc, hw.size() * 2, "head weights (tensor-core)"));
         CU(cudaMemcpyAsync(wtc, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice, ctx.stream));
@@ -89,7 +90,7 @@ int bench_head(int w, int h, int iters) {
     };
     auto tc = [&]() -> int {
         const cuda::bf16 *Fp[3] = {F[0], F[1], F[2]};
-        CK(cuda::head_conv3d_tc(ctx, Fp, h, w, wtc, bias, Co, res, out[0], true));
+        CK(cuda::head_conv3d_tc(ctx, Fp, h, w, c0, wtc, bias, Co, res, out[0], true));
         return 0;
     };
     // the two forms, then the two-pass form's GEMMs alone and its stencil alone
@@ -123,28 +124,29 @@ int bench_head(int w, int h, int iters) {
             max_ref = std::max(max_ref, (double)std::fabs(o1[i]));
         }
     }
-    const double gf_tc = cuda::head_conv3d_tc_flop((int64_t)n) / 1e9, gf = cuda::head_conv3d_flop((int64_t)n, Co) / 1e9;
-    const double gb[2] = {cuda::head_conv3d_tc_bytes((int64_t)n, Co) / 1e9, cuda::head_two_pass_bytes((int64_t)n, Co) / 1e9};
+    const double gf_tc = cuda::head_conv3d_tc_flop((int64_t)n, c0) / 1e9, gf = cuda::head_conv3d_flop((int64_t)n, Co, c0) / 1e9;
+    const double gb[2] = {cuda::head_conv3d_tc_bytes((int64_t)n, Co, c0) / 1e9,
+                          cuda::head_two_pass_bytes((int64_t)n, Co, c0) / 1e9};
     double med[2];
     for (int v = 0; v < 2; ++v) {
         std::sort(ms[v].begin(), ms[v].end());
         med[v] = ms[v][ms[v].size() / 2];
-        std::printf("cuda-bench head %5dx%-5d tokens %-11s %8.3f ms (min %.3f)  %6.2f GFLOP (conv; %.2f issued on tensor "
-                    "cores)  %7.2f TFLOP/s  %6.3f GB  %7.1f GB/s%s\n",
-                    w, h, names[v], med[v], ms[v][0], gf, gf_tc, gf / med[v], gb[v], gb[v] / med[v] * 1000.0,
+        std::printf("cuda-bench head c0 %d %5dx%-5d tokens %-11s %8.3f ms (min %.3f)  %6.2f GFLOP (conv; %.2f issued on "
+                    "tensor cores)  %7.2f TFLOP/s  %6.3f GB  %7.1f GB/s%s\n",
+                    c0, w, h, names[v], med[v], ms[v][0], gf, gf_tc, gf / med[v], gb[v], gb[v] / med[v] * 1000.0,
                     v ? (" (bands of " + std::to_string(band) + " rows)").c_str() : "");
-        g_rows.push_back({"head " + std::to_string(w) + "x" + std::to_string(h) + " " + names[v], med[v], 1000.0 / med[v],
-                          ctx.peak / 1073741824.0});
+        g_rows.push_back({"head c0 " + std::to_string(c0) + " " + std::to_string(w) + "x" + std::to_string(h) + " " + names[v],
+                          med[v], 1000.0 / med[v], ctx.peak / 1073741824.0});
     }
     const bool ok = max_diff <= 1e-4 * std::max(1.0, max_ref);
     for (int v = 2; v < 4; ++v) {
         std::sort(ms[v].begin(), ms[v].end());
-        std::printf("cuda-bench head %5dx%-5d tokens %-16s %8.3f ms (min %.3f)\n", w, h, names[v], ms[v][ms[v].size() / 2],
-                    ms[v][0]);
+        std::printf("cuda-bench head c0 %d %5dx%-5d tokens %-16s %8.3f ms (min %.3f)\n", c0, w, h, names[v],
+                    ms[v][ms[v].size() / 2], ms[v][0]);
     }
-    std::printf("cuda-bench head %5dx%-5d tokens tensor-core %.2fx faster; max |tensor-core - two-pass| %.2e (max |out| "
-                "%.2e)%s\n",
-                w, h, med[1] / med[0], max_diff, max_ref, ok ? "" : "  MISMATCH");
+    std::printf("cuda-bench head c0 %d %5dx%-5d tokens tensor-core %.2fx faster; max |tensor-core - two-pass| %.2e (max "
+                "|out| %.2e)%s\n",
+                c0, w, h, med[1] / med[0], max_diff, max_ref, ok ? "" : "  MISMATCH");
     std::fflush(stdout);
     cudaEventDestroy(a);
     cudaEventDestroy(b);

@@ -38,30 +38,33 @@ bool fused_op_cost(const ModelConfig &c, int64_t native_bytes, int64_t n0, const
         return true;
     }
     if (kind == "head tensor-core conv3d") {
-        *flop = cuda::head_conv3d_flop(n0, c.head_out_channels());
-        *bytes = cuda::head_conv3d_tc_bytes(n0, c.head_out_channels());
+        *flop = cuda::head_conv3d_flop(n0, c.head_out_channels(), c.channels[0]);
+        *bytes = cuda::head_conv3d_tc_bytes(n0, c.head_out_channels(), c.channels[0]);
         return true;
     }
+    // a kind names its width: levels of the same width (wide64's 64/64/128) share it, so the
+    // terms of every level it covers add up
+    bool found = false;
     for (int l = 0; l < 3; ++l) {
         const double C = ch[l];
         const std::string cs = " C " + std::to_string((int)C);
         if (kind == "Swin block fused" + cs) {
-            *flop = 2 * blocks[l] * n[l] * (4 * C * C + 2 * r * C * C + 2 * N * C);
-            *bytes = blocks[l] * n[l] * 8 * C - (l == 0 ? n[0] * c0 * 2 : 0);
-            return true;
+            *flop += 2 * blocks[l] * n[l] * (4 * C * C + 2 * r * C * C + 2 * N * C);
+            *bytes += blocks[l] * n[l] * 8 * C - (l == 0 ? n[0] * c0 * 2 : 0);
+            found = true;
         }
         if (l < 2 && kind == "patch merge fused" + cs) {
-            *flop = 2 * n[l + 1] * 4 * C * ch[l + 1];
-            *bytes = n[l] * C * 4 + n[l + 1] * ch[l + 1] * 4;
-            return true;
+            *flop += 2 * n[l + 1] * 4 * C * ch[l + 1];
+            *bytes += n[l] * C * 4 + n[l + 1] * ch[l + 1] * 4;
+            found = true;
         }
         if (l > 0 && kind == "patch expand fused" + cs) {
-            *flop = 2 * (n[l] * C * 2 * C + n[l - 1] * 2 * ch[l - 1] * ch[l - 1]);
-            *bytes = n[l] * C * 4 + 2 * n[l - 1] * ch[l - 1] * 4;
-            return true;
+            *flop += 2 * (n[l] * C * 4 * ch[l - 1] + n[l - 1] * 2 * ch[l - 1] * ch[l - 1]);
+            *bytes += n[l] * C * 4 + 2 * n[l - 1] * ch[l - 1] * 4;
+            found = true;
         }
     }
-    return false;
+    return found;
 }
 
 // The same frame's work as a CUDA graph, beside the stream launches (`direct`), in two ways:
@@ -302,12 +305,13 @@ int bench_kernels(const Model &M, int W, int H, int iters) {
         // the head's roofline: its op groups on each path against its FLOP and least DRAM bytes
         const int64_t tok = (int64_t)h2 * w2;
         const int hc = cfg.head_out_channels();
-        const double hgf = cuda::head_conv3d_flop(tok, hc) / 1e9;
+        const double hgf = cuda::head_conv3d_flop(tok, hc, c0) / 1e9;
         const double hms[2] = {get(0, "head tensor-core conv3d") + get(0, "head temporal GEMM") + get(0, "head stencil"),
                                get(1, "head tensor-core conv3d") + get(1, "head temporal GEMM") + get(1, "head stencil")};
         const bool tch[2] = {get(0, "head tensor-core conv3d") > 0, get(1, "head tensor-core conv3d") > 0};
         for (int path = 0; path < 2; ++path) {
-            const double gb = (tch[path] ? cuda::head_conv3d_tc_bytes(tok, hc) : cuda::head_two_pass_bytes(tok, hc)) / 1e9;
+            const double gb =
+                (tch[path] ? cuda::head_conv3d_tc_bytes(tok, hc, c0) : cuda::head_two_pass_bytes(tok, hc, c0)) / 1e9;
             std::printf("  head on the %-13s path (%s): %.3f ms, %.2f GFLOP (conv), %.3f GB least DRAM traffic: %.1f "
                         "TFLOP/s, %.0f GB/s\n",
                         path ? "correct-first" : "fused", tch[path] ? "tensor-core" : "two-pass", hms[path], hgf, gb,

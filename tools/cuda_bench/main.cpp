@@ -32,7 +32,7 @@
 // yuv420p and p010le frames in host and device memory, at the default cap and under 2 GiB.
 // --fusion-conv times the fusion conv alone, direct vs tensor core, on --sizes as token maps
 // (bench_fusion_conv) and nothing else; --head likewise the head alone, tensor-core vs two-pass
-// (bench_head).
+// (bench_head); both for 32 (models v1 / v2) and 64 level-0 channels (wide64).
 // --patch times the patch merges and expands alone, the op sequence vs the fused kernels, on the
 // token grids of --sizes (bench_patch), then the kernels line and per-op table of each size, and
 // nothing else.
@@ -111,9 +111,11 @@ int main(int argc, char **argv) {
     if (swin) return bench_swin(iters);
     if (fusion_conv || head) {
         int rc = 0;
-        for (auto &d : dims) rc |= fusion_conv ? bench_fusion_conv(d.first, d.second, iters) : bench_head(d.first, d.second, iters);
-        std::printf("\ncuda-bench summary\n%-36s %10s\n", "measure", "ms");
-        for (const Row &r : g_rows) std::printf("%-36s %10.3f\n", r.what.c_str(), r.ms);
+        for (auto &d : dims)
+            for (int c0 : {32, 64})  // models v1 / v2, wide64
+                rc |= fusion_conv ? bench_fusion_conv(d.first, d.second, iters, c0) : bench_head(d.first, d.second, iters, c0);
+        std::printf("\ncuda-bench summary\n%-44s %10s\n", "measure", "ms");
+        for (const Row &r : g_rows) std::printf("%-44s %10.3f\n", r.what.c_str(), r.ms);
         return rc;
     }
     std::printf("%s; weights %s; kernels: CUDA events, median of %d after 3 warm-ups; api: %d frames after 6 (capped: 4 after 2)\n",

@@ -24,11 +24,13 @@ measures what the faithfulness recipe costs in AWGN PSNR.
                   finest level twice as wide (merge 4x64 -> 64, expand
                   128 -> 4x64)
 
-Both engines double the channels per level (patch merging 4C -> 2C, expand C -> 2C): 64/128/256
-costs about 4x, so a wider candidate keeps the fine levels' width (wide64: 4x64 -> 64 merge).
-The engines do not run fusion "frame" or "shift" or undoubled widths yet (engine_runs): those candidates are within
-engine_limits (their widths, heads, window, MLP ratio and cost are what the fused kernels are built
-for) and the study trains them, but a winner among them needs engine work before it can ship.
+Doubling the channels per level (patch merging 4C -> 2C, expand C -> 2C) at 64/128/256 costs
+about 4x, so a wider candidate keeps the fine levels' width (wide64: 4x64 -> 64 merge); both
+engines run any widths within engine_limits with c[i+1] <= 4 c[i] (patch merging 4C -> C',
+expanding C -> 4C'). The engines do not run fusion "frame" or "shift" yet (engine_runs): those
+candidates are within engine_limits (their widths, heads, window, MLP ratio and cost are what the
+fused kernels are built for) and the study trains them, but a winner among them needs engine
+work before it can ship.
 
 Recipes (denoise_train/train_step.py applies them):
   v2  noise_models.NoiseRecipe (AWGN / Poisson-Gaussian / Y'CbCr 4:2:0, 8-bit clipping, clean
@@ -140,10 +142,11 @@ def engine_runs(cfg: Config) -> list[str]:
     engine_limits: [] when they run it from its weight file today. Not a study limit: the study
     trains such candidates (e.g. frame32, shift) to decide whether the engine work pays."""
     why = list(engine_limits(cfg))
-    c0, c1, c2 = cfg.channels
-    if (c0, c1, c2) != (32, 64, 128):
-        why.append(f"channels {c0}/{c1}/{c2}: the CUDA engine runs channels 32/64/128 only (the CPU "
-                   "engine runs any widths)")
+    for lo, hi in zip(cfg.channels, cfg.channels[1:]):
+        if hi > 4 * lo:
+            why.append(f"channels {'/'.join(map(str, cfg.channels))}: the engines run a level at most 4x as "
+                       "wide as the one before (the decoder keeps y1 in the level-0 map's storage)")
+            break
     if cfg.fusion not in ENGINE_FUSIONS:
         what = {"frame": "the per-frame encoder",
                 "shift": "the temporal shift in every block (per-block ring buffers, one frame of delay per block)"}
