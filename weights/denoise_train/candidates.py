@@ -23,6 +23,10 @@ measures what the faithfulness recipe costs in AWGN PSNR.
   wide64          channels 64/64/128 (heads 2/2/4), depths 2/2/3/2/2: the    423.1
                   finest level twice as wide (merge 4x64 -> 64, expand
                   128 -> 4x64)
+  wide64-12321    wide64 with one block per finest level (depths 1/2/3/2/1:   303.3
+                  its blocks at 64 channels on the whole half-resolution
+                  map are where wide64's 4K time goes)
+  wide64-12621    wide64-12321 with six middle blocks                       345.0
 
 Doubling the channels per level (patch merging 4C -> 2C, expand C -> 2C) at 64/128/256 costs
 about 4x, so a wider candidate keeps the fine levels' width (wide64: 4x64 -> 64 merge); both
@@ -88,6 +92,10 @@ CANDIDATES = {
     "shift": (Config(depths=dict(DEEP), fusion="shift", shift_div=8), "v2"),
     "shift-34643": (Config(depths=dict(enc0=3, enc1=4, mid=6, dec1=4, dec0=3), fusion="shift", shift_div=8), "v2"),
     "wide64": (Config(channels=(64, 64, 128), heads=(2, 2, 4)), "v2"),
+    "wide64-12321": (Config(channels=(64, 64, 128), heads=(2, 2, 4),
+                            depths=dict(enc0=1, enc1=2, mid=3, dec1=2, dec0=1)), "v2"),
+    "wide64-12621": (Config(channels=(64, 64, 128), heads=(2, 2, 4),
+                            depths=dict(enc0=1, enc1=2, mid=6, dec1=2, dec0=1)), "v2"),
 }
 
 # what a recipe leaves out: model v2's noise, no synthetic clips, no extra loss terms, the
