@@ -13,12 +13,16 @@
 #       it, tools/device_train.py pause / resume). The PyTorch side by side (eager, and static-shape
 #       torch.compile at 1920x1080 and 3840x2160: a few cold compiles) only with DEVICE_TORCH=1
 #       (bench budget 480 s instead of 125).
+#       `candidates` times each weight file in DEVICE_WEIGHTS (default: .bench/*.safetensors, e.g.
+#       weights/random_weights.py's untrained study candidates) with denoise-cuda-bench at
+#       DEVICE_SIZES (1920x1080,3840x2160): the network's kernel-only ms and the alignment's, per
+#       file (GPU to itself, as the bench).
 #       `batch` runs only tools/batch_overhead.sh (denoise-batch on one GPU against one ffmpeg
 #       run; wants the GPU to itself, as the bench), which needs Ray: the wheel parts of
 #       tools/device_wheels.sh, carried one a call by earlier calls on the same warm machine
 #       (docs/scale-out.md, "Measuring on the GPU machine").
 # Output, always in $OUT (./device-out when OUT is unset), at most 7 files: device.log (each
-# part's exit status and duration), check_gpu.log, bench.log and batch.log (written as the parts
+# part's exit status and duration), check_gpu.log, bench.log, batch.log and candidates.log (written as the parts
 # run, so that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh, check_batch_exact.sh, bench.sh's and
 # batch_overhead.sh's ffmpeg runs; written after each part).
@@ -67,7 +71,9 @@ if [ "${1:-}" = --pack ]; then
 fi
 
 PARTS=${1:-all}
-case $PARTS in all|check|bench|batch) ;; *) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, or none for check and bench)" >&2; exit 2 ;; esac
+case $PARTS in all|check|bench|batch|candidates) ;;
+*) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, candidates, or none for check and bench)" >&2; exit 2 ;;
+esac
 OUTDIR=${OUT:-$ROOT/device-out}
 mkdir -p "$OUTDIR" || exit 1
 # per-run logs (many small files) live outside $OUTDIR and come back as logs.tar.gz
@@ -122,6 +128,19 @@ echo "batch_overhead.sh exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date
 pack_logs
 fi
 
+if [ $PARTS = candidates ]; then
+# each weight file's whole frame in the engine (denoise-cuda-bench's kernels and align lines)
+ts=$(date +%s)
+: > "$OUTDIR/candidates.log"
+for w in ${DEVICE_WEIGHTS:-.bench/*.safetensors}; do
+    [ -f "$w" ] || { echo "candidates: no weight file $w (carry .bench, or set DEVICE_WEIGHTS)" >> "$OUTDIR/candidates.log"; orc=1; continue; }
+    echo "=== $w" >> "$OUTDIR/candidates.log"
+    timeout -k 5 120 build/bin/denoise-cuda-bench --weights "$w" --sizes "${DEVICE_SIZES:-1920x1080,3840x2160}" \
+        --iters 20 --frames 20 >> "$OUTDIR/candidates.log" 2>&1 || orc=1
+done
+echo "candidates exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+fi
+
 if [ $PARTS = check ] || [ $PARTS = all ]; then
 echo
 echo "===== check_gpu (failures, then the summary; full log: check_gpu.log)"
@@ -136,6 +155,11 @@ echo
 echo "===== bench (full log: bench.log)"
 grep -E '^bench: .* took' "$OUTDIR/bench.log"
 sed -n '/^=== bench summary/,$p' "$OUTDIR/bench.log"
+fi
+if [ $PARTS = candidates ]; then
+echo
+echo "===== candidates (full log: candidates.log): per weight file, kernel-only ms of the network and of the alignment"
+grep -E '^(===|candidates:|cuda-bench +[0-9]+x[0-9]+ +(kernels +[0-9]|align per output frame))' "$OUTDIR/candidates.log" | cut -c1-200
 fi
 if [ $PARTS = batch ]; then
 echo
