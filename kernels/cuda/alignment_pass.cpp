@@ -1,13 +1,19 @@
 // The CUDA backend's pass for model option align (class in backend_cuda_impl.h)
 // (weights/denoise_train/align.py; the CPU backend's compute_features / queue_output):
-//  - whole frames: a U-Net pass (its graph) first writes the centre's luma and box means (frame_in
-//    with a luma plane only, luma_pyramid) into one whole-frame pyramid, then per other frame of
-//    the window the same into a second one, matches it against the centre (block_match) and moves
-//    it onto it (shift_tiles_s2d) into scratch frames that the fusion conv reads; the maps of taps
-//    r-1 and r+1 stay with F_s in its feature ring buffer (after F); an output moves F_{t-1} and
-//    F_{t+1} by window t's maps halved with floor on tiles of align_tile / 2 (shift_tiles) into two
-//    scratch maps that the head reads. (Luma per pair from the native frame, not kept per slot:
-//    2 pyramids instead of 2R + 3, 290 MiB less at 3840x2160, for 2r + 1 small conversions.)
+//  - luma pyramids: with 2r + 1 of them (memory_plan.cpp, where the cap allows), a frame's luma
+//    (frame_in with a luma plane only) and box means (luma_pyramid) go into one and stay there
+//    while the frame is kept, so each frame is converted once for the 2r + 1 windows that hold it
+//    (the least recently used pyramid that the window does not need goes first), and a window's
+//    2r pairs are matched in one block_match launch; with 2, a pair at a time (the centre's
+//    pyramid and one other), every frame of a window converted anew (2r + 1 conversions a window:
+//    the same kernels for every window's CUDA graph).
+//  - whole frames: a U-Net pass first has its window's pyramids (before its graph, when they all
+//    fit: the graph's kernels are then the same from window to window), matches the frames but the
+//    centre against it (block_match) and moves them onto it (shift_tiles_s2d) into scratch frames
+//    that the fusion conv reads; the maps of taps r-1 and r+1 stay with F_s in its feature ring
+//    buffer (after F), the others in scratch maps; an output moves F_{t-1} and F_{t+1} by window
+//    t's maps halved with floor on tiles of align_tile / 2 (shift_tiles) into two scratch maps
+//    that the head reads.
 //  - tiles: before an output's tiles, each of its windows gets its maps on the whole frame the same
 //    way, kept with its recipe; each tile moves its domain's frames and feature maps through the
 //    maps' part over the domain (reads clamped to the domain). The halo grows by the alignment's
@@ -26,19 +32,76 @@ int CudaBackend::luma_of(int64_t f, float *pyr) {
     return cuda::luma_pyramid(ctx_, pyr, spec_.hp, spec_.wp);
 }
 
+// out[k]: the luma pyramid of kept frame frames[k], k < n (n at most plan().pyramids), the one
+// kept for its slot or converted into the least recently used pyramid that none of frames[0..k)
+// took.
+int CudaBackend::luma_pyramids(const int64_t *frames, int n, const float **out) {
+    const uint64_t now = ++pyr_clock_;
+    for (int k = 0; k < n; ++k) {
+        const Slot *s = frames_.at(frames[k]);
+        LumaPyramid *q = nullptr, *lru = nullptr;
+        for (LumaPyramid &p : pyrs_) {
+            if (p.src == s) q = &p;
+            else if (p.used != now && (!lru || p.used < lru->used)) lru = &p;
+        }
+        if (!q) {
+            if (!lru)
+                return fail(DENOISE_EINVAL, "internal: more than " + std::to_string(pyrs_.size()) +
+                                                " frames' luma pyramids at once");
+            *lru = LumaPyramid{lru->p, nullptr, 0};
+            TRY(luma_of(frames[k], lru->p));
+            lru->src = s;
+            q = lru;
+        }
+        q->used = now;
+        out[k] = q->p;
+    }
+    return 0;
+}
+
+// The shift maps of a window's frames but the centre (frames[r]) against it, maps[j] for the j-th
+// of them in order: with 2r + 1 pyramids all 2r pairs in one block_match launch, the pyramids
+// kept; with 2 a launch per pair, every frame converted anew (the same kernels for every window,
+// as a CUDA graph's update needs).
+int CudaBackend::window_maps(const std::vector<int64_t> &frames, int32_t *const *maps) {
+    const int rr = cfg_.fusion_radius, n = (int)frames.size();
+    std::vector<int64_t> order(1, frames[rr]);  // the centre, then the others
+    for (int k = 0; k < n; ++k)
+        if (k != rr) order.push_back(frames[k]);
+    if (n < 2) return 0;
+    if ((int)pyrs_.size() >= n) {
+        std::vector<const float *> p(n);
+        TRY(luma_pyramids(order.data(), n, p.data()));
+        return cuda::block_match(ctx_, p[0], p.data() + 1, maps, n - 1, spec_.hp, spec_.wp, cfg_.align,
+                                 cfg_.align_tile);
+    }
+    if (pyrs_.size() < 2) return fail(DENOISE_EINVAL, "internal: fewer than 2 luma pyramids to match frames");
+    for (LumaPyramid &q : pyrs_) q = LumaPyramid{q.p, nullptr, 0};
+    const float *centre = pyrs_[0].p, *other = pyrs_[1].p;
+    TRY(luma_of(frames[rr], pyrs_[0].p));
+    for (int j = 1; j < n; ++j) {
+        TRY(luma_of(order[j], pyrs_[1].p));
+        TRY(cuda::block_match(ctx_, centre, &other, maps + j - 1, 1, spec_.hp, spec_.wp, cfg_.align,
+                              cfg_.align_tile));
+    }
+    return 0;
+}
+
 // Whole frames: every frame of the window but the centre matched against it and moved onto it
 // (win[k] then points at the moved frame); the maps of taps r-1 and r+1 into maps (2 maps).
 // The caller marks the window's slots read (read_done).
 int CudaBackend::align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps) {
-    const int rr = cfg_.fusion_radius, T = cfg_.align_tile;
-    TRY(luma_of(frames[rr], match_pyr_[0]));
-    bf16 *moved = moved_;
-    for (int k = 0; k < (int)frames.size(); ++k) {
+    const int rr = cfg_.fusion_radius;
+    std::vector<int32_t *> m;  // per tap but the centre
+    for (int k = 0, j = 0; k < (int)frames.size(); ++k) {
         if (k == rr) continue;
-        int32_t *map = k == rr - 1 ? maps : k == rr + 1 ? maps + map_ints_ : tap_map_;
-        TRY(luma_of(frames[k], match_pyr_[1]));
-        TRY(cuda::block_match(ctx_, match_pyr_[0], match_pyr_[1], spec_.hp, spec_.wp, cfg_.align, T, map));
-        TRY(cuda::shift_tiles_s2d(ctx_, win[k], h2_, w2_, map, map_tw_, T, moved));
+        m.push_back(k == rr - 1 ? maps : k == rr + 1 ? maps + map_ints_ : tap_maps_ + (size_t)j++ * map_ints_);
+    }
+    TRY(window_maps(frames, m.data()));
+    bf16 *moved = moved_;
+    for (int k = 0, j = 0; k < (int)frames.size(); ++k) {
+        if (k == rr) continue;
+        TRY(cuda::shift_tiles_s2d(ctx_, win[k], h2_, w2_, m[j++], map_tw_, cfg_.align_tile, moved));
         win[k] = moved;
         moved += (size_t)h2_ * w2_ * 12;
     }
@@ -54,14 +117,9 @@ int CudaBackend::recipe_maps(Recipe &r) {
     } else {
         TRY(cuda::dev_alloc(ctx_, (void **)&r.maps, (size_t)recipe_map_bytes(), "a window's shift maps"));
     }
-    const int rr = cfg_.fusion_radius;
-    TRY(luma_of(r.frames[rr], match_pyr_[0]));
-    for (int k = 0, j = 0; k < (int)r.frames.size(); ++k) {
-        if (k == rr) continue;
-        TRY(luma_of(r.frames[k], match_pyr_[1]));
-        TRY(cuda::block_match(ctx_, match_pyr_[0], match_pyr_[1], spec_.hp, spec_.wp, cfg_.align, cfg_.align_tile,
-                              r.maps + (size_t)j++ * map_ints_));
-    }
+    std::vector<int32_t *> m;
+    for (int j = 0; j < 2 * cfg_.fusion_radius; ++j) m.push_back(r.maps + (size_t)j * map_ints_);
+    TRY(window_maps(r.frames, m.data()));
     for (int64_t f : r.frames) TRY(read_done(frames_.at(f)));
     return 0;
 }

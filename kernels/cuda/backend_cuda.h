@@ -18,6 +18,8 @@ struct CudaPlanInfo {
     int tiles = 0;            // tiles per frame that hold frame pixels (1 for whole frames)
     int64_t planned_bytes = 0;
     int64_t chunk = 0;        // level-0 tokens per chunk of the token-wise phases
+    int align_pyramids = 0;   // model option align: whole-frame luma pyramids kept (2r + 1: a
+                              // window's pairs matched in one launch; 2: one pair at a time)
     std::string text;         // one line: "whole frames, 2.01 GiB planned, chunks of 262144 tokens"
     std::string swin;         // the Swin-block path (cuda::Net::swin_path): "Swin blocks: fused 11 of 11"
     std::string launches;     // "a CUDA graph per U-Net pass and per output" / "stream launches: <why>"

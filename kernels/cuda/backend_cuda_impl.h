@@ -52,6 +52,8 @@ struct Plan {
     int tile = 0;         // interior side (px)
     int dh = 0, dw = 0;   // largest domain (px)
     int tiles = 1;
+    int pyramids = 0;     // align: whole-frame luma pyramids (2r + 1: a window's pairs in one
+                          // launch; 2: one pair at a time)
     NetShape net;
     int64_t bytes = 0;
 };
@@ -134,7 +136,12 @@ private:
     // s->released marks the compute stream's last read of the slot (read_done() after each kernel
     // that reads it), not the whole stream at release: the next copy into the slot then waits only
     // for that read, not for the network work of the frames queued since.
-    void release_slot(Slot *s) { free_slots_.push_back(s); }
+    // A luma pyramid of the slot's frame (alignment_pass.cpp) is forgotten with it.
+    void release_slot(Slot *s) {
+        for (LumaPyramid &q : pyrs_)
+            if (q.src == s) q = LumaPyramid{q.p, nullptr, 0};
+        free_slots_.push_back(s);
+    }
     int read_done(Slot *s);
 
     // whole_frames.cpp
@@ -149,13 +156,14 @@ private:
     // alignment_pass.cpp; the sizes memory_plan.cpp counts too. Model option align. Bytes of: one shift map (whole frame); a luma pyramid of the padded frame;
     // a recipe's 2r maps (tiles); the scratch of a domain of tok tokens (2r moved frames and the
     // head's two moved feature maps); a feature ring buffer (F, then with align the maps of its
-    // window's taps r-1 and r+1).
+    // window's taps r-1 and r+1). Whole frames: the maps of the other taps (2r - 2 scratch maps).
     int64_t map_bytes() const { return (int64_t)map_ints_ * 4; }
     int64_t pyr_bytes() const { return (int64_t)luma_pyramid_floats(spec_.hp, spec_.wp) * 4; }
     int64_t recipe_map_bytes() const { return 2 * cfg_.fusion_radius * map_bytes(); }
     int64_t align_scratch_bytes(int64_t tok) const {
         return 2 * cfg_.fusion_radius * tok * 12 * 2 + 2 * tok * cfg_.channels[0] * 2;
     }
+    int tap_maps() const { return cfg_.fusion_radius > 1 ? 2 * cfg_.fusion_radius - 2 : 0; }
     int64_t feat_bytes() const {
         return (int64_t)h2_ * w2_ * cfg_.channels[0] * 2 + (cfg_.align ? 2 * map_bytes() : 0);
     }
@@ -163,6 +171,8 @@ private:
         return reinterpret_cast<const int32_t *>(F + (size_t)h2_ * w2_ * cfg_.channels[0]);
     }
     int luma_of(int64_t f, float *pyr);
+    int luma_pyramids(const int64_t *frames, int n, const float **out);
+    int window_maps(const std::vector<int64_t> &frames, int32_t *const *maps);
     int align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps);
     int recipe_maps(Recipe &r);
     void drop_recipes(std::map<int64_t, Recipe>::iterator a, std::map<int64_t, Recipe>::iterator b);
@@ -176,14 +186,22 @@ private:
     int h2_ = 0, w2_ = 0, R_ = 0;
     int unit_ = kTileUnit, halo_ = kHalo;  // tiles: origin / side unit and halo (px)
     // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the window's moved
-    // frames (2r), the head's moved F_{t-1} and F_{t+1}, one tap's map (whole frames), two
-    // whole-frame luma pyramids (centre, other); free recipe map sets (tiles)
+    // frames (2r), the head's moved F_{t-1} and F_{t+1}, the other taps' maps (whole frames);
+    // plan().pyramids whole-frame luma pyramids, each of a kept frame's slot (src) or empty (src
+    // null, used 0), kept while the frame is, least recently used (pyr_clock_) first to go; free
+    // recipe map sets (tiles)
+    struct LumaPyramid {
+        float *p = nullptr;
+        const Slot *src = nullptr;
+        uint64_t used = 0;
+    };
     int map_tw_ = 0;
     size_t map_ints_ = 0;
     static constexpr int kRecipeMaps = 4;
     bf16 *moved_ = nullptr, *moved_F_ = nullptr;
-    int32_t *tap_map_ = nullptr;
-    float *match_pyr_[2] = {nullptr, nullptr};
+    int32_t *tap_maps_ = nullptr;
+    std::vector<LumaPyramid> pyrs_;
+    uint64_t pyr_clock_ = 0;
     std::vector<int32_t *> free_maps_;
 
     Ctx ctx_;

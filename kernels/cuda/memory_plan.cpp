@@ -43,28 +43,36 @@ std::string CudaBackend::make_plans() {
     auto band = [&](int w) {
         return tc_head ? 0 : (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2);
     };
+    // align: whole-frame luma pyramids, 2r + 1 (a window's 2r pairs in one launch) where the cap
+    // allows, else 2 (a pair at a time): alignment_pass.cpp
+    std::vector<int> pyr_counts = {0};
+    if (cfg_.align && cfg_.fusion_radius) pyr_counts = {2 * cfg_.fusion_radius + 1, 2};
     int64_t need_min = INT64_MAX;
     if (!spec_.tile) {
-        for (int64_t K : {(int64_t)1 << 18, (int64_t)1 << 16}) {
-            Plan p;
-            p.net = {h2_, w2_, K, band(w2_)};
-            const int64_t tok = (int64_t)h2_ * w2_;
-            p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
-                      (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
-            if (cfg_.align)  // 2 maps per feature ring buffer; two pyramids, scratch frames, a map
-                p.bytes += 3 * 2 * map_bytes() + 2 * pyr_bytes() + align_scratch_bytes(tok) + map_bytes();
-            need_min = std::min(need_min, p.bytes);
-            if (p.bytes <= cap) plans_.push_back(p);
-        }
+        for (int P : pyr_counts)
+            for (int64_t K : {(int64_t)1 << 18, (int64_t)1 << 16}) {
+                Plan p;
+                p.net = {h2_, w2_, K, band(w2_)};
+                p.pyramids = P;
+                const int64_t tok = (int64_t)h2_ * w2_;
+                p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
+                          (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
+                if (cfg_.align)  // 2 maps per feature ring buffer; pyramids, scratch frames, other taps' maps
+                    p.bytes += 3 * 2 * map_bytes() + P * pyr_bytes() + align_scratch_bytes(tok) +
+                               tap_maps() * map_bytes();
+                need_min = std::min(need_min, p.bytes);
+                if (p.bytes <= cap) plans_.push_back(p);
+            }
     }
     // Tiles: square interiors, a multiple of 64 px. First the largest side that fits the cap,
     // shrunk to the smallest side with as few tiles (less work beyond the frame edges), then
     // halving sides as the fallbacks, down to 64 px.
     const int top = (std::max(spec_.hp, spec_.wp) + unit_ - 1) / unit_ * unit_;
-    auto tiled = [&](int T) {
+    auto tiled = [&](int T, int P) {
         Plan p;
         p.tiled = true;
         p.tile = T;
+        p.pyramids = P;
         p.dh = std::min(spec_.hp, T + 2 * halo_);
         p.dw = std::min(spec_.wp, T + 2 * halo_);
         p.tiles = ((spec_.height + T - 1) / T) * ((spec_.width + T - 1) / T);
@@ -72,24 +80,30 @@ std::string CudaBackend::make_plans() {
         const int64_t tok = (int64_t)p.net.h * p.net.w;
         p.bytes = fixed + (2 * R_ + 1) * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                   (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
-        if (cfg_.align)  // two whole-frame pyramids, the maps of kept recipes, the tile's scratch
-            p.bytes += 2 * pyr_bytes() + kRecipeMaps * recipe_map_bytes() + align_scratch_bytes(tok);
+        if (cfg_.align)  // whole-frame pyramids, the maps of kept recipes, the tile's scratch
+            p.bytes += P * pyr_bytes() + kRecipeMaps * recipe_map_bytes() + align_scratch_bytes(tok);
         return p;
+    };
+    // the tile side as large as the least pyramids allow; then the most pyramids if they fit too
+    const int pmin = pyr_counts.back();
+    auto most_pyramids = [&](const Plan &p) {
+        const Plan q = tiled(p.tile, pyr_counts.front());
+        return q.bytes <= cap ? q : p;
     };
     const int U = unit_;
     int T = spec_.tile ? std::min(top, std::max(U, spec_.tile / U * U)) : top;
-    for (; T > U && tiled(T).bytes > cap; T -= U) {
+    for (; T > U && tiled(T, pmin).bytes > cap; T -= U) {
     }
-    Plan best = tiled(T);
-    need_min = std::min(need_min, tiled(U).bytes);
+    Plan best = tiled(T, pmin);
+    need_min = std::min(need_min, tiled(U, pmin).bytes);
     if (best.bytes <= cap) {
-        while (best.tile > U && tiled(best.tile - U).tiles == best.tiles) best = tiled(best.tile - U);
-        plans_.push_back(best);
+        while (best.tile > U && tiled(best.tile - U, pmin).tiles == best.tiles) best = tiled(best.tile - U, pmin);
+        plans_.push_back(most_pyramids(best));
         for (int t = best.tile / 2 / U * U; t >= U; t = t / 2 / U * U) {
-            plans_.push_back(tiled(t));
+            plans_.push_back(most_pyramids(tiled(t, pmin)));
             if (t == U) break;
         }
-        if (plans_.back().tile != U) plans_.push_back(tiled(U));
+        if (plans_.back().tile != U) plans_.push_back(most_pyramids(tiled(U, pmin)));
     }
     if (plans_.empty())
         return "the GPU memory cap of " + gib(cap) + " is too small for " + std::to_string(spec_.width) + "x" +
@@ -112,7 +126,11 @@ bool CudaBackend::plan_info(CudaPlanInfo *i) const {
                              std::to_string(p.tiles) + " per frame)"
                        : std::string("whole frames")) +
               ", " + gib(p.bytes) + " planned of a " + gib(spec_.gpu_memory) + " cap, chunks of " +
-              std::to_string(p.net.chunk) + " tokens";
+              std::to_string(p.net.chunk) + " tokens" +
+              (p.pyramids ? ", " + std::to_string(p.pyramids) + " luma pyramids (" +
+                                (p.pyramids > 2 ? "a window's pairs matched in one launch)" : "one pair at a time)")
+                          : std::string());
+    i->align_pyramids = p.pyramids;
     i->swin = net_.uploaded() ? net_.swin_path() : "";
     i->graph_launches = feat_graph_.launches() + out_graph_.launches();
     i->graph_instantiations = feat_graph_.instantiations() + out_graph_.instantiations();
@@ -164,13 +182,11 @@ void CudaBackend::release_plan() {
     }
     cuda::dev_free(ctx_, moved_);
     cuda::dev_free(ctx_, moved_F_);
-    cuda::dev_free(ctx_, tap_map_);
+    cuda::dev_free(ctx_, tap_maps_);
     moved_ = moved_F_ = nullptr;
-    tap_map_ = nullptr;
-    for (float *&p : match_pyr_) {
-        cuda::dev_free(ctx_, p);
-        p = nullptr;
-    }
+    tap_maps_ = nullptr;
+    for (LumaPyramid &q : pyrs_) cuda::dev_free(ctx_, q.p);
+    pyrs_.clear();
     for (bf16 *p : tile_x_) cuda::dev_free(ctx_, p);
     tile_x_.clear();
     for (bf16 *&p : tile_F_) {
@@ -190,8 +206,13 @@ int CudaBackend::alloc_plan(const Plan &p) {
         TRY(cuda::dev_alloc(ctx_, (void **)&moved_, (size_t)2 * cfg_.fusion_radius * tok * 12 * 2,
                             "the fusion window's moved frames"));
         TRY(cuda::dev_alloc(ctx_, (void **)&moved_F_, (size_t)2 * tok * c0 * 2, "the head's moved feature maps"));
-        for (float *&q : match_pyr_) TRY(cuda::dev_alloc(ctx_, (void **)&q, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));
-        if (!p.tiled) TRY(cuda::dev_alloc(ctx_, (void **)&tap_map_, (size_t)map_bytes(), "a shift map"));
+        for (int k = 0; k < p.pyramids; ++k) {
+            pyrs_.emplace_back();  // held from here: release_plan frees it
+            TRY(cuda::dev_alloc(ctx_, (void **)&pyrs_.back().p, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));
+        }
+        if (!p.tiled && tap_maps())
+            TRY(cuda::dev_alloc(ctx_, (void **)&tap_maps_, (size_t)tap_maps() * map_bytes(),
+                                "the other taps' shift maps"));
     }
     if (p.tiled) {
         for (int k = 0; k < 2 * R_ + 1; ++k) {

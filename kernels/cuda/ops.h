@@ -253,19 +253,21 @@ inline double head_two_pass_bytes(int64_t tokens, int Cout, int Cin) {
 }
 int head_conv3d_tc_supported(int device, int Cin, std::string *why);
 
-// ---- block_match.cu: per-tile whole-pixel motion of one frame against another (model option
+// ---- block_match.cu: per-tile whole-pixel motion of frames against a centre frame (model option
 // align's estimation; kernels/cpu/block_match.cpp, weights/denoise_train/align.py tile_shifts), same shifts as
 // the CPU's on every tile, ties included.
 // A luma pyramid of an H x W frame (H, W multiples of 4) is luma_pyramid_floats(H, W) fp32: L
 // (H, W) (frame_in's luma plane), then L1 (H/2, W/2) and L2 (H/4, W/4), the 2x2 and 4x4 box means
 // of L. luma_pyramid: L1 and L2 from L, in place.
-// block_match: shifts (H / tile, W / tile, 2) int32 (dy, dx) per tile of the centre frame, in
-// full-resolution pixels, |dy|, |dx| <= radius (0..64): centre(p) ~ other(p + s); tile a multiple
-// of 4 dividing H and W. Both: 0 or DENOISE_EINVAL (shape, pointer) / DENOISE_EDEVICE.
+// block_match: for each of `pairs` pyramids others[k], shifts[k] (H / tile, W / tile, 2) int32
+// (dy, dx) per tile of the centre frame, in full-resolution pixels, |dy|, |dx| <= radius (0..64):
+// centre(p) ~ others[k](p + s); tile a multiple of 4 dividing H and W. All pairs in one launch (up
+// to 8; more in launches of 8), each pair's shifts those of the pair alone. pairs 0: nothing.
+// Both: 0 or DENOISE_EINVAL (shape, pointer) / DENOISE_EDEVICE.
 size_t luma_pyramid_floats(int H, int W);
 int luma_pyramid(Ctx &ctx, float *pyr, int H, int W);
-int block_match(Ctx &ctx, const float *centre, const float *other, int H, int W, int radius, int tile,
-                int32_t *shifts);
+int block_match(Ctx &ctx, const float *centre, const float *const *others, int32_t *const *shifts, int pairs, int H,
+                int W, int radius, int tile);
 
 // ---- shift_tiles.cu: per-tile whole-pixel warps (align's moving half; kernels/cpu/
 // shift_tiles.cpp, weights/denoise_train/align.py shift_tiles): out(p) = in(clamp(p + s)), s the shift of the

@@ -65,7 +65,15 @@ int CudaBackend::features_whole(int64_t s) {
             if (plan().tiled) return 0;  // tiles recompute F_s from its recipe
         }
     }
-    int rc = launch(feat_graph_, &feat_warm_, [&] {
+    int rc = 0;
+    if (cfg_.align && r.frames.size() <= pyrs_.size()) {
+        // the window's luma pyramids on the stream before the graph: inside it the matching finds
+        // them all kept, so the graph's kernels are the same for every window (only new frames
+        // are converted, 1 a window in a stream's steady state)
+        std::vector<const float *> p(r.frames.size());
+        rc = luma_pyramids(r.frames.data(), (int)r.frames.size(), p.data());
+    }
+    if (!rc) rc = launch(feat_graph_, &feat_warm_, [&] {
         std::vector<const bf16 *> in = win;
         if (cfg_.align) TRY(align_window_whole(r.frames, in.data(), const_cast<int32_t *>(feat_maps(F))));
         return net_.features(ctx_, in.data(), (int)in.size(), r.sigma, h2_, w2_, F);

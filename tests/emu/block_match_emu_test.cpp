@@ -1,18 +1,23 @@
 // The CUDA block matching (kernels/cuda/block_match.cu: luma_pyramid's per-pixel body and
-// block_match's warp per tile, lanes over candidates, shuffle reduction) run on the CPU through the
-// warp emulator (tests/emu/warp_emu.h: the same kernel source, its shuffles as rendezvous of fibers)
-// against kernels/cpu/block_match.cpp, the reference. No GPU needed: this checks the kernel's
-// index math (pyramid levels, candidate raster and rank encoding, clamped reads at the frame's
-// edges, the first-minimum tie rule, the final clamp, tiles beyond the last CTA's warps).
+// block_match's launch over pairs x tile groups, a warp per three tiles, lanes over candidates,
+// shuffle reductions per tile) run on the CPU through the warp emulator (tests/emu/warp_emu.h: the
+// same kernel source, its shuffles as rendezvous of fibers) against kernels/cpu/block_match.cpp,
+// the reference. No GPU needed: this checks the kernel's index math (pyramid levels, candidate
+// raster and rank encoding, the three tiles of a warp and a last group of one or two, clamped reads
+// at the frame's edges, the first-minimum tie rule, the final clamp, tiles beyond the last CTA's
+// warps, the pair index of the grid).
 //
 // The luma L is formed here as frame_in.cu forms it, ((x_R + x_G) + x_B) / 3 of the fp32 s2d
 // input, and both sides get the same s2d frames. Cases: textured frames moved by per-tile shifts
 // (odd and even, up to beyond R so that the final clamp acts), plus noise; a flat frame (every
 // candidate ties: the nearest-first rule alone decides); frames quantised to a few levels (many
 // exact ties between candidates at different distances); sizes whose tile count is not a multiple
-// of the CTA's 4 warps; R 24 / tile 64, R 8 / tile 32, R 5 / tile 16, R 0 / tile 8, R 12 / tile 24
-// (level widths 24, 12, 6: tile_cost's batches of 8 with a remainder, and a remainder alone).
-// Pass: every shift equal to the CPU's, and every L1 / L2 value bit-identical.
+// of a warp's 3 tiles or a CTA's 12; R 24 / tile 64, R 8 / tile 32, R 5 / tile 16, R 0 / tile 8,
+// R 12 / tile 24 (level widths 24, 12, 6: the batched reads, and the one-at-a-time sum); one
+// launch of 8 pairs (every pair slot of the launch) and of 4 against one centre: textures moved
+// differently, the centre itself, a flat and a quantised frame.
+// Pass: every shift of every pair equal to the CPU's for that pair alone (outputs poisoned
+// first), and every L1 / L2 value bit-identical.
 #define DENOISE_WARP_EMULATION 1
 #include "warp_emu.h"
 
@@ -81,22 +86,31 @@ void add_noise(std::vector<float> &f, float a, std::mt19937 &rng) {
     for (float &v : f) v += u(rng);
 }
 
-// Runs the kernel's CTAs on the emulator; returns the shifts.
-std::vector<int32_t> run_emulated(const std::vector<float> &pc, const std::vector<float> &po, int H, int W, int R, int t) {
-    bm::Args a;
+// Runs the kernel's CTAs of one launch (grid: tile groups x pairs) on the emulator: every pyramid of
+// `others` against `pc`; returns each pair's shifts.
+std::vector<std::vector<int32_t>> run_emulated(const std::vector<float> &pc, const std::vector<std::vector<float>> &others,
+                                               int H, int W, int R, int t) {
+    bm::Args a{};
     a.centre = pc.data();
-    a.other = po.data();
     a.H = H;
     a.W = W;
     a.radius = R;
     a.tile = t;
     a.tw = W / t;
     a.tiles = (H / t) * a.tw;
-    std::vector<int32_t> s((size_t)a.tiles * 2, INT32_MIN);
-    a.shifts = s.data();
-    const int ncta = (a.tiles + bm::kWarps - 1) / bm::kWarps;
-    for (int b = 0; b < ncta; ++b)
-        warp_emu::run_cta(bm::kThreads, nullptr, 0, [&](int tid) { bm::match_tile(a, b * bm::kWarps + tid / 32, tid % 32); });
+    const int pairs = (int)others.size();
+    EXPECT_LE(pairs, bm::kMaxPairs);
+    std::vector<std::vector<int32_t>> s(pairs, std::vector<int32_t>((size_t)a.tiles * 2, INT32_MIN));
+    for (int k = 0; k < pairs; ++k) {
+        a.other[k] = others[k].data();
+        a.shifts[k] = s[k].data();
+    }
+    const int groups = (a.tiles + bm::kGroup - 1) / bm::kGroup, ncta = (groups + bm::kWarps - 1) / bm::kWarps;
+    for (int pair = 0; pair < pairs; ++pair)
+        for (int b = 0; b < ncta; ++b)
+            warp_emu::run_cta(bm::kThreads, nullptr, 0, [&](int tid) {
+                bm::match_tiles(a, pair, (b * bm::kWarps + tid / 32) * bm::kGroup, tid % 32);
+            });
     return s;
 }
 
@@ -105,32 +119,81 @@ struct Case {
     int H, W, R, t;
 };
 
+// CPU shifts of one pair, and its workspace (L, L1, L2 of the centre, then of the other frame,
+// level by level)
+std::vector<int32_t> cpu_shifts(const Case &c, const std::vector<float> &xc, const std::vector<float> &xo,
+                                std::vector<float> *work) {
+    std::vector<int32_t> ref((size_t)(c.H / c.t) * (c.W / c.t) * 2);
+    work->assign(cpu::block_match_work_floats(c.H / 2, c.W / 2), 0.f);
+    EXPECT_EQ(0, cpu::block_match(xc.data(), xo.data(), c.H / 2, c.W / 2, c.R, c.t, ref.data(), work->data()));
+    return ref;
+}
+
+// every shift of got equal to ref's; prints the counts
+void compare_shifts(const char *name, const std::vector<int32_t> &got, const std::vector<int32_t> &ref) {
+    size_t differ = 0, nonzero = 0;
+    for (size_t i = 0; i < ref.size(); i += 2) {
+        if (got[i] != ref[i] || got[i + 1] != ref[i + 1]) {
+            if (differ < 5)
+                ADD_FAILURE() << name << ", tile " << i / 2 << ": (" << got[i] << ", " << got[i + 1] << "), CPU ("
+                              << ref[i] << ", " << ref[i + 1] << ")";
+            ++differ;
+        }
+        nonzero += ref[i] || ref[i + 1];
+    }
+    EXPECT_EQ(0u, differ) << name << ": of " << ref.size() / 2 << " tiles";
+    std::printf("  %s: %zu tiles, %zu with a non-zero shift, %zu differ\n", name, ref.size() / 2, nonzero, differ);
+}
+
 void check_case(const Case &c, const std::vector<float> &fc, const std::vector<float> &fo) {
     SCOPED_TRACE(c.name);
     const std::vector<float> xc = to_s2d(fc, c.H, c.W), xo = to_s2d(fo, c.H, c.W);
-    std::vector<int32_t> ref((size_t)(c.H / c.t) * (c.W / c.t) * 2);
-    std::vector<float> work(cpu::block_match_work_floats(c.H / 2, c.W / 2));
-    ASSERT_EQ(0, cpu::block_match(xc.data(), xo.data(), c.H / 2, c.W / 2, c.R, c.t, ref.data(), work.data()));
+    std::vector<float> work;
+    const std::vector<int32_t> ref = cpu_shifts(c, xc, xo, &work);
     const std::vector<float> pc = pyramid_of(xc, c.H, c.W), po = pyramid_of(xo, c.H, c.W);
-    // the CPU's workspace holds L, L1, L2 of the centre, then of the other frame, level by level
     const size_t n0 = (size_t)c.H * c.W, n1 = n0 / 4, n2 = n0 / 16;
     EXPECT_EQ(0, std::memcmp(pc.data(), work.data(), n0 * 4)) << "L (centre)";
     EXPECT_EQ(0, std::memcmp(pc.data() + n0, work.data() + 2 * n0, n1 * 4)) << "L1 (centre)";
     EXPECT_EQ(0, std::memcmp(pc.data() + n0 + n1, work.data() + 2 * n0 + 2 * n1, n2 * 4)) << "L2 (centre)";
     EXPECT_EQ(0, std::memcmp(po.data() + n0 + n1, work.data() + 2 * n0 + 2 * n1 + n2, n2 * 4)) << "L2 (other)";
-    const std::vector<int32_t> got = run_emulated(pc, po, c.H, c.W, c.R, c.t);
-    size_t differ = 0, nonzero = 0;
-    for (size_t i = 0; i < ref.size(); i += 2) {
-        if (got[i] != ref[i] || got[i + 1] != ref[i + 1]) {
-            if (differ < 5)
-                ADD_FAILURE() << "tile " << i / 2 << ": (" << got[i] << ", " << got[i + 1] << "), CPU (" << ref[i] << ", "
-                              << ref[i + 1] << ")";
-            ++differ;
-        }
-        nonzero += ref[i] || ref[i + 1];
+    compare_shifts(c.name, run_emulated(pc, {po}, c.H, c.W, c.R, c.t)[0], ref);
+}
+
+// One launch of every frame of `others` (planar) against `centre`: each pair's shifts equal to the
+// CPU's for that pair alone.
+void check_batched(const Case &c, const std::vector<float> &centre, const std::vector<std::vector<float>> &others) {
+    SCOPED_TRACE(c.name);
+    const std::vector<float> xc = to_s2d(centre, c.H, c.W);
+    std::vector<std::vector<float>> po;
+    std::vector<std::vector<int32_t>> ref;
+    std::vector<float> work;
+    for (const std::vector<float> &f : others) {
+        const std::vector<float> xo = to_s2d(f, c.H, c.W);
+        ref.push_back(cpu_shifts(c, xc, xo, &work));
+        po.push_back(pyramid_of(xo, c.H, c.W));
     }
-    EXPECT_EQ(0u, differ) << "of " << ref.size() / 2 << " tiles";
-    std::printf("  %s: %zu tiles, %zu with a non-zero shift, %zu differ\n", c.name, ref.size() / 2, nonzero, differ);
+    const std::vector<std::vector<int32_t>> got = run_emulated(pyramid_of(xc, c.H, c.W), po, c.H, c.W, c.R, c.t);
+    for (size_t k = 0; k < others.size(); ++k) {
+        const std::string name = std::string(c.name) + ", pair " + std::to_string(k) + " of " + std::to_string(others.size());
+        compare_shifts(name.c_str(), got[k], ref[k]);
+    }
+}
+
+// planar frame of four luma levels in blocks of 4 px (many candidates share the least cost
+// exactly), and the same moved by (2, -4) px
+void quantised_pair(int H, int W, std::mt19937 &rng, std::vector<float> *f, std::vector<float> *o) {
+    std::uniform_int_distribution<int> lv(0, 3);
+    f->assign((size_t)3 * H * W, 0.f);
+    o->assign(f->size(), 0.f);
+    std::vector<int> blocks((size_t)(H / 4) * (W / 4));
+    for (int &b : blocks) b = lv(rng);
+    for (int ch = 0; ch < 3; ++ch)
+        for (int y = 0; y < H; ++y)
+            for (int x = 0; x < W; ++x) {
+                (*f)[((size_t)ch * H + y) * W + x] = blocks[(y / 4) * (W / 4) + x / 4] * 0.5f - 0.75f;
+                const int yy = std::min(y + 2, H - 1), xx = std::max(x - 4, 0);
+                (*o)[((size_t)ch * H + y) * W + x] = blocks[(yy / 4) * (W / 4) + xx / 4] * 0.5f - 0.75f;
+            }
 }
 
 TEST(BlockMatchEmu, MovingTexture) {
@@ -155,21 +218,43 @@ TEST(BlockMatchEmu, FlatFrameTies) {
 }
 
 TEST(BlockMatchEmu, QuantisedTies) {
-    // four luma levels in blocks of 4 px: many candidates share the least cost exactly
     std::mt19937 rng(5);
     const Case c = {"quantised, R 24, tile 16", 64, 64, 24, 16};
-    std::uniform_int_distribution<int> lv(0, 3);
-    std::vector<float> f((size_t)3 * c.H * c.W), o(f.size());
-    std::vector<int> blocks((size_t)(c.H / 4) * (c.W / 4));
-    for (int &b : blocks) b = lv(rng);
-    for (int ch = 0; ch < 3; ++ch)
-        for (int y = 0; y < c.H; ++y)
-            for (int x = 0; x < c.W; ++x) {
-                f[((size_t)ch * c.H + y) * c.W + x] = blocks[(y / 4) * (c.W / 4) + x / 4] * 0.5f - 0.75f;
-                const int yy = std::min(y + 2, c.H - 1), xx = std::max(x - 4, 0);
-                o[((size_t)ch * c.H + y) * c.W + x] = blocks[(yy / 4) * (c.W / 4) + xx / 4] * 0.5f - 0.75f;
-            }
+    std::vector<float> f, o;
+    quantised_pair(c.H, c.W, rng, &f, &o);
     check_case(c, f, o);
+}
+
+// One launch over the pairs of a window: 8 (every pair slot of a launch; 20 tiles, a last group of
+// 2) and 4 (R 24, tile 64; 15 tiles) against one centre.
+TEST(BlockMatchEmu, BatchedPairs) {
+    std::mt19937 rng(37);
+    {
+        const Case c = {"8 pairs, R 8, tile 32, 160x128", 128, 160, 8, 32};
+        const std::vector<float> f = textured(c.H, c.W, rng);
+        std::vector<std::vector<float>> o;
+        for (int smax : {2, 5, 11, 9, 1}) {  // 11: beyond R, the final clamp
+            o.push_back(tile_moved(f, c.H, c.W, c.t, smax, 0.f, rng));
+            add_noise(o.back(), 0.05f, rng);
+        }
+        o.push_back(f);  // the centre itself: every tile (0, 0) by the nearest-first rule
+        o.push_back(std::vector<float>(f.size(), 0.25f));
+        std::vector<float> q, qm;
+        quantised_pair(c.H, c.W, rng, &q, &qm);
+        o.push_back(qm);
+        check_batched(c, f, o);
+    }
+    {
+        const Case c = {"4 pairs, R 24, tile 64, 320x192", 192, 320, 24, 64};
+        const std::vector<float> f = textured(c.H, c.W, rng);
+        std::vector<std::vector<float>> o;
+        for (int smax : {27, 3, 14}) {
+            o.push_back(tile_moved(f, c.H, c.W, c.t, smax, 0.f, rng));
+            add_noise(o.back(), 0.1f, rng);
+        }
+        o.push_back(f);
+        check_batched(c, f, o);
+    }
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// GPU checks, model v2's alignment: block_match (luma pyramid and shifts) and both shift_tiles
-// against the CPU's ops (every shift / value equal; moving texture and noise, ties, 1080p),
+// GPU checks, model v2's alignment: block_match (luma pyramid and shifts; one pair, and a window's
+// pairs in one launch) and both shift_tiles against the CPU's ops (every shift / value equal;
+// moving texture and noise, ties, 1080p),
 // frame_in's luma plane against the CPU's luma; the aligned golden model (align 8, tile 32)
-// through the API vs the CPU engine and PyTorch; on a moving clip CUDA vs CPU, tiles vs whole
-// frames, CUDA graphs on vs off. --quick: the ops (a shorter set) and the luma planes.
+// through the API vs the CPU engine and PyTorch; on a moving clip CUDA vs CPU, 2r + 1 vs 2 luma
+// pyramids (a window's pairs in one launch vs a launch per pair), tiles vs whole frames, CUDA
+// graphs on vs off. --quick: the ops (a shorter set) and the luma planes.
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include "align_test_util.h"
 #include "api_run.h"
@@ -72,7 +74,9 @@ void block_match_check(cuda::Ctx &ctx, const char *what, int H, int W, int R, in
     cuda::poison(ctx, ds.p, ds.bytes);
     int rc = cuda::luma_pyramid(ctx, dp0.f(), H, W);
     if (!rc) rc = cuda::luma_pyramid(ctx, dp1.f(), H, W);
-    if (!rc) rc = cuda::block_match(ctx, dp0.f(), dp1.f(), H, W, R, t, (int32_t *)ds.p);
+    const float *other = dp1.f();
+    int32_t *shifts = (int32_t *)ds.p;
+    if (!rc) rc = cuda::block_match(ctx, dp0.f(), &other, &shifts, 1, H, W, R, t);
     if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
     std::vector<int32_t> got((size_t)tiles * 2);
     std::vector<float> pyr[2] = {down_f(dp0, np), down_f(dp1, np)};
@@ -92,6 +96,58 @@ void block_match_check(cuda::Ctx &ctx, const char *what, int H, int W, int R, in
     result(!rc && !rc_cpu && differ == 0 && pyr_diff == 0,
            "%-52s %d tiles (%zu moving): %zu shifts differ from the CPU's (0), box-mean planes differing %zu (0)%s%s",
            name, tiles, nonzero, differ, pyr_diff, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+}
+
+// One block_match call over every frame of `others` against `centre` (planar; more than 8 pairs:
+// several launches): each pair's shifts equal to cpu::block_match's for that pair alone.
+void block_match_batch_check(cuda::Ctx &ctx, const char *what, int H, int W, int R, int t,
+                             const std::vector<float> &centre, const std::vector<std::vector<float>> &others) {
+    const int pairs = (int)others.size(), tiles = (H / t) * (W / t);
+    const size_t np = cuda::luma_pyramid_floats(H, W), n0 = (size_t)H * W;
+    const std::vector<float> xc = planar_to_s2d(centre, H, W);
+    std::vector<float> work(cpu::block_match_work_floats(H / 2, W / 2));
+    std::vector<std::vector<int32_t>> ref(pairs, std::vector<int32_t>((size_t)tiles * 2));
+    std::vector<std::unique_ptr<Dev>> dp, ds;
+    int rc_cpu = 0;
+    for (int f = 0; f <= pairs; ++f) {  // f 0 the centre, f > 0 pair f - 1's other frame
+        const std::vector<float> x = f ? planar_to_s2d(others[f - 1], H, W) : xc;
+        if (f)
+            rc_cpu |= cpu::block_match(xc.data(), x.data(), H / 2, W / 2, R, t, ref[f - 1].data(), work.data());
+        std::vector<float> L(n0);
+        for (int Y = 0; Y < H; ++Y)
+            for (int X = 0; X < W; ++X) {
+                const float *q = &x[((size_t)(Y / 2) * (W / 2) + X / 2) * 12 + (Y & 1) * 2 + (X & 1)];
+                L[(size_t)Y * W + X] = ((q[0] + q[4]) + q[8]) / 3.f;
+            }
+        dp.emplace_back(new Dev(np * 4));
+        up(*dp.back(), L.data(), n0 * 4);
+        if (f) ds.emplace_back(new Dev((size_t)tiles * 8));
+    }
+    std::vector<const float *> po;
+    std::vector<int32_t *> ps;
+    int rc = 0;
+    for (int f = 0; f <= pairs && !rc; ++f) rc = cuda::luma_pyramid(ctx, dp[f]->f(), H, W);
+    for (int k = 0; k < pairs; ++k) {
+        po.push_back(dp[k + 1]->f());
+        ps.push_back((int32_t *)ds[k]->p);
+        cuda::poison(ctx, ds[k]->p, ds[k]->bytes);
+    }
+    if (!rc) rc = cuda::block_match(ctx, dp[0]->f(), po.data(), ps.data(), pairs, H, W, R, t);
+    if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+    size_t differ = 0, nonzero = 0;
+    for (int k = 0; k < pairs; ++k) {
+        std::vector<int32_t> got((size_t)tiles * 2);
+        cudaMemcpy(got.data(), ds[k]->p, got.size() * 4, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < tiles; ++i) {
+            differ += got[2 * i] != ref[k][2 * i] || got[2 * i + 1] != ref[k][2 * i + 1];
+            nonzero += ref[k][2 * i] || ref[k][2 * i + 1];
+        }
+    }
+    char name[96];
+    std::snprintf(name, sizeof name, "block_match %s %dx%d R %d tile %d", what, W, H, R, t);
+    result(!rc && !rc_cpu && differ == 0,
+           "%-52s %d pairs in one call, %d tiles each (%zu moving): %zu shifts differ from the CPU's per pair (0)%s%s",
+           name, pairs, tiles, nonzero, differ, rc ? ": " : "", rc ? ctx.err.c_str() : "");
 }
 
 // shift_tiles_s2d / shift_tiles against the CPU's on bf16-valued inputs, whole map and a domain
@@ -166,6 +222,25 @@ void align_ops_checks(cuda::Ctx &ctx, bool quick) {
     {  // a flat pair: every candidate ties, the nearest-first order alone decides
         const std::vector<float> f((size_t)3 * 64 * 96, 0.25f);
         block_match_check(ctx, "flat", 64, 96, 8, 32, f, f);
+    }
+    // a window's pairs in one launch: 4 (r 2) at the trained setting, the 1080p frame without
+    // --quick; 9 (two launches: 8 + 1) with ties: the centre itself and a flat frame among them
+    for (int big = 0; big < 2; ++big) {
+        if (quick && big) continue;
+        const int H = big ? 1088 : 192, W = big ? 1920 : 320;
+        const std::vector<float> f = align_texture(H, W, 2, g);
+        std::vector<std::vector<float>> o;
+        for (int smax : {3, 12, 27, 7}) o.push_back(tile_moved(f, H, W, 64, smax, 0.05f, g));
+        block_match_batch_check(ctx, "window of 5 frames", H, W, 24, 64, f, o);
+    }
+    {
+        const int H = 96, W = 160;
+        const std::vector<float> f = align_texture(H, W, 1, g);
+        std::vector<std::vector<float>> o;
+        for (int smax : {1, 2, 4, 6, 9, 10, 3}) o.push_back(tile_moved(f, H, W, 32, smax, 0.1f, g));
+        o.push_back(f);
+        o.push_back(std::vector<float>(f.size(), 0.25f));
+        block_match_batch_check(ctx, "9 frames (ties)", H, W, 8, 32, f, o);
     }
     shift_check(ctx, true, 96, 128, 12, 64, 24, false);
     shift_check(ctx, true, 40, 48, 12, 16, 8, false);
@@ -286,6 +361,68 @@ void align_api_check(const std::string &weights, const Clip &c) {
                 d.rel_l2, d.max_abs, psnr(rgb_all(F, rg.out, col, c.W, c.H), rgb_all(F, rc.out, col, c.W, c.H)));
 }
 
+// The aligned model through the API on the moving clip with the default plan (whole frames,
+// 2r + 1 luma pyramids: a window's pairs in one block_match launch, pyramids kept per frame) and
+// under a cap just below every such whole-frame plan (whole frames, 2 pyramids: a launch per
+// pair, every frame converted per window): the same shifts, so the outputs must be bit for bit.
+void pyramids_check(const std::string &weights, const Clip &c) {
+    const Fmt &F = fmt_named("yuv420p");
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    Model M;
+    std::string err;
+    if (!load_model(weights, &M, &err)) {
+        result(false, "luma pyramids: %s", err.c_str());
+        return;
+    }
+    const int m = M.cfg.pad_multiple;
+    StreamSpec spec;
+    spec.width = c.W;
+    spec.height = c.H;
+    spec.hp = (c.H + m - 1) / m * m;
+    spec.wp = (c.W + m - 1) / m * m;
+    spec.cw = -((-c.W) >> F.f.log2_chroma_w);
+    spec.ch = -((-c.H) >> F.f.log2_chroma_h);
+    spec.format = F.f;
+    spec.gpu_memory = DENOISE_GPU_MEMORY_DEFAULT;
+    CudaPlanInfo first, i;
+    int code = 0;
+    // the plan the API picks under a cap: made, not started (no GPU work)
+    auto plan_under = [&](int64_t cap, CudaPlanInfo *info) {
+        spec.gpu_memory = cap;
+        std::unique_ptr<Backend> b = cuda_backend_new(M, spec, &err, &code);
+        return b && cuda_backend_plan(*b, info);
+    };
+    if (!plan_under(DENOISE_GPU_MEMORY_DEFAULT, &first)) {
+        result(false, "luma pyramids: no plan: %s", err.c_str());
+        return;
+    }
+    i = first;
+    int64_t cap = DENOISE_GPU_MEMORY_DEFAULT;
+    for (int k = 0; k < 2 && !i.tiled && i.align_pyramids > 2; ++k) {
+        cap = i.planned_bytes - 1;
+        if (!plan_under(cap, &i)) break;
+    }
+    std::vector<HostFrame> in = clip_frames(F, col, c, true);
+    ApiOpts o1, o2;
+    o2.gpu_memory = cap;
+    const ApiRun r1 = run_api(weights, F, col, in, c.W, c.H, o1), r2 = run_api(weights, F, col, in, c.W, c.H, o2);
+    size_t differ = 0, bytes = 0;
+    for (size_t t = 0; t < r1.out.size() && t < r2.out.size(); ++t)
+        for (int p = 0; p < F.nb_planes; ++p)
+            for (size_t k = 0; k < r1.out[t].plane[p].size(); ++k) {
+                differ += r1.out[t].plane[p][k] != r2.out[t].plane[p][k];
+                ++bytes;
+            }
+    char name[96];
+    std::snprintf(name, sizeof name, "api aligned %s %dx%d %d vs 2 luma pyramids", c.name.c_str(), c.W, c.H,
+                  first.align_pyramids);
+    result(!r1.rc && !r2.rc && !first.tiled && first.align_pyramids == 2 * M.cfg.fusion_radius + 1 && !i.tiled &&
+               i.align_pyramids == 2 && bytes > 0 && differ == 0,
+           "%-48s whole frames under caps of %.0f / %.0f MiB (\"%s\" / \"%s\"): %zu of %zu bytes differ (0)%s%s%s%s",
+           name, DENOISE_GPU_MEMORY_DEFAULT / 1048576.0, cap / 1048576.0, first.text.c_str(), i.text.c_str(), differ,
+           bytes, r1.rc ? "; default: " : "", r1.err.c_str(), r2.rc ? "; capped: " : "", r2.err.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -300,6 +437,7 @@ int main(int argc, char **argv) {
             golden_api_checks("", "golden_align");
             const Clip mv = moving_clip(512, 384, 7);
             align_api_check(align_w, mv);
+            pyramids_check(align_w, mv);
             tile_check(align_w, mv, 64, "yuv420p");
             graph_check(align_w, "aligned model, ");
         });

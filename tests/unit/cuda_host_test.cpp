@@ -192,10 +192,12 @@ TEST(CudaPlans, WholeFramesWhenTheyFitTilesOtherwise) {
     EXPECT_EQ(b->pipeline_depth(), 1);  // memory CUDA: output t+1 queued before t is copied out
 }
 
-// Model v2's alignment (the aligned golden model: align 8, align_tile 32): the CUDA backend opens
-// it; the whole-frame plan counts two luma pyramids, the moved frames and feature maps and the
-// shift maps on top of the same stream's unaligned plan; tiles keep origins
-// on the 64 px grid and grow the halo by the alignment's reach (64 + 8 px -> 128 px).
+// Model v2's alignment (the aligned golden model: align 8, align_tile 32, fusion radius 2): the
+// CUDA backend opens it; the whole-frame plan counts 2r + 1 = 5 luma pyramids, the moved frames
+// and feature maps and the shift maps (2 per feature ring buffer, 2r - 2 = 2 scratch) on top of
+// the same stream's unaligned plan; under a cap just below that, whole frames with 2 pyramids (a
+// pair at a time); tiles keep origins on the 64 px grid and grow the halo by the alignment's
+// reach (64 + 8 px -> 128 px).
 TEST(CudaPlans, AlignedModel) {
     Model a;
     std::string err;
@@ -210,7 +212,24 @@ TEST(CudaPlans, AlignedModel) {
     ASSERT_TRUE(b1 && cuda_backend_plan(*b1, &v1)) << err;
     EXPECT_FALSE(i.tiled) << i.text;
     const int64_t px = 1920 * 1088, tok = px / 4, pyr = px / 16 * 21 * 4, map = (1088 / 32) * (1920 / 32) * 8;
-    EXPECT_EQ(i.planned_bytes - v1.planned_bytes, 2 * pyr + 4 * tok * 24 + 2 * tok * 32 * 2 + 7 * map) << i.text;
+    EXPECT_EQ(i.planned_bytes - v1.planned_bytes, 5 * pyr + 4 * tok * 24 + 2 * tok * 32 * 2 + 8 * map) << i.text;
+    EXPECT_EQ(i.align_pyramids, 5) << i.text;
+    EXPECT_NE(i.text.find("5 luma pyramids"), std::string::npos) << i.text;
+    EXPECT_EQ(v1.align_pyramids, 0) << v1.text;
+
+    // caps just below each 5-pyramid whole-frame plan (chunks of 2^18, then 2^16 tokens)
+    CudaPlanInfo j = i;
+    for (int k = 0; k < 2 && !j.tiled && j.align_pyramids == 5; ++k) {
+        const int64_t cap = j.planned_bytes - 1;
+        b = cuda_backend_new(a, spec_for(1920, 1080, kYuv420p, cap), &err, &code);
+        ASSERT_TRUE(b && cuda_backend_plan(*b, &j)) << err;
+        EXPECT_LE(j.planned_bytes, cap);
+    }
+    EXPECT_FALSE(j.tiled) << j.text;
+    EXPECT_EQ(j.align_pyramids, 2) << j.text;
+    if (j.chunk == i.chunk) {
+        EXPECT_EQ(i.planned_bytes - j.planned_bytes, 3 * pyr) << j.text;
+    }
 
     const int64_t two = (int64_t)2 << 30;
     b = cuda_backend_new(a, spec_for(7680, 4320, kYuv420p, two), &err, &code);
@@ -220,6 +239,7 @@ TEST(CudaPlans, AlignedModel) {
     EXPECT_EQ(i.halo, 128);
     EXPECT_LE(i.planned_bytes, two);
     EXPECT_NE(i.text.find("128 px halo"), std::string::npos) << i.text;
+    EXPECT_TRUE(i.align_pyramids == 5 || i.align_pyramids == 2) << i.text;
 }
 
 TEST(CudaPlans, CapTooSmallFailsWithTheSizes) {
