@@ -110,7 +110,8 @@ bool parse_model_config(const std::string &text, ModelConfig *c, std::string *er
         if (c->channels[i] != c->heads[i] * c->head_dim)
             return bad(err, "channels", d["channels"], "channels[" + std::to_string(i) + "] = " + std::to_string(c->channels[i]) +
                        " != heads[" + std::to_string(i) + "] * head_dim = " + std::to_string(c->heads[i] * c->head_dim));
-        // the decoder keeps y1 (h/2 x w/2 x c1) in F's storage (h x w x c0): unet.cpp
+        // the CPU decoder keeps y1 (h/2 x w/2 x c1) in F's storage (h x w x c0) (unet.cpp), and
+        // the CUDA engine sizes its merge / expand chunks for c[i+1] <= 4 c[i] (network.cu)
         if (i && c->channels[i] > 4 * c->channels[i - 1])
             return bad(err, "channels", d["channels"], "a stage may have at most 4x the channels of the one before it");
     }

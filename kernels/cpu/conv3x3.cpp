@@ -1,4 +1,4 @@
-// 3x3 convolution with zero padding 1 on an NHWC map (the input fusion conv, 61 -> 32).
+// 3x3 convolution with zero padding 1 on an NHWC map (the input fusion conv, 61 -> channels[0]).
 //
 // Method: copy the input into a zero-bordered map of width w+2, then the output at padded-row
 // position p = y*(w+2) + x is sum over the 9 taps of in_p[p + ky*(w+2) + kx] x Wk[tap], i.e. each

@@ -1,11 +1,11 @@
-// Output head: conv3d 3x3x3 (32 -> 12 channels; time taps F_{t-1}, F_t, F_{t+1}, no time padding;
+// Output head: conv3d 3x3x3 (channels[0] -> 12 channels; time taps F_{t-1}, F_t, F_{t+1}, no time padding;
 // spatial zero padding 1) + bias + s2d(x_t) residual r, clamped to [min(-1, r), max(1, r)] (the
 // range widened to the input sample: weights/denoise_train/model.py output_clamp).
 //
 // Two passes (the idea of the project's stencil-head note, own code):
 //  1. temporal GEMM: G (h*w, 9*Cout) = sum_dt F_dt (h*w, Cin) x Wt_dt (Cin, 9*Cout), where output
 //     channel (ky*3 + kx)*Cout + o of G holds spatial tap (ky, kx) of output channel o. Three
-//     sgemms with K = 32, N = 108; the operand is each feature map read once.
+//     sgemms with K = Cin (channels[0]: 32 in models v1/v2), N = 108; the operand is each feature map read once.
 //  2. stencil: out[y, x, o] = clamp(bias[o] + res[y, x, o]
 //                                    + sum_{ky,kx} G[y+ky-1, x+kx-1, (ky*3+kx)*Cout + o], -1, 1),
 //     neighbours outside the map contribute 0 (the conv's zero padding). Nine shifted 12-float

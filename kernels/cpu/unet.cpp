@@ -1,6 +1,6 @@
 // The whole network of models v1 and v2 on the CPU (weights/denoise_train/model.py's UNet and Denoiser.head_out),
 // built from the operators in ops.h. fp32 NHWC throughout. Memory: the workspace holds the three
-// skip levels (x0, x1, x2), two token buffers of the largest stage (a, b), qkv (3C), one MLP chunk and
+// skip levels (x0, x1, x2), two token buffers of the largest map (a, b), qkv (3x that), one MLP chunk and
 // the head's 108-channel map; at 854x480 (padded 896x512, 448x256 tokens of 32 ch) about 210 MB.
 #include "unet.h"
 
@@ -33,11 +33,11 @@ void Workspace::resize(const ModelConfig &cfg, int hh, int ww) {
     w = ww;
     const size_t n0 = (size_t)h * w, n1 = n0 / 4, n2 = n0 / 16;
     const int c0 = cfg.channels[0], c1 = cfg.channels[1], c2 = cfg.channels[2];
-    // The largest map any step writes to a, b or hidden: a stage's tokens (n_i c_i), patch
-    // merging's s2d (n1 4c0, n2 4c1) and patch expanding's output (n2 4c1, n1 4c0) and its d2s
-    // (n1 c1, n0 c0). With doubling widths n0 c0 = 2 n1 c1 = 4 n2 c2; with wider fine levels
-    // the s2d maps are the largest.
-    const size_t big = std::max({n0 * c0, n1 * c1, n2 * c2, n1 * 4 * c0, n2 * 4 * c1});
+    // The largest map any step writes to a, b or hidden: a stage's tokens (n_i c_i); patch
+    // merging's s2d (n1 4c0 = n0 c0, n2 4c1 = n1 c1) and patch expanding's output and its d2s are
+    // the same sizes as the finer level's map. With c[i+1] <= 4 c[i] (model_config.cpp) that is
+    // n0 c0; the max keeps the buffers right whatever the widths.
+    const size_t big = std::max({n0 * c0, n1 * c1, n2 * c2});
     conv.assign(conv3x3_work_floats(h, w, cfg.fusion_in_channels(), c0), 0.f);
     x0.assign(n0 * c0, 0.f);
     x1.assign(n1 * c1, 0.f);

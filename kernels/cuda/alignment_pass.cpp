@@ -41,16 +41,17 @@ int CudaBackend::luma_pyramids(const int64_t *frames, int n, const float **out) 
         const Slot *s = frames_.at(frames[k]);
         LumaPyramid *q = nullptr, *lru = nullptr;
         for (LumaPyramid &p : pyrs_) {
-            if (p.src == s) q = &p;
+            if (p.src == s && p.frame == frames[k]) q = &p;
             else if (p.used != now && (!lru || p.used < lru->used)) lru = &p;
         }
         if (!q) {
             if (!lru)
                 return fail(DENOISE_EINVAL, "internal: more than " + std::to_string(pyrs_.size()) +
                                                 " frames' luma pyramids at once");
-            *lru = LumaPyramid{lru->p, nullptr, 0};
+            *lru = LumaPyramid{lru->p, nullptr, -1, 0};
             TRY(luma_of(frames[k], lru->p));
             lru->src = s;
+            lru->frame = frames[k];
             q = lru;
         }
         q->used = now;
@@ -76,7 +77,7 @@ int CudaBackend::window_maps(const std::vector<int64_t> &frames, int32_t *const 
                                  cfg_.align_tile);
     }
     if (pyrs_.size() < 2) return fail(DENOISE_EINVAL, "internal: fewer than 2 luma pyramids to match frames");
-    for (LumaPyramid &q : pyrs_) q = LumaPyramid{q.p, nullptr, 0};
+    for (LumaPyramid &q : pyrs_) q = LumaPyramid{q.p, nullptr, -1, 0};
     const float *centre = pyrs_[0].p, *other = pyrs_[1].p;
     TRY(luma_of(frames[rr], pyrs_[0].p));
     for (int j = 1; j < n; ++j) {

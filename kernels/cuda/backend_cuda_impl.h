@@ -139,7 +139,7 @@ private:
     // A luma pyramid of the slot's frame (alignment_pass.cpp) is forgotten with it.
     void release_slot(Slot *s) {
         for (LumaPyramid &q : pyrs_)
-            if (q.src == s) q = LumaPyramid{q.p, nullptr, 0};
+            if (q.src == s) q = LumaPyramid{q.p, nullptr, -1, 0};
         free_slots_.push_back(s);
     }
     int read_done(Slot *s);
@@ -187,12 +187,14 @@ private:
     int unit_ = kTileUnit, halo_ = kHalo;  // tiles: origin / side unit and halo (px)
     // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the window's moved
     // frames (2r), the head's moved F_{t-1} and F_{t+1}, the other taps' maps (whole frames);
-    // plan().pyramids whole-frame luma pyramids, each of a kept frame's slot (src) or empty (src
-    // null, used 0), kept while the frame is, least recently used (pyr_clock_) first to go; free
+    // plan().pyramids whole-frame luma pyramids, each of a kept frame's slot and index (src, frame)
+    // or empty (src null, used 0), kept while the frame is, least recently used (pyr_clock_) first to go; free
     // recipe map sets (tiles)
     struct LumaPyramid {
         float *p = nullptr;
         const Slot *src = nullptr;
+        int64_t frame = -1;  // the frame index it was converted from: a slot refilled by a path that
+                             // bypassed release_slot cannot hand out another frame's pyramid
         uint64_t used = 0;
     };
     int map_tw_ = 0;

@@ -20,7 +20,7 @@
 // H200 (4.8 TB/s; mma.sync's ridge is above 100 FLOP/B); a C 128 merge is 85 FLOP/B, near it. At
 // 4K (1920 x 1088 tokens) merge0 is 8.6 GFLOP and 401 MB (~0.08 ms at the bandwidth), merge1 8.6
 // GFLOP and 200 MB. Weights: Co 4C 2 B read from L2 per CTA (C 32: 256 B per output token).
-// Shared memory 128 C + 1 KB (C 32: 17 KB; C 256: 132 KB). The v3 study's wide64 merge0 (C 64, Co
+// Shared memory 512 C + 1 KB (C 32: 17 KB; C 256: 132 KB). The v3 study's wide64 merge0 (C 64, Co
 // 64: 32.8 K FLOP for 1 KB + 256 B per output token) takes 33,792 B like v1's merge1.
 //
 // patch_expand_tc: out (2h, 2w, Co) fp32 = [d2s(lo We^T + be) | skip] Ws^T + bs, lo (h, w, C)

@@ -382,6 +382,8 @@ TEST_F(Loader, OtherArchitecture) {
     // level 1 keeps y1 in the level-0 map's storage: at most 4x the channels of the level before
     refused(with_config("c256.safetensors", {{"channels", {32, 32, 256}}, {"heads", {1, 1, 8}}}),
             {"c256.safetensors", "config field 'channels'", "at most 4x"});
+    refused(with_config("c160.safetensors", {{"channels", {32, 160, 160}}, {"heads", {1, 5, 5}}}),
+            {"c160.safetensors", "config field 'channels'", "at most 4x"});
 
     // A self-consistent bigger model: the config passes, the tensors do not match it.
     refused(with_config("c64.safetensors", {{"channels", {64, 128, 256}}, {"heads", {2, 4, 8}}}),

@@ -13,7 +13,7 @@ Domain and shapes
   - sigma is in 8-bit code values; the network sees a constant map channel sigma/255.
   - Space-to-depth 2x2 (pixel_unshuffle): channel index c*4 + dy*2 + dx. Patch merging and the
     expand use the same convention (merge: channel c*4 + dy*2 + dx of the 4C vector; expand:
-    linear C -> 2C, then pixel_shuffle).
+    linear C -> 4C', then pixel_shuffle; C' = C/2 in models v1/v2).
   - Inside the U-Net tensors are NHWC (B, H, W, C).
 
 Network (per output time t, features F_s for s = t-1, t, t+1)
@@ -533,7 +533,7 @@ class PatchExpand(nn.Module):
 
 
 class UNet(nn.Module):
-    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, 32) NHWC.
+    """(B, 5*12+1, h, w) NCHW input at half resolution -> F (B, h, w, channels[0]) NHWC.
 
     With fusion "frame" the input is (B, 5*E+1, h, w): the per-frame features and the sigma map.
     """
@@ -673,7 +673,7 @@ class Denoiser(nn.Module):
         return self.unet(self.fusion_input(frames, sigma))
 
     def head_out(self, feats: list, centre: torch.Tensor) -> torch.Tensor:
-        """feats: [F_{t-1}, F_t, F_{t+1}] each (B, h, w, 32); centre (B, 3, H, W) -> (B, 3, H, W)."""
+        """feats: [F_{t-1}, F_t, F_{t+1}] each (B, h, w, channels[0]); centre (B, 3, H, W) -> (B, 3, H, W)."""
         if self.channels_last:   # conv3d over exactly 3 time taps == conv2d over the 3C concatenation
             w = self.head.weight                                              # (O, C, 3, 3, 3)
             w2 = w.permute(0, 2, 1, 3, 4).reshape(w.shape[0], -1, 3, 3)       # (O, 3C, 3, 3): k*C + c
