@@ -262,16 +262,32 @@ inline void run_cta(int nthreads, uint8_t *smem, size_t smem_bytes, const std::f
         f.uc.uc_link = &c.sched;
         makecontext(&f.uc, (void (*)())trampoline, 1, i);
     }
+    // Warps drift: each round a pseudo-random set of warps sits out (xorshift64, a fixed seed per
+    // process, so runs repeat), so that warps get many collectives apart, as on a GPU where they
+    // are not in lock-step. A kernel that relies on lock-step instead of a barrier (a missing
+    // __syncthreads between one phase's shared-memory reads and the next phase's writes) then
+    // reads the wrong phase's data and fails its comparison; in strict round-robin every warp
+    // finished its reads before any warp wrote, and such a race passed.
+    static uint64_t rng = 0x9e3779b97f4a7c15ull;
     for (;;) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        const uint64_t hold = rng;
         bool all_done = true, progress = false;
-        for (int i = 0; i < nthreads; ++i) {
-            Fiber &f = c.fibers[i];
-            if (f.done) continue;
-            all_done = false;
-            if (f.wait && f.wait->gen == f.wait_gen) continue;
-            c.cur = i;
-            switch_to(&c.sched, &f.uc, f.stack, kStack);
-            progress = true;
+        for (int pass = 0; pass < 2 && !progress; ++pass) {  // pass 1: the held warps too, if no other could run
+            all_done = true;
+            for (int i = 0; i < nthreads; ++i) {
+                Fiber &f = c.fibers[i];
+                if (f.done) continue;
+                all_done = false;
+                if (f.wait && f.wait->gen == f.wait_gen) continue;
+                if (pass == 0 && (hold >> ((i / 32) & 63) & 1)) continue;
+                c.cur = i;
+                switch_to(&c.sched, &f.uc, f.stack, kStack);
+                progress = true;
+            }
+            if (all_done) break;
         }
         if (all_done) break;
         if (!progress) {
