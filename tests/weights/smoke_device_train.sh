@@ -51,7 +51,7 @@ EOF
 
 export DT_SRC=$W/src DT_DEVICE=cpu DT_PLAN_MINUTES=2
 export DT_BENCH_ARGS="--device cpu --patch 32 --batch-div 32 --seconds 1 --skip-check --variants v1,graph-math,graph,compile,compile-overlap --compile-backend aot_eager --budget 900"
-export DT_STUDY_ARGS="--candidates v1,frame32-r3 --clips 8 --batch 4 --seconds 1500 --deadline 1800 -- --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 1"
+export DT_STUDY_ARGS="--candidates v1,wide64 --clips 8 --batch 4 --seconds 1500 --deadline 1800 -- --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 1"
 export DT_TRAIN_ARGS="--batch 4 --patch 64 --val-clips 8 --val-patch 64 --data-limit 12 --log-steps 2 --engine sdpa --val-minutes 0.3"
 D="python3 tools/device_train.py"
 
