@@ -193,11 +193,12 @@ def table(rows: list[dict], meta: dict) -> str:
                      + f" | {d} | {half if half is not None else '-'} | {pv} |")
     budget = (f"{meta['minutes']:g} training minutes per candidate" if meta.get("minutes")
               else f"K = {meta['K']:,} clips per candidate")
-    return ("\n".join(lines) + f"\n\n{budget} (128x128, batch {meta['batch']}), one "
+    return ("\n".join(lines) + f"\n\n{budget} ({meta['patch']}x{meta['patch']}, batch {meta['batch']}), one "
             f"candidate at a time on the whole GPU, engine {meta['engine']}, feed {meta.get('feed', 'sync')}; "
             f"planned {meta['seconds']:.0f} s, "
             f"deadline {meta['deadline']:.0f} s; {meta['elapsed']:.0f} s so far. Validation: held-out split, "
-            f"24 clips of 256x256, AWGN unclipped, noise seed 777. MFU: clips/s x training FLOP per clip "
+            f"{meta['val_clips']} clips of {meta['val_patch']}x{meta['val_patch']}, AWGN unclipped, noise seed 777. "
+            f"MFU: clips/s x training FLOP per clip "
             f"(denoise_train/flops.py) / the bf16 GEMM rate measured at the start"
             + (f" ({meta['gemm_tflops']} TFLOP/s).\n" if meta.get("gemm_tflops") else " (not measured: no GPU).\n"))
 
@@ -281,10 +282,17 @@ def main():
         os.replace(os.path.join(a.out, "results.md.tmp"), os.path.join(a.out, "results.md"))
         return winner, at
 
+    extra = [x for x in a.extra if x != "--"]
+
+    def train_arg(flag: str, default: int) -> int:
+        """train.py's value of flag as the extra arguments give it (the last one wins), else its default."""
+        vals = [extra[i + 1] for i, x in enumerate(extra[:-1]) if x == flag]
+        return int(vals[-1]) if vals else default
+
+    meta.update(patch=train_arg("--patch", 128), val_clips=train_arg("--val-clips", 24), val_patch=train_arg("--val-patch", 256))
     stop = {"sig": None}
     signal.signal(signal.SIGTERM, lambda s, _f: stop.__setitem__("sig", s))
     write()
-    extra = [x for x in a.extra if x != "--"]
     rates, overheads = [], []
     for n in names:
         if stop["sig"] is not None:
