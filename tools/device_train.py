@@ -172,12 +172,12 @@ def process_groups(pid: int) -> list[int]:
                     parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 pass
-    tree, todo = [pid], [pid]
-    while todo:
-        p = todo.pop()
+    tree, pending = [pid], [pid]
+    while pending:
+        p = pending.pop()
         kids = [c for c, pp in parent.items() if pp == p]
         tree += kids
-        todo += kids
+        pending += kids
     groups = []
     for p in tree:
         try:

@@ -40,6 +40,7 @@ goldens are meant to come from the device); CPU results agree within ~1e-5.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 
 import torch
@@ -47,13 +48,14 @@ import torch.nn.functional as F
 
 from safetensors.torch import save_file
 
+from denoise_train import candidates
 from denoise_train.align import tile_shifts
 from denoise_train.model import FORMAT, Config, Denoiser, denoise_sequence, reflect_index, reflect_pad
 
 
 # The wider fine levels of the v3 study's candidate "wide64" (denoise_train/candidates.py), at small
 # depths: enc0 keeps two blocks so that a shifted window runs at 64 channels.
-WIDE = Config(channels=(64, 64, 128), heads=(2, 2, 4), depths={"enc0": 2, "enc1": 1, "mid": 1, "dec1": 1, "dec0": 1})
+WIDE = dataclasses.replace(candidates.get("wide64")[0], depths={"enc0": 2, "enc1": 1, "mid": 1, "dec1": 1, "dec0": 1})
 
 
 # Its stage outputs kept (each map at 64 channels is 0.5 MB): those of the levels whose widths

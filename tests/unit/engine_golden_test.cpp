@@ -234,12 +234,15 @@ void centre_output_through_api(const std::string &wpath, const StTensor &clip, f
     EXPECT_EQ(e, nullptr);
 }
 
-TEST_F(Golden, PublicApiCentreFrameMatchesModelOutput) {
+// The set's clip through the public API: output 3 equals the model output.
+void check_api_centre(const GoldenSet &set, const char *label) {
     std::vector<float> out3;
-    centre_output_through_api(set_->wpath, G("input.clip"), G("input.sigma").data[0], &out3);
-    ASSERT_EQ(out3.size(), G("output").data.size());
-    expect_close("api output[3]", out3.data(), G("output"));
+    centre_output_through_api(set.wpath, set.G("input.clip"), set.G("input.sigma").data[0], &out3);
+    ASSERT_EQ(out3.size(), set.G("output").data.size());
+    expect_close(label, out3.data(), set.G("output"));
 }
+
+TEST_F(Golden, PublicApiCentreFrameMatchesModelOutput) { check_api_centre(*set_, "api output[3]"); }
 
 // Push frames one at a time, pulling whatever is ready, then flush and drain; returns the outputs
 // in network units.
@@ -313,12 +316,7 @@ TEST_F(Golden, SequencesThroughPushPullFlush) { check_sequences(*set_); }
 
 TEST_F(Golden, SegmentsBackToBackOnOneEngine) { check_back_to_back(*set_); }
 
-TEST_F(GoldenWide, PublicApiCentreFrameMatchesModelOutput) {
-    std::vector<float> out3;
-    centre_output_through_api(set_->wpath, G("input.clip"), G("input.sigma").data[0], &out3);
-    ASSERT_EQ(out3.size(), G("output").data.size());
-    expect_close("api output[3]", out3.data(), G("output"));
-}
+TEST_F(GoldenWide, PublicApiCentreFrameMatchesModelOutput) { check_api_centre(*set_, "api output[3]"); }
 
 TEST_F(GoldenWide, SequencesThroughPushPullFlush) { check_sequences(*set_); }
 
@@ -375,12 +373,7 @@ TEST_F(GoldenAlign, ShiftsAndAlignedFusionInput) {
     EXPECT_GE(2 * moving_halved, maps * tiles) << "too few tiles move under the head's halving";
 }
 
-TEST_F(GoldenAlign, PublicApiCentreFrameMatchesModelOutput) {
-    std::vector<float> out3;
-    centre_output_through_api(set_->wpath, G("input.clip"), G("input.sigma").data[0], &out3);
-    ASSERT_EQ(out3.size(), G("output").data.size());
-    expect_close("aligned api output[3]", out3.data(), G("output"));
-}
+TEST_F(GoldenAlign, PublicApiCentreFrameMatchesModelOutput) { check_api_centre(*set_, "aligned api output[3]"); }
 
 TEST_F(GoldenAlign, SequencesThroughPushPullFlush) { check_sequences(*set_); }
 
