@@ -162,11 +162,16 @@ int CudaBackend::configure(size_t i) {
                                    ": " + last);
 }
 
-// After an allocation failed with ENOMEM: the next smaller plan, or the failure.
+// After an allocation failed with ENOMEM once frames are in flight: the next tiled plan, or the
+// failure. Not the next whole-frame plan (one with fewer luma pyramids): configure() releases the
+// kept frames' network inputs and the feature maps, which only tiles recompute (from the native
+// frames and the recipes); a whole-frame plan would find them gone.
 int CudaBackend::fall_back(int rc) {
     if (rc != DENOISE_ENOMEM) return rc;
-    if (plan_i_ + 1 >= plans_.size()) return rc;
-    return configure(plan_i_ + 1);
+    size_t i = plan_i_ + 1;
+    while (i < plans_.size() && !plans_[i].tiled) ++i;
+    if (i >= plans_.size()) return rc;
+    return configure(i);
 }
 
 void CudaBackend::release_plan() {

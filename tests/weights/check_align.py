@@ -21,6 +21,10 @@
   features  features of x_{t-1}, x_t, x_{t+1} (2x2 means, NHWC) of a scene moved by (4, -6) px
             per frame: align_features moves F_{t-1} and F_{t+1} onto F_t inside the frame (the
             halved shift, direction included), leaves F_t, and returns its input with radius 0.
+  compile   tile_shifts under torch.compile (backend aot_eager: the functionalisation and fake
+            tensors Inductor sees, without a C++ compiler) equals eager: its cost volume's
+            out= buffer once failed there with BackendCompilerFailed (Cannot view a tensor ...),
+            which broke tools/bench_torch.py's compiled rows for aligned models.
   model     Config(align=24) writes a version-2 config with the field, align 0 writes none (and
             with align_window and align_features returning their inputs at radius 0, the network
             is model v1's); Denoiser.forward and denoise_sequence (the engines' order) give the
@@ -193,6 +197,11 @@ def main() -> int:
         "features: F_{t-1} or F_{t+1} not moved onto F_t"
     assert align_features(feats, win, 0, 64) is feats, "features: radius 0 must return its input"
     print("features  F_{t-1}, F_{t+1} moved onto F_t by the halved shift inside the frame, radius 0 identity  ok")
+
+    c, o = textured(1, 192, 256, g), textured(1, 192, 256, g)
+    compiled = torch.compile(lambda a, b: tile_shifts(a, b, 24, 64), backend="aot_eager", dynamic=False)
+    assert torch.equal(compiled(c, o), tile_shifts(c, o, 24, 64)), "compile: compiled tile_shifts differs from eager"
+    print("compile   tile_shifts under torch.compile (aot_eager) equals eager  ok")
 
     cfg = Config(channels=(32, 64, 128), depths={"enc0": 1, "enc1": 1, "mid": 1, "dec1": 1, "dec0": 1}, align=24)
     off = dataclasses.replace(cfg, align=0, align_tile=32)

@@ -97,10 +97,15 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
     n = torch.arange(N, device=lc.device).view(N, 1, 1, 1, 1)
     patch = lo[:, 0][n, ys[..., :, None], xs[..., None, :]]                       # (N, h, w, p, p)
     cand = patch.unfold(3, t, 1).unfold(4, t, 1).permute(0, 3, 4, 1, 5, 2, 6)   # (N, K1, K1, h, t, w, t)
-    diff = torch.empty((N, K1, K1, h, t, w, t), dtype=lc.dtype, device=lc.device)
-    torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
-    # reshape, not view: eager keeps diff contiguous (a view, no copy), but torch.compile
-    # functionalises the out= and may lay diff out like cand, which view refuses (BackendCompilerFailed)
+    if torch.compiler.is_compiling():
+        # Inductor fuses the subtraction into the pooling's reads. No out= here: compile's fake
+        # tensors give an out= result cand's strides while calling it contiguous, so the view
+        # below (or reshape, or contiguous) failed with BackendCompilerFailed
+        diff = (lc.view(N, 1, 1, h, t, w, t) - cand).abs()
+    else:
+        # eager: a broadcast subtraction would take cand's strides and the view would copy
+        diff = torch.empty((N, K1, K1, h, t, w, t), dtype=lc.dtype, device=lc.device)
+        torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
     cost = F.avg_pool2d(diff.reshape(N, K1 * K1, H, W), t)
     return cost.index_select(1, (dy + r) * K1 + (dx + r)), dy, dx
 
