@@ -2,11 +2,13 @@
 """Training throughput, side by side in one process: model v1's recipe against the new engines.
 
   python3 weights/bench_train.py [--seconds 10] [--variants v1,compile-overlap,compile,...]
-                                 [--json OUT] [--budget 150]
+                                 [--candidate NAME] [--json OUT] [--budget 150]
   python3 weights/bench_train.py --device cpu --patch 32 --batch-div 16 --seconds 1
                                  --compile-backend aot_eager     (a smoke test of this script)
 
-Every variant trains model v1's network (Config()) on 7-frame 128x128 clips built on the GPU by
+Every variant trains model v1's network (Config()), or with --candidate NAME that candidate's
+network (denoise_train/candidates.py: wide64, deep, ...; the variant keeps its own recipe; not
+shipped-net, which keeps the shipped network), on 7-frame 128x128 clips built on the GPU by
 data.Batcher from synthetic frames and photo tiles (the same gather / grid_sample work as real
 data; throughput does not depend on the pixels; batch_feed.training_batch, as train.py builds
 them), for --seconds of steady state after its set-up and warm-up. Timing: a CUDA event pair around every step (batch generation, noise, forward,
@@ -29,22 +31,44 @@ Variants (denoise_train/train_step.py engines; every one but v1 with NHWC convol
   shipped-net    compile-graph-overlap-v2h on the shipped network's config (weights/
                  denoise-v2.safetensors: widths, depths, sigma gate, alignment R 24), fresh plain
                  qkv weights (a session resumes with --qkv-reparam): the network a training session
-                 runs (the others train Config()); shipped-net-noalign the same with the alignment
+                 runs (the others train Config() or --candidate's); shipped-net-noalign the same with the alignment
                  off, so the two give what the alignment costs
   compile        sdpa + torch.compile'd Swin blocks, batch 128
   compile-graph  compile + CUDA graph, batch 128
   X-overlap      X (sdpa, graph, compile, compile-graph) with the batches built one step ahead on a
                  side CUDA stream (batch_feed.BatchFeed), overlapping the step; the others build
                  each batch on the step's stream just before it (feed "sync")
-For each variant: clips/s, model FLOPs per clip and MFU against the bf16 GEMM rate measured at the start
-of the run (denoise_train/flops.py), step time, set-up (compile / capture / first step), peak memory, the
+Modifiers: a variant name is any of the above followed by any of these, each starting with "+"
+(e.g. compile-graph-overlap+windows+explicit): the same function (tests/weights/
+check_block_variants.py), other kernels or another crop; train.py's flag in brackets:
+  +explicit      attention written out, (q k^T) in bf16, bias + shift mask + softmax in fp32, @ v
+                 (model.WindowAttention.forward_explicit), for torch.compile to fuse the bias, mask
+                 and softmax around two batched products, instead of SDPA's memory-efficient
+                 kernel [--attention explicit]
+  +flex          attention through flex_attention, bias + shift mask in its score_mod, 64 x 64
+                 tiles (model.WindowAttention.forward_flex); compile engines only [--attention flex]
+  +windows       token layout "windows": a stage's tokens stay in window order from block to
+                 block, each block writing its output in the next block's window order (model.
+                 window_block), so LayerNorm, MLP and attention read contiguous rows with no roll
+                 or partition in the block [--token-layout windows]
+  +crop1.5x      crops 1.5x --patch (192 at 128) at batch round(B / 1.5^2) (57 at 128): about the
+                 pixels per batch of the base variant in fewer, larger clips [--patch 192 --batch 57]
+  +crop2x        crops 2x --patch (256) at batch B / 4 (32) [--patch 256 --batch 32]; at 256 a
+                 photo clip is its whole 256 x 256 tile (data.TILE), so its motion (a shift of up
+                 to about 16 px at the clip's ends, plus rotation and zoom) samples past the
+                 tile's edge, where grid_sample reflects it: mirrored borders that 128 and 192 crops do not have (a data question for
+                 training, not for this bench's timing)
+Clips/s of different crops do not compare; MFU and Mpx/s (output pixels per second: clips/s x
+crop^2) do.
+For each variant: clips/s, its crop, Mpx/s, model FLOPs per clip and MFU against the bf16 GEMM rate
+measured at the start of the run (denoise_train/flops.py), step time, set-up (compile / capture / first step), peak memory, the
 time of batch generation alone (data ms: clips, noise, augmentation, CUDA events over 20 batches),
 the host's time to queue one batch and one step onto an idle GPU (host ms batch/step, median of
 5: when their sum reaches the step time, the loop is bound by the host, not the GPU) and which
 SDPA backend its kernels ran, forward and backward (denoise_train.sdpa_backends on
 one step of the same kernels, after the timing). The recommendation (printed last and written to
 --json as "recommended", the engine, and "recommended_feed") is the fastest variant at batch 128
-in a default form (sdpa, graph, compile, compile-graph, each also with -overlap) whose set-up
+(no modifier) in a default form (sdpa, graph, compile, compile-graph, each also with -overlap) whose set-up
 took at most 85 s, so that data loading plus set-up stays under 90 s per training run; an
 overlap variant only when the feed check passed. A compile variant after another one finds
 Inductor's compiled code in its on-disk cache: put the one whose cold set-up matters first.
@@ -110,6 +134,10 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
     "shipped-net": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped"}),
     "shipped-net-noalign": ("compile-graph", 128, "v2h", {"feed": "overlap", "config": "shipped", "align": 0}),
 }
+# "+name" after a variant: kernel options of the same function, or another crop at about the same
+# pixels per batch (crop: the factor on --patch; the batch divided by its square)
+MODIFIERS = {"explicit": {"attention": "explicit"}, "flex": {"attention": "flex"}, "windows": {"layout": "windows"},
+             "crop1.5x": {"crop": 1.5}, "crop2x": {"crop": 2.0}}
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "denoise-v2.safetensors")
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
 RECOMMENDABLE = DEFAULT_FORMS + tuple(f"{v}-overlap" for v in DEFAULT_FORMS)
@@ -197,30 +225,55 @@ def profile_steps(one, steps: int, dev) -> dict:
             "top_kernels_ms": [[k[:160], round(v, 3)] for k, v in top]}
 
 
+def parse_variant(name: str) -> tuple:
+    """'base+modifier+...' -> (engine, batch, recipe, options) of VARIANTS[base] with the MODIFIERS'
+    options added; ValueError for an unknown base or modifier, or two modifiers that set the same
+    option."""
+    base, *mods = name.split("+")
+    if base not in VARIANTS:
+        raise ValueError(f"unknown variant {base!r}; known: {', '.join(VARIANTS)}")
+    engine, B, recipe, opts = VARIANTS[base]
+    opts = dict(opts)
+    for m in mods:
+        if m not in MODIFIERS:
+            raise ValueError(f"{name}: unknown modifier +{m}; known: {', '.join('+' + k for k in MODIFIERS)}")
+        for k, v in MODIFIERS[m].items():
+            if k in opts and opts[k] != v:
+                raise ValueError(f"{name}: two modifiers set {k}")
+            opts[k] = v
+    return engine, B, recipe, opts
+
+
 def bench_variant(name, frames, starts, tiles, dev, seconds, patch, log, batch_div=1, compile_backend="inductor",
-                  profile=0):
-    engine, B, recipe_name, opts = VARIANTS[name]
+                  profile=0, base_cfg: Config | None = None):
+    """One variant (a VARIANTS name with MODIFIERS) on base_cfg's network (None: Config()), or the
+    shipped one for the shipped-net variants."""
+    engine, B, recipe_name, opts = parse_variant(name)
+    crop = opts.get("crop", 1.0)
+    if crop != 1.0:   # about the same pixels per batch in larger clips
+        B = round(B / crop ** 2)
+        patch = round(patch * crop)
     with contextlib.ExitStack() as stack:
         if opts.get("sdpa_math"):
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         return _bench_variant(name, engine, max(2, B // batch_div), recipe_name, opts, frames, starts, tiles,
-                              dev, seconds, patch, log, compile_backend, profile)
+                              dev, seconds, patch, log, compile_backend, profile, base_cfg or Config())
 
 
 def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, dev, seconds, patch, log,
-                   compile_backend, profile=0):
+                   compile_backend, profile, cfg):
     recipe = candidates.RECIPES[recipe_name]
     t0 = time.time()
     torch.manual_seed(0)
-    cfg = Config()
     if opts.get("config") == "shipped":
         cfg = load_weights(SHIPPED).cfg
         if "align" in opts:
             cfg = dataclasses.replace(cfg, align=opts["align"])
     model = Denoiser(cfg).to(dev)
     eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
-                     compile_backend=compile_backend, channels_last=opts.get("channels_last", True))
+                     compile_backend=compile_backend, channels_last=opts.get("channels_last", True),
+                     attention=opts.get("attention", "sdpa"), layout=opts.get("layout", "image"))
     batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe["pattern_bg"])
     gen = torch.Generator(device=dev).manual_seed(2)
     noise = NoiseRecipe(compile=dev.type == "cuda") if recipe["noise"] == "v2" else None
@@ -288,9 +341,11 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
             prof["batch_alone"] = profile_steps(lambda lr: make(), profile, dev)
     backends = eng.attention_backends(*batch())
     flop_clip = train_flop_per_clip(cfg, patch)   # on the CPU, after the timings and outside set-up
-    r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "recipe": recipe_name,
+    r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "patch": patch,
+         "recipe": recipe_name, "config": json.loads(cfg.to_json()),
          "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(),
-         "channels_last": eng.describe()["channels_last"],
+         "channels_last": eng.describe()["channels_last"], "attention_kernel": eng.describe()["attention"],
+         "layout": eng.describe()["layout"],
          "steps": len(ev), "clips_per_s": round(len(ev) * B / (total_ms / 1000), 1),
          "step_ms_median": round(statistics.median(ms), 3), "step_ms_p90": round(sorted(ms)[int(0.9 * len(ms))], 3),
          "data_ms_median": round(statistics.median(a.ms_to(b) for a, b in dms), 3),
@@ -302,6 +357,7 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
          "noise_compile_error": noise.compile_error if noise else None,
          "train_gflop_per_clip": round(flop_clip / 1e9, 3)}
     r["model_tflops"] = round(r["clips_per_s"] * flop_clip / 1e12, 2)
+    r["mpx_per_s"] = round(r["clips_per_s"] * patch * patch / 1e6, 2)
     if prof:
         r["profile"] = prof
     return r
@@ -313,6 +369,8 @@ def main():
     ap.add_argument("--variants", default="v1,compile-overlap,compile,graph-math,sdpa,graph,graph-overlap,graph-nchw,"
                     "graph-b256,compile-graph")
     ap.add_argument("--patch", type=int, default=128)
+    ap.add_argument("--candidate", help="train this candidate's network (denoise_train/candidates.py) in every "
+                    "variant but shipped-net instead of Config()")
     ap.add_argument("--budget", type=float, default=150.0, help="start no variant after this many seconds")
     ap.add_argument("--json")
     ap.add_argument("--skip-check", action="store_true")
@@ -333,7 +391,14 @@ def main():
     torch.backends.cudnn.allow_tf32 = True
     events = []
     log = lambda d: (events.append(d), print(json.dumps(d), flush=True))  # noqa: E731
-    out = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "torch": torch.__version__, "patch": a.patch, "frames": 7,
+    base_cfg = None
+    if a.candidate:
+        try:
+            base_cfg = candidates.get(a.candidate)[0]
+        except KeyError as e:
+            sys.exit(f"bench_train.py: {e.args[0]}")
+    out = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "torch": torch.__version__,
+           "patch": a.patch, "frames": 7, "candidate": a.candidate,
            "seconds_per_variant": a.seconds, "results": [], "skipped": [], "attention_check": None,
            "feed_check": None}
     out["compile_cache_load"] = compile_cache.load(a.compile_cache, "bench") if a.compile_cache else None
@@ -358,8 +423,10 @@ def main():
     frames, starts, tiles = synthetic_sources(dev, *((240, 512) if dev.type == "cuda" else (40, 16)))
     names = [n.strip() for n in a.variants.split(",") if n.strip()]
     for n in names:
-        if n not in VARIANTS:
-            sys.exit(f"unknown variant {n!r}; known: {', '.join(VARIANTS)}")
+        try:
+            parse_variant(n)
+        except ValueError as e:
+            sys.exit(f"bench_train.py: {e}")
     for n in names:
         el = time.time() - t_start
         if el > a.budget:
@@ -368,7 +435,7 @@ def main():
             continue
         try:
             r = bench_variant(n, frames, starts, tiles, dev, a.seconds, a.patch, log, a.batch_div, a.compile_backend,
-                              a.profile)
+                              a.profile, base_cfg)
         except Exception as e:  # noqa: BLE001 (report, go on with the next variant)
             r = {"variant": n, "error": f"{type(e).__name__}: {str(e)[:500]}"}
         if dev.type == "cuda":   # the variant's model, optimiser and graph pool are gone: free them
@@ -397,25 +464,30 @@ def main():
     if out["bf16_gemm_tflops"]:
         print(f"bf16 GEMM ceiling (8192^3, median of 20): {out['bf16_gemm_tflops']:.1f} TFLOP/s; MFU = clips/s x "
               "GFLOP/clip (FlopCounterMode, forward + backward) / that ceiling")
-    print(f"{out['device']}, torch {out['torch']}, clips 7x{a.patch}x{a.patch}, {a.seconds:g} s per variant "
+    print(f"{out['device']}, torch {out['torch']}, network {a.candidate or 'Config() (model v1)'} (shipped-net: the "
+          f"shipped one), clips 7x{a.patch}x{a.patch} unless +crop, {a.seconds:g} s per variant "
           f"after warm-up; attention check: " + ("skipped" if ac is None else
           ("PASS" if ac["pass"] else "FAIL " + "; ".join(ac["failures"])) + "; " + "; ".join(ac["notes"])))
     if fc is not None:
         print("feed check: " + ("PASS" if fc["pass"] else "FAIL " + "; ".join(fc["failures"][:4]))
               + "".join("; " + n for n in fc["notes"]))
-    print(f"{'variant':21s} {'engine':14s} {'feed':7s} {'batch':>5s} {'clips/s':>9s} {'x v1':>6s} {'x v1 log':>8s} "
+    nw = max([21] + [len(r["variant"]) for r in out["results"]])
+    print(f"{'variant':{nw}s} {'engine':14s} {'feed':7s} {'batch':>5s} {'crop':>4s} {'clips/s':>9s} {'Mpx/s':>7s} "
+          f"{'x v1':>6s} {'x v1 log':>8s} "
           f"{'step ms':>8s} {'data ms':>7s} {'host ms':>11s} {'setup s':>7s} {'GiB':>6s} {'GFLOP/clip':>10s} "
-          f"{'TFLOP/s':>7s} {'MFU %':>6s}  SDPA backend")
+          f"{'TFLOP/s':>7s} {'MFU %':>6s}  attention/layout: SDPA backend")
     for r in out["results"]:
         if "error" in r:
-            print(f"{r['variant']:21s} ERROR {r['error'][:100]}")
+            print(f"{r['variant']:{nw}s} ERROR {r['error'][:100]}")
             continue
         x = f"{r['clips_per_s'] / v1['clips_per_s']:.2f}" if v1 else "-"
-        print(f"{r['variant']:21s} {r['engine']:14s} {r['feed']:7s} {r['batch']:5d} {r['clips_per_s']:9.1f} {x:>6s} "
+        print(f"{r['variant']:{nw}s} {r['engine']:14s} {r['feed']:7s} {r['batch']:5d} {r['patch']:4d} "
+              f"{r['clips_per_s']:9.1f} {r['mpx_per_s']:7.1f} {x:>6s} "
               f"{r['clips_per_s'] / V1_LOGGED_CLIPS_PER_S:8.2f} {r['step_ms_median']:8.2f} {r['data_ms_median']:7.2f} "
               f"{r['host_batch_ms_median']:5.1f}/{r['host_step_ms_median']:5.1f} {r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f} "
               f"{r['train_gflop_per_clip']:10.2f} {r['model_tflops']:7.1f} "
-              + (f"{100 * r['mfu']:6.2f}" if "mfu" in r else f"{'-':>6s}") + f"  {r['attention']}")
+              + (f"{100 * r['mfu']:6.2f}" if "mfu" in r else f"{'-':>6s}")
+              + f"  {r['attention_kernel']}/{r['layout']}: {r['attention']}")
     by = {r["variant"]: r for r in ok}
     for v in DEFAULT_FORMS:
         if v in by and f"{v}-overlap" in by:

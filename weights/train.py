@@ -64,6 +64,10 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - --compile-cache DIR: hot-load DIR's train compile cache before the first compile and save
     what the run compiled once its first step is done (denoise_train/compile_cache.py; events
     compile_cache): set-up is then a warm compile on a fresh machine of the same kind.
+  - --attention sdpa|explicit|flex and --token-layout image|windows: the Swin blocks' kernels
+    (denoise_train/train_step.py; the same function, tests/weights/check_block_variants.py;
+    weights/bench_train.py measures them as its +explicit, +flex and +windows variants); the
+    engine event names them. Defaults: SDPA, NHWC tokens.
   - Log events: data, start (+ world_size, gpus, batch_per_rank, dp_backend), compile_cache, engine
     (with the feed; + engine_fallback), train (loss: the mean over the ranks, lr, clips_per_s of the
     global batch, clips_per_s_per_gpu and _per_rank, world_size, trained minutes), val (PSNR at
@@ -99,7 +103,7 @@ from denoise_train.checkpoint import checkpoint_model
 from denoise_train.data import VAL_T, Batcher, load_photo_tiles, load_videos
 from denoise_train.data_parallel import DataParallel
 from denoise_train.faithful import probe, summary
-from denoise_train.model import Config, Denoiser, count_parameters, gflop_per_frame
+from denoise_train.model import ATTENTIONS, LAYOUTS, Config, Denoiser, count_parameters, gflop_per_frame
 from denoise_train.noise_models import NoiseRecipe
 from denoise_train.train_step import ENGINES, LossWeights, Schedule, StepEngine
 from denoise_train.validation import make_val_davis, make_val_set, validate, validate_davis
@@ -264,6 +268,12 @@ def main():
                     help="overlap: build each batch one step ahead on a side CUDA stream; sync: just before "
                     "its step; auto: the bench's recommendation (overlap where its feed check passed), else sync")
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
+    ap.add_argument("--attention", default="sdpa", choices=ATTENTIONS,
+                    help="the Swin blocks' attention kernel (denoise_train/train_step.py; same function): SDPA, "
+                         "written out for torch.compile (explicit), or flex_attention (flex: compile engines)")
+    ap.add_argument("--token-layout", default="image", choices=LAYOUTS,
+                    help="token order inside a stage (denoise_train/train_step.py; same function): NHWC (image) or "
+                         "window order kept from block to block (windows)")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--compile-cache", metavar="DIR", help="a folder for the portable compile cache (denoise_train/compile_cache.py)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -454,7 +464,8 @@ def run(args, log, dp):
 
     def build(accum):
         eng = StepEngine(model, engine_name, LossWeights.of(recipe), lr_at(0), accum=accum,
-                         compile_backend=args.compile_backend, log=log, grad_average=dp.grad_average)
+                         compile_backend=args.compile_backend, log=log, grad_average=dp.grad_average,
+                         attention=args.attention, layout=args.token_layout)
         if not opt_fresh:
             load_opt_state(eng.opt, src["opt"])
         return eng

@@ -111,6 +111,23 @@ Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 cod
     copies around the U-Net.
   fusion "shift": the temporal shift runs inside SwinBlock.forward on every path (math, sdpa, and
     the torch.compile'd sdpa_block, which gets the stream count as an argument).
+  Training variants of the sdpa path (Denoiser.set_engine attention= and layout=; same function,
+  tests/weights/check_block_variants.py):
+  attention "explicit": (q * scale) @ k^T in the input dtype, then in fp32 + bias (+ shift mask),
+    softmax, cast back, @ v (WindowAttention.forward_explicit): the v1 code's order of operations
+    with the bias, mask and softmax in fp32, written for torch.compile to fuse the bias, mask and
+    softmax (and their backward) around two batched matrix products, where SDPA calls its
+    memory-efficient kernel (tiled for long sequences; a window is 64 tokens).
+  attention "flex": torch.nn.attention.flex_attention with the bias plus the shift mask added by
+    its score_mod (WindowAttention.forward_flex); compiled (compile engines) it is one fused Triton
+    kernel forward and one backward, the bias gradient accumulated inside the backward kernel.
+  layout "windows": the tokens of a stage stay in window order from block to block (window_block):
+    each block runs on (B * nW, ws*ws, C) in the order of its own windows (unshifted, or of the
+    image rolled by -shift), and writes its output in the order of the next block's windows (the
+    image order after the last), so the LayerNorms, the MLP and the attention read and write
+    contiguous rows; the reorder (reorder_tokens: window_reverse, roll, window_partition) is
+    data movement at the end of a block, left for torch.compile to fuse into the residual add
+    that writes it.
 """
 from __future__ import annotations
 
@@ -129,6 +146,14 @@ VERSIONS = (1, 2)    # what load_weights() accepts
 V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64,
                "shift_div": 8}
 FUSIONS = ("window", "frame", "shift")
+ATTENTIONS = ("sdpa", "explicit", "flex")   # the sdpa path's attention kernels (module docstring)
+LAYOUTS = ("image", "windows")              # token order inside a stage: NHWC, or window-major
+# flex_attention tiles: 64 x 64, one window per tile (the defaults may take 128-row tiles, half of
+# them masked off for 64-token sequences); the backward's ratios as the kernel requires
+# (BLOCK_N1 % BLOCK_M1 == 0, BLOCK_M2 % BLOCK_N2 == 0)
+FLEX_KERNEL_OPTIONS = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32}
+FLEX_BIAS_COPIES = 64   # unshifted blocks: bias copies flex's backward accumulates into (see forward_flex)
+CUDA_GRID_YZ = 65535    # CUDA's limit on a grid's y and z size (flex_attention's windows x heads, see forward_flex)
 
 
 def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -360,6 +385,68 @@ class WindowAttention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=self.scale)
         return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
 
+    def attend(self, x: torch.Tensor, mask: torch.Tensor | None, attention: str = "sdpa") -> torch.Tensor:
+        """The attention of the sdpa path: x (nWB, N, C) windows, mask (nW, N, N) or None ->
+        (nWB, N, C) through forward_sdpa, forward_explicit or forward_flex (ATTENTIONS)."""
+        if attention == "sdpa":
+            return self.forward_sdpa(x, mask)
+        if attention == "explicit":
+            return self.forward_explicit(x, mask)
+        if attention == "flex":
+            return self.forward_flex(x, mask)
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+
+    def _bias(self) -> torch.Tensor:
+        """The relative position bias (h, N, N), in the table's dtype (fp32)."""
+        N, h = self.ws * self.ws, self.heads
+        return self.relative_position_bias_table[self.rpi.view(-1)].view(N, N, h).permute(2, 0, 1)
+
+    def forward_explicit(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward() with the scores in fp32 from the bias on (module docstring, attention
+        "explicit"): x (nWB, N, C), window index b * nW + w; mask (nW, N, N) additive or None.
+        Under bf16 autocast the two products run in bf16 (fp32 accumulation), the bias, mask and
+        softmax in fp32 (SDPA's path takes the bias in bf16), the probabilities cast to bf16 for
+        @ v."""
+        nWB, N, C = x.shape
+        h, d = self.heads, self.head_dim
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
+        s = ((q * self.scale) @ k.transpose(-2, -1)).float() + self._bias()
+        if mask is not None:
+            nW = mask.shape[0]
+            s = (s.view(nWB // nW, nW, h, N, N) + mask[None, :, None]).view(nWB, h, N, N)
+        p = s.softmax(dim=-1).to(v.dtype)
+        return self.proj((p @ v).transpose(1, 2).reshape(nWB, N, C))
+
+    def forward_flex(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward_sdpa() through flex_attention (module docstring, attention "flex"): x (nWB, N, C),
+        window index b * nW + w; mask (nW, N, N) additive or None. Each window is one batch entry
+        of flex (nWB, h, N, d); score_mod adds M[b mod R, head, q, k], M the fp32 bias plus the
+        shift mask: (nW, h, N, N) in a shifted block (R = nW), the bias repeated R =
+        FLEX_BIAS_COPIES times in an unshifted one. Flex's compiled backward accumulates the
+        gradient of M with atomic adds from every window; R copies (summed by autograd after)
+        spread those adds over R times as many addresses. Compiled on CUDA, windows and heads
+        are the kernel grid's y and z axes (batch x heads on y in some PyTorch versions): at most
+        CUDA_GRID_YZ windows x heads, else ValueError."""
+        from torch.nn.attention.flex_attention import flex_attention
+        nWB, N, C = x.shape
+        h, d = self.heads, self.head_dim
+        if x.is_cuda and nWB * h > CUDA_GRID_YZ:
+            raise ValueError(f"flex attention: {nWB} windows x {h} heads > {CUDA_GRID_YZ} (CUDA's limit on a grid "
+                             "axis, which holds flex's batch x heads); use a smaller batch")
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)   # (nWB, h, N, d)
+        bias = self._bias()
+        if mask is None:
+            m = bias[None].repeat(FLEX_BIAS_COPIES, 1, 1, 1)
+        else:
+            m = mask[:, None] + bias[None]                                              # (nW, h, N, N)
+        R = m.shape[0]
+
+        def score_mod(score, b, head, qi, ki):
+            return score + m[b % R, head, qi, ki]
+        out = flex_attention(q, k, v, score_mod=score_mod, scale=self.scale,
+                             kernel_options=dict(FLEX_KERNEL_OPTIONS) if x.is_cuda else None)
+        return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
+
 
 _MASKS: dict = {}
 
@@ -421,17 +508,17 @@ class SwinBlock(nn.Module):
         return m
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, sdpa: bool = False,
-                streams: int = 0) -> torch.Tensor:
+                streams: int = 0, attention: str = "sdpa") -> torch.Tensor:
         """x (B, H, W, C) NHWC -> same. sdpa False: the v1 code (builds its own shift mask).
-        sdpa True: attention through WindowAttention.forward_sdpa with `mask`, the stage's
-        (nW, N, N) shift mask (used by shifted blocks only). streams T > 0 (fusion "shift"): x is
-        (B'T, H, W, C), stream t of clip b at batch index b * T + t, and the attention branch reads
-        temporal_shift(x, T, k) (the identity path keeps x)."""
+        sdpa True: attention through WindowAttention.attend(attention) (forward_sdpa by default)
+        with `mask`, the stage's (nW, N, N) shift mask (used by shifted blocks only). streams T > 0
+        (fusion "shift"): x is (B'T, H, W, C), stream t of clip b at batch index b * T + t, and the
+        attention branch reads temporal_shift(x, T, k) (the identity path keeps x)."""
         x_in = temporal_shift(x, streams, x.shape[-1] // self.shift_div) if streams else x
-        return self.branch(x, x_in, mask, sdpa)
+        return self.branch(x, x_in, mask, sdpa, attention)
 
     def branch(self, x: torch.Tensor, x_in: torch.Tensor, mask: torch.Tensor | None = None,
-               sdpa: bool = False) -> torch.Tensor:
+               sdpa: bool = False, attention: str = "sdpa") -> torch.Tensor:
         """The block with x on the identity path and x_in read by the attention branch (x_in is x
         but for fusion "shift"'s temporal shift; stream_sequence calls it per frame)."""
         B, H, W, C = x.shape
@@ -439,7 +526,7 @@ class SwinBlock(nn.Module):
         if self.shift:
             h = torch.roll(h, shifts=(-self.shift, -self.shift), dims=(1, 2))
         if sdpa:
-            w = self.attn.forward_sdpa(window_partition(h, self.ws), mask if self.shift else None)
+            w = self.attn.attend(window_partition(h, self.ws), mask if self.shift else None, attention)
         else:
             w = self.attn(window_partition(h, self.ws), self.attn_mask(H, W, x.device))
         h = window_reverse(w, self.ws, B, H, W)
@@ -449,44 +536,108 @@ class SwinBlock(nn.Module):
         h = layer_norm_lowp(self.norm2, x) if sdpa else self.norm2(x)
         return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
+    def branch_windows(self, x: torch.Tensor, x_in: torch.Tensor, mask: torch.Tensor | None = None,
+                       attention: str = "sdpa") -> torch.Tensor:
+        """branch() on tokens in this block's window order (layout "windows"): x, x_in (B * nW,
+        ws*ws, C), the windows of the image rolled by (-shift, -shift) in window_partition's order
+        -> the same order. No roll and no partition: every op reads whole rows."""
+        h = layer_norm_lowp(self.norm1, x_in)
+        x = x + self.attn.attend(h, mask if self.shift else None, attention)
+        h = layer_norm_lowp(self.norm2, x)
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
-def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None, streams: int = 0) -> torch.Tensor:
+
+def sdpa_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None, streams: int = 0,
+               attention: str = "sdpa") -> torch.Tensor:
     """One Swin block with SDPA attention (the unit a training engine may torch.compile); streams:
-    SwinBlock.forward's (fusion "shift": the temporal shift is inside the compiled unit)."""
-    return block(x, mask, sdpa=True, streams=streams)
+    SwinBlock.forward's (fusion "shift": the temporal shift is inside the compiled unit);
+    attention: WindowAttention.attend's kernel (ATTENTIONS)."""
+    return block(x, mask, sdpa=True, streams=streams, attention=attention)
+
+
+IMAGE_ORDER = -1   # reorder_tokens: tokens in image order, (B, H, W, C)
+
+
+def reorder_tokens(x: torch.Tensor, src: int, dst: int, H: int, W: int, ws: int) -> torch.Tensor:
+    """The token orders of a stage with layout "windows": IMAGE_ORDER, x (B, H, W, C); s >= 0,
+    x (B * nW, ws*ws, C): the windows of the image rolled by (-s, -s) (torch.roll, Swin's cyclic
+    shift; 0: no shift), window_partition's order. x in order src -> the same tokens in order
+    dst. Data movement only (eager: up to three copies; compiled: one gather, fused with its
+    producer)."""
+    if src == dst:
+        return x
+    if src != IMAGE_ORDER:
+        x = window_reverse(x, ws, x.shape[0] // ((H // ws) * (W // ws)), H, W)
+        if src:
+            x = torch.roll(x, shifts=(src, src), dims=(1, 2))
+    if dst != IMAGE_ORDER:
+        if dst:
+            x = torch.roll(x, shifts=(-dst, -dst), dims=(1, 2))
+        x = window_partition(x, ws)
+    return x
+
+
+def window_block(block: SwinBlock, x: torch.Tensor, mask: torch.Tensor | None, src: int, dst: int,
+                 hw: tuple, streams: int = 0, attention: str = "sdpa") -> torch.Tensor:
+    """One Swin block in layout "windows" (the unit a training engine may torch.compile): x in
+    token order src (reorder_tokens; IMAGE_ORDER for a stage's first block) -> the block's output
+    in order dst (the next block's windows, IMAGE_ORDER after the last). hw = (H, W) of the
+    stage's map; mask the stage's (nW, N, N) shift mask; streams: SwinBlock.forward's (the
+    temporal shift moves channels between streams token by token, in any token order);
+    attention: WindowAttention.attend's kernel."""
+    H, W = hw
+    x = reorder_tokens(x, src, block.shift, H, W, block.ws)
+    x_in = x
+    if streams:
+        N, C = x.shape[1], x.shape[2]
+        nW = (H // block.ws) * (W // block.ws)
+        x_in = temporal_shift(x.view(-1, nW * N, C), streams, C // block.shift_div).view(x.shape)
+    return reorder_tokens(block.branch_windows(x, x_in, mask, attention), block.shift, dst, H, W, block.ws)
 
 
 def temporal_shift(x: torch.Tensor, streams: int, k: int) -> torch.Tensor:
     """Fusion "shift"'s temporal shift (TSM, Lin et al., ICCV 2019; BSVD, Qi et al., ACM MM 2022):
-    x (B*T, H, W, C), stream t of clip b at index b * T + t -> the same shape with channels [0, k)
-    of stream t taken from stream t-1, channels [k, 2k) from stream t+1, zeros where that stream
-    does not exist (t = 0, t = T-1: a stream's ends), the other channels unchanged. Data movement
-    only: no FLOPs."""
-    BT, H, W, C = x.shape
-    x5 = x.reshape(BT // streams, streams, H, W, C)
-    z = x5.new_zeros(BT // streams, 1, H, W, k)
-    prev = torch.cat([z, x5[:, :-1, :, :, :k]], dim=1)          # stream t <- t-1
-    nxt = torch.cat([x5[:, 1:, :, :, k:2 * k], z], dim=1)       # stream t <- t+1
-    return torch.cat([prev, nxt, x5[..., 2 * k:]], dim=-1).view(BT, H, W, C)
+    x (B*T, ..., C) (NHWC: (B*T, H, W, C)), stream t of clip b at index b * T + t -> the same shape
+    with channels [0, k) of stream t taken from stream t-1, channels [k, 2k) from stream t+1, zeros
+    where that stream does not exist (t = 0, t = T-1: a stream's ends), the other channels
+    unchanged. Data movement only: no FLOPs."""
+    BT, inner = x.shape[0], x.shape[1:-1]
+    x5 = x.reshape(BT // streams, streams, *inner, x.shape[-1])
+    z = x5.new_zeros(BT // streams, 1, *inner, k)
+    prev = torch.cat([z, x5[:, :-1, ..., :k]], dim=1)           # stream t <- t-1
+    nxt = torch.cat([x5[:, 1:, ..., k:2 * k], z], dim=1)        # stream t <- t+1
+    return torch.cat([prev, nxt, x5[..., 2 * k:]], dim=-1).view(x.shape)
 
 
 class Stage(nn.Module):
     def __init__(self, dim: int, heads: int, depth: int, cfg: Config):
         super().__init__()
         self.blocks = nn.ModuleList(SwinBlock(dim, heads, cfg, shifted=i % 2 == 1) for i in range(depth))
-        self.block_fn = None   # set by Denoiser.set_engine: (block, x, shift mask) -> x
+        # set by Denoiser.set_engine: layout "image", (block, x, shift mask, streams, attention) -> x
+        # (sdpa_block); layout "windows", window_block's arguments
+        self.block_fn = None
+        self.attention, self.layout = "sdpa", "image"
 
     def forward(self, x, streams: int = 0):
-        """x (B, H, W, C); streams: SwinBlock.forward's (0: no temporal shift)."""
+        """x (B, H, W, C) -> same; streams: SwinBlock.forward's (0: no temporal shift)."""
         if self.block_fn is None:
             for b in self.blocks:
                 x = b(x, streams=streams) if streams else b(x)
             return x
         mask = None
         for b in self.blocks:
-            if b.shift and mask is None:   # built outside block_fn, once per stage call
+            if b.shift:   # built outside block_fn, once per stage call
                 mask = b.attn_mask(x.shape[1], x.shape[2], x.device)
-            x = self.block_fn(b, x, mask, streams) if streams else self.block_fn(b, x, mask)
+                break
+        if self.layout == "windows":
+            hw, order = (x.shape[1], x.shape[2]), IMAGE_ORDER
+            for i, b in enumerate(self.blocks):
+                dst = self.blocks[i + 1].shift if i + 1 < len(self.blocks) else IMAGE_ORDER
+                x = self.block_fn(b, x, mask, order, dst, hw, streams, self.attention)
+                order = dst
+            return x
+        for b in self.blocks:
+            x = self.block_fn(b, x, mask, streams, self.attention)
         return x
 
 
@@ -606,16 +757,25 @@ class Denoiser(nn.Module):
             self.frame_enc = FrameEncoder(self.cfg)
         self.channels_last = False
 
-    def set_engine(self, sdpa: bool = False, block_fn=None, channels_last: bool = False) -> "Denoiser":
+    def set_engine(self, sdpa: bool = False, block_fn=None, channels_last: bool = False, attention: str = "sdpa",
+                   layout: str = "image") -> "Denoiser":
         """Choose the kernels, not the function: sdpa=True runs every Swin block through
-        sdpa_block (or block_fn, e.g. torch.compile(sdpa_block)), and channels_last (with sdpa)
-        the convolutions and the head on NHWC kernels (module docstring); sdpa=False restores
-        the v1 code."""
-        fn = (block_fn or sdpa_block) if sdpa else None
+        sdpa_block, or window_block with layout "windows" (or block_fn, e.g. torch.compile of
+        that function), with the attention kernel `attention` (ATTENTIONS), and channels_last
+        (with sdpa) the convolutions and the head on NHWC kernels (module docstring); sdpa=False
+        restores the v1 code (its own attention and layout: attention and layout must be left at
+        their defaults). ValueError for an unknown attention or layout."""
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if not sdpa and (attention, layout) != ("sdpa", "image"):
+            raise ValueError(f"attention {attention!r} and layout {layout!r} need sdpa=True (the v1 code has its own)")
+        fn = (block_fn or (window_block if layout == "windows" else sdpa_block)) if sdpa else None
         nhwc = bool(sdpa and channels_last)
         for m in self.modules():
             if isinstance(m, Stage):
-                m.block_fn = fn
+                m.block_fn, m.attention, m.layout = fn, attention, layout
             elif isinstance(m, (UNet, FrameEncoder, Denoiser)):
                 m.channels_last = nhwc
             elif isinstance(m, PatchMerge):
@@ -849,7 +1009,7 @@ def stream_sequence(model: Denoiser, frames: torch.Tensor, sigma: float) -> tupl
             nxt = get(i - 1, s + 1)[..., k:2 * k] if s < N - 1 else cur.new_zeros(*cur.shape[:-1], k)
             y = fn.branch(cur, torch.cat([prev, nxt, cur[..., 2 * k:]], dim=-1),
                           fn.attn_mask(cur.shape[1], cur.shape[2], cur.device) if u.enc0.block_fn else None,
-                          sdpa=u.enc0.block_fn is not None)
+                          sdpa=u.enc0.block_fn is not None, attention=u.enc0.attention)
             for d in (-1, 0, 1):
                 release(i - 1, s + d)
         else:

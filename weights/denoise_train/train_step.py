@@ -11,6 +11,15 @@ The network function is model.Denoiser's whatever the engine; engines only chang
 Every engine falls back cleanly: a failed compile or capture is logged with its reason and the
 step continues on the next simpler engine (compile-graph -> compile -> sdpa, graph -> sdpa).
 
+Every engine but math takes two kernel options of the same function (model.py's module docstring,
+"Training variants"; defaults: what the engines ran before them):
+  attention  sdpa (F.scaled_dot_product_attention), explicit (q k^T + bias + mask, softmax, @ v
+             written out for torch.compile to fuse) or flex (flex_attention; compile engines only:
+             outside torch.compile it runs unfused, so a fallback to sdpa takes attention sdpa
+             with it, logged as part of the fallback).
+  layout     image (NHWC tokens, each block rolls and partitions its windows) or windows (the
+             tokens stay in window order from block to block: model.window_block).
+
 Every engine but math also runs the convolutions and the head on NHWC kernels (channels_last,
 model.Denoiser.set_engine); configure_cuda() fixes the process-wide CUDA settings they rely on.
 
@@ -47,11 +56,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .model import Denoiser, sdpa_block
+from .model import ATTENTIONS, LAYOUTS, Denoiser, sdpa_block, window_block
 from .sdpa_backends import sdpa_backends
 
 ENGINES = ("math", "sdpa", "compile", "graph", "compile-graph")
 FALLBACK = {"compile-graph": "compile", "compile": "sdpa", "graph": "sdpa", "sdpa": "math"}
+COMPILED = ("compile", "compile-graph")
 
 
 def configure_cuda() -> None:
@@ -68,6 +78,16 @@ def configure_cuda() -> None:
     if torch.cuda.is_available():
         torch.backends.cuda.enable_cudnn_sdp(False)
         torch.backends.cudnn.benchmark = True
+
+
+def raise_recompile_limits(n: int = 64) -> None:
+    """Let dynamo keep at least n compiled versions of a function (the names of the limit differ
+    between PyTorch versions): the compiled Swin block is one function, compiled once per block
+    shape, shift and (layout "windows") pair of token orders, and once more per autocast state."""
+    import torch._dynamo as dynamo
+    for k in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(dynamo.config, k):
+            setattr(dynamo.config, k, max(getattr(dynamo.config, k), n))
 
 
 @dataclass(frozen=True)
@@ -150,13 +170,23 @@ class StepEngine:
     """step(noisy (B,T,3,P,P) in [0,1], sigma map (B,), clean centre (B,3,P,P) in [0,1], per-clip
     weight of the per-pixel loss (B,), lr) -> loss (device scalar): this process's batch and
     loss. `accum` splits the batch into that many micro-batches. grad_average: None, or a
-    data_parallel.GradAverage run on the trained parameters before clipping (data parallel)."""
+    data_parallel.GradAverage run on the trained parameters before clipping (data parallel).
+    attention, layout: the kernel options of the module docstring (ValueError: unknown, or not
+    the defaults with the math engine, or flex without a compile engine)."""
 
     def __init__(self, model: Denoiser, engine: str, loss_weights: LossWeights, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
-                 channels_last: bool = True, grad_average=None):
+                 channels_last: bool = True, grad_average=None, attention: str = "sdpa", layout: str = "image"):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if attention not in ATTENTIONS or layout not in LAYOUTS:
+            raise ValueError(f"attention must be one of {ATTENTIONS} and layout one of {LAYOUTS}, "
+                             f"got {attention!r}, {layout!r}")
+        if engine == "math" and (attention, layout) != ("sdpa", "image"):
+            raise ValueError("the math engine runs the v1 code: attention and layout options need another engine")
+        if attention == "flex" and engine not in COMPILED:
+            raise ValueError(f"attention flex needs a compile engine ({', '.join(COMPILED)}), got {engine!r}")
+        self.attention, self.layout = attention, layout
         self.model, self.loss_weights, self.accum, self.log = model, loss_weights, accum, log
         self.grad_average = grad_average
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -197,22 +227,24 @@ class StepEngine:
         which runs the plain SDPA kernels)."""
         if self.engine == "math":
             self.model.set_engine(sdpa=False)
-        elif self.engine in ("compile", "compile-graph"):
+        elif self.engine in COMPILED:
             if self.compiled is None:   # one compiled function: its cache lives as long as it does
-                import torch._dynamo as dynamo
-                for k in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
-                          "accumulated_recompile_limit"):
-                    if hasattr(dynamo.config, k):
-                        setattr(dynamo.config, k, max(getattr(dynamo.config, k), 64))
-                self.compiled = torch.compile(sdpa_block, backend=self.compile_backend, mode=self.compile_mode,
+                raise_recompile_limits()
+                unit = window_block if self.layout == "windows" else sdpa_block
+                self.compiled = torch.compile(unit, backend=self.compile_backend, mode=self.compile_mode,
                                               dynamic=False)
-            self.model.set_engine(sdpa=True, block_fn=self.compiled, channels_last=self.channels_last)
+            self.model.set_engine(sdpa=True, block_fn=self.compiled, channels_last=self.channels_last,
+                                  attention=self.attention, layout=self.layout)
         else:
-            self.model.set_engine(sdpa=True, channels_last=self.channels_last)
+            self.model.set_engine(sdpa=True, channels_last=self.channels_last, attention=self.attention,
+                                  layout=self.layout)
 
     def _switch(self, why: str):
         """Fall back one engine; rebuild the optimiser when capturability changes (its state moves)."""
         old = self.engine
+        if self.attention == "flex" and FALLBACK[old] not in COMPILED:
+            self.attention = "sdpa"
+            why += "; attention flex -> sdpa (flex attention runs unfused outside torch.compile)"
         self.engine = self._fall(old, why)
         self.graph = None
         if old in ("graph", "compile-graph") and self.engine not in ("graph", "compile-graph"):
@@ -318,5 +350,7 @@ class StepEngine:
         return {"engine": self.engine, "requested": self.requested, "accum": self.accum,
                 "grad_average": self.grad_average is not None,
                 "channels_last": self.channels_last and self.engine != "math",
+                "attention": self.attention if self.engine != "math" else "v1 code",
+                "layout": self.layout if self.engine != "math" else "image",
                 "compile_backend": self.compile_backend if "compile" in self.engine else None,
                 "fallbacks": self.fallbacks, "setup_seconds": round(self.compile_seconds, 1)}
