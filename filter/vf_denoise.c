@@ -459,6 +459,8 @@ static int apply_params(AVFilterContext *ctx)
             av_log(ctx, AV_LOG_VERBOSE, "sigma %g from the next frame on\n", s->sigma);
         s->engine_sigma = s->sigma;
         s->logged_sigma = -1;
+        /* with sigma=auto the CUDA engine holds one frame more (denoise_latency()) */
+        s->latency = denoise_latency(s->engine);
     }
     if (new_amount && rc >= 0 && (rc = denoise_set_amount(s->engine, &a)) >= 0) {
         av_log(ctx, AV_LOG_VERBOSE, "amount %g, luma %g, chroma %g from the next frame on\n",

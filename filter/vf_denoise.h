@@ -82,7 +82,7 @@ typedef struct DenoiseContext {
     /* engine, opened for width x height */
     DenoiseEngine *engine;
     int width, height;
-    int latency;                /* denoise_latency(): frames queued before the first output */
+    int latency;                /* denoise_latency() for the sigma in force: frames queued before the first output */
     int draining;               /* flushed: every queued frame can be pulled */
     float engine_sigma;
     float logged_sigma;         /* sigma=auto: the value last logged at -v verbose (-1: none this segment) */

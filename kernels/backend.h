@@ -8,7 +8,8 @@
 //   queue_output(t, {t-1, t, t+1}, amount) once those exist;
 //   write_output(t, out) when the caller pulls t;
 //   evict(frame_lo, feat_lo) as the window moves on;
-//   noise_source(k, ...) right after push_frame(k) when sigma is estimated (sigma_auto.h).
+//   noise_source(k, ...) right after push_frame(k) when sigma is estimated (sigma_auto.h); an
+//   asynchronous source's frame is read at the next push or the flush (engine.cpp).
 // A backend may run push_frame / compute_features / queue_output asynchronously (CUDA queues
 // them on its stream and returns); write_output is where it waits. compute_features may also
 // only record what F_s is made of and compute it inside queue_output (tiled frames).
@@ -77,10 +78,18 @@ public:
 
     // sigma=auto: a NoiseSource (common/noise_estimate.h) over the estimation planes `plan` of frame
     // `idx`, which the push_frame call just before took from `in` (`in` is still valid: both calls
-    // are inside one denoise_push). *src is owned by the backend and valid until its next call.
-    // The CPU backend evaluates the planes on the host; the CUDA backend on the GPU
-    // (cuda/noise_estimate.cu), synchronising the host only with its own small kernels.
+    // are inside one denoise_push). *src is owned by the backend; a synchronous source is valid
+    // until the backend's next call, an asynchronous one (async_noise_source()) until the next
+    // noise_source(), reset() or drop_frame(idx), whatever other calls come in between (it reads
+    // the backend's own copy of the frame). The CPU backend evaluates the planes on the host; the
+    // CUDA backend on the GPU (cuda/noise_estimate.cu), on a stream of its own, and the host
+    // waits only for those small kernels, when it reads their sums.
     virtual int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) = 0;
+    // Whether noise_source() gives asynchronous sources (NoiseSource::asynchronous()): the engine
+    // then reads frame k's estimate at push k + 1 or the flush by default, so that the host finds
+    // the source's work done (denoise.h, sigma=auto). False for a backend whose source computes
+    // on the host.
+    virtual bool async_noise_source() const { return false; }
 
     // Drop frames with index < frame_lo (both their network input and native copy) and features with
     // index < feat_lo; their buffers are reused.
@@ -93,6 +102,10 @@ public:
     virtual int64_t gpu_memory_peak() const { return 0; }
     virtual const std::string &error() const = 0;
 };
+
+// The backend of an open engine (nullptr before denoise_open() succeeds), for tests and tools
+// that read a backend's own state (cuda_backend_plan).
+const Backend *engine_backend(const DenoiseEngine *e);
 
 // Both return nullptr with *err set (and *code the DENOISE_E* code) on failure. `m` must outlive
 // the backend.

@@ -53,14 +53,18 @@
  * reports the sigma of F_t (denoise_output_sigma). While a segment has no estimate yet (frames
  * smaller than about 20x20 pixels, or no weak-texture patch), the stream's last estimate is used
  * (0 at the start). Cost: CPU 4 % (4:2:0) to 8 % (R'G'B') of the CPU network at 854x480 and
- * less at larger sizes (the patch grid is capped); CUDA two small kernels per frame on its own
- * stream and one host wait for them (four on a segment's first frame). With memory CUDA that
- * wait is ordered after the work queued on cuda_stream before the push (the frame's producer),
- * so the host does synchronise with that stream there; what the engine itself put on that
- * stream is the wait for the output pulled last, whose work was queued one push earlier (the
- * CUDA backend keeps one output in flight, denoise_latency()), so the network work of the
- * latest push keeps the GPU busy while the host waits. CPU and CUDA estimates agree within
- * 0.5 % + 0.01 (float summation order; tests/gpu/noise_check.cpp checks it).
+ * less at larger sizes (the patch grid is capped), computed within the push. CUDA: two small
+ * kernels per frame on a stream of their own, queued by the frame's push and read by the host at
+ * the next push (or at denoise_flush() for a segment's last frame), by when they are done in
+ * practice, so the host does not wait for them in the steady state; feature maps wait for the
+ * estimates they need, which costs one frame of latency (denoise_latency()). The host does wait
+ * on a segment's first frame (Immerkaer's start and three rounds, each needing the one before:
+ * three waits at the second push), and at the flush if the last frame's kernels are still
+ * running. With memory CUDA those kernels follow the work queued on cuda_stream before the push
+ * (the frame's producer), and so what the engine itself put there: the wait for the output
+ * pulled last, whose work was queued one push earlier. Output values are the same whichever
+ * push reads an estimate. CPU and CUDA estimates agree within 0.5 % + 0.01 (float summation
+ * order; tests/gpu/noise_check.cpp checks it).
  *
  * Errors: functions return 0 or a positive count on success and a negative DENOISE_E* code on
  * failure; denoise_last_error() then holds a message that names the cause (the weight file and
@@ -202,10 +206,12 @@ DenoiseBackend denoise_backend(const DenoiseEngine *e);
  * 7.5; ..."). "" before open. */
 const char *denoise_backend_reason(const DenoiseEngine *e);
 
-/* Frames the engine holds before output 0 can be pulled without a flush: the temporal radius
- * plus the outputs it keeps in flight to overlap copies and compute (CPU 0, so R; CUDA 1 with
- * either memory, so R + 1: output t+1 is queued before t is written, and a pull waits, or with
- * memory CUDA makes cuda_stream wait, for work queued one push earlier only).
+/* Frames the engine holds before output 0 can be pulled without a flush, for the sigma in force
+ * (denoise_set_sigma()): the temporal radius plus the outputs it keeps in flight to overlap
+ * copies and compute (CPU 0, so R; CUDA 1 with either memory, so R + 1: output t+1 is queued
+ * before t is written, and a pull waits, or with memory CUDA makes cuda_stream wait, for work
+ * queued one push earlier only), plus 1 with sigma=auto on the CUDA backend (frame k's estimate
+ * is read at push k + 1: the note at the top), so R + 2 there.
  * Output t can be pulled once frame t + latency is pushed. DENOISE_EINVAL before open. */
 int denoise_latency(const DenoiseEngine *e);
 

@@ -19,7 +19,16 @@
 // records the estimate after it; F_s uses the estimate recorded at frame min(s + r, N - 1), the
 // last frame of its window, so the value depends only on the frames, never on how pushes and
 // pulls interleave or on the backend's pipelining. Output t reports the sigma of F_t.
+// Where the backend's estimator is asynchronous (CUDA), push k only starts frame k's estimate and
+// push k + 1 (or the flush) reads it, when the estimator's work is done in practice: frame k is
+// "settled" from then on, and F_s waits for the frames of its window to settle. The same values
+// come out either way; the deferral costs one frame of latency (denoise_latency()).
+// DENOISE_SIGMA_AUTO_DEFER=0 or 1 in the environment (read at denoise_open) overrides the
+// backend's choice, for the checks that compare the two orders (tests/unit/sigma_auto_test.cpp,
+// tests/gpu/noise_check.cpp).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <new>
 #include <set>
@@ -95,12 +104,15 @@ struct DenoiseEngine {
     float last_estimate = 0.f;      // the stream's last estimate: auto's value while a segment has none
     Amount amount;                  // the DenoiseAmount in force, folded: amount * luma, amount * chroma
     int R = 0, r = 0, depth = 0;
+    bool defer = false;             // sigma=auto: frame k's estimate is read at push k + 1 or the flush
 
     // Current segment.
     int64_t pushed = 0, pulled = 0, queued = 0;
+    int64_t estimating = -1;  // sigma=auto: the frame whose estimate is begun and not yet read (-1: none)
     bool flushed = false;
     struct Kept {
-        float sigma;    // the sigma in force when the frame was pushed (auto: the estimate after it)
+        float sigma;    // the sigma in force when the frame was pushed (auto: the estimate after it,
+                        // from the time the frame is settled)
         bool est;       // pushed under sigma=auto
         Amount amount;  // the amounts in force when the frame was pushed (its output uses them)
     };
@@ -117,6 +129,7 @@ struct DenoiseEngine {
     int be_fail(int code) { return fail(code, be->error()); }
     void reset_segment() {
         pushed = pulled = queued = 0;
+        estimating = -1;
         flushed = false;
         frames.clear();
         feats.clear();
@@ -124,6 +137,54 @@ struct DenoiseEngine {
         out_sigmas.clear();
         sigma_auto.reset();
         be->reset();
+    }
+    // Frames whose sigma is known: all pushed but the one still being estimated.
+    int64_t settled() const { return pushed - (estimating >= 0 ? 1 : 0); }
+    // sigma=auto: read the estimate of frame `estimating` (SigmaAuto::end) into its Kept entry.
+    // 0 or the estimator's error; the frame then stays unread, and the next call retries it.
+    int settle() {
+        if (estimating < 0) return 0;
+        int rc;
+        try {
+            rc = sigma_auto.end();
+        } catch (const std::bad_alloc &) {
+            return fail(DENOISE_ENOMEM, "out of memory reading a frame's sigma estimate");
+        }
+        if (rc) return be_fail(rc);
+        frames.at(estimating).sigma = last_estimate = sigma_auto.sigma(last_estimate);
+        estimating = -1;
+        return 0;
+    }
+    // Take frame idx, which the backend has just kept (push_frame): settle the frame before it,
+    // record the one pushed under the sigma and amounts in force, and with sigma=auto begin its
+    // estimate (read here unless `defer`). On failure nothing of frame idx is taken (the caller
+    // drops it from the backend again); the earlier frame may have been settled.
+    int take(int64_t idx, const DenoiseImage &in, const FrameColor &fc) {
+        int rc = settle();
+        if (rc) return rc;
+        const bool est = sigma == DENOISE_SIGMA_AUTO;
+        try {
+            frames.emplace(idx, Kept{sigma, est, amount});
+            if (est) {
+                const NoisePlan plan = noise_plan(spec, fc);
+                NoiseSource *src = nullptr;
+                rc = be->noise_source(idx, in, plan, &src);
+                if (!rc) rc = sigma_auto.begin(*src, plan);
+                if (rc) rc = be_fail(rc);
+            }
+        } catch (const std::bad_alloc &) {
+            rc = fail(DENOISE_ENOMEM, "denoise_push: out of memory estimating sigma");
+        }
+        if (!rc && est) {
+            estimating = idx;
+            if (!defer) rc = settle();
+        }
+        if (rc) {
+            sigma_auto.cancel();
+            frames.erase(idx);
+            estimating = -1;
+        }
+        return rc;
     }
     // Frame index i of the segment, mirrored; only called when the result cannot depend on N.
     int64_t resolve(int64_t i) const {
@@ -139,7 +200,7 @@ struct DenoiseEngine {
     }
     // Queue every output whose inputs exist, up to `depth` ahead of the oldest not pulled.
     int schedule() {
-        while (queued < pushed && queued <= pulled + depth && (flushed || pushed >= queued + R + 1)) {
+        while (queued < pushed && queued <= pulled + depth && (flushed || settled() >= queued + R + 1)) {
             const int64_t t = queued;
             for (int64_t s = t - 1; s <= t + 1; ++s) {
                 if (feats.count(s)) continue;
@@ -321,6 +382,9 @@ int denoise_open(DenoiseEngine *e, const DenoiseParams *p) {
     e->R = cfg.temporal_radius();
     e->r = cfg.fusion_radius;
     e->depth = e->be->pipeline_depth();
+    const char *defer = std::getenv("DENOISE_SIGMA_AUTO_DEFER");
+    e->defer = defer && (!std::strcmp(defer, "0") || !std::strcmp(defer, "1")) ? *defer == '1'
+                                                                               : e->be->async_noise_source();
     e->sigma = p->sigma;
     e->backend = use_cuda ? DENOISE_BACKEND_CUDA : DENOISE_BACKEND_CPU;
     e->reason = why;
@@ -335,7 +399,7 @@ const char *denoise_backend_reason(const DenoiseEngine *e) { return e && e->open
 
 int denoise_latency(const DenoiseEngine *e) {
     if (!e || !e->opened) return DENOISE_EINVAL;
-    return e->R + e->depth;
+    return e->R + e->depth + (e->defer && e->sigma == DENOISE_SIGMA_AUTO ? 1 : 0);
 }
 
 int denoise_set_sigma(DenoiseEngine *e, float sigma) {
@@ -394,28 +458,12 @@ int denoise_push(DenoiseEngine *e, const DenoiseImage *in) {
         const int64_t idx = e->pushed;
         rc = e->be->push_frame(idx, *in, fc);
         if (rc) return e->be_fail(rc);
-        DenoiseEngine::Kept k{e->sigma, e->sigma == DENOISE_SIGMA_AUTO, e->amount};
-        if (k.est) {
-            // the backend keeps the frame already: an estimator failure drops it again, so that
-            // the failed push takes nothing
-            std::string why;
-            try {
-                const NoisePlan plan = noise_plan(e->spec, fc);
-                NoiseSource *src = nullptr;
-                rc = e->be->noise_source(idx, *in, plan, &src);
-                if (!rc) rc = e->sigma_auto.push(*src, plan);
-                if (rc) why = e->be->error();
-            } catch (const std::bad_alloc &) {
-                rc = DENOISE_ENOMEM;
-                why = "denoise_push: out of memory estimating sigma";
-            }
-            if (rc) {
-                e->be->drop_frame(idx);
-                return e->fail(rc, why);
-            }
-            k.sigma = e->last_estimate = e->sigma_auto.sigma(e->last_estimate);
+        // the backend keeps the frame already: a failure to take it drops it again, so that the
+        // failed push takes nothing
+        if ((rc = e->take(idx, *in, fc))) {
+            e->be->drop_frame(idx);
+            return rc;
         }
-        e->frames.emplace(idx, k);
         e->pushed++;
         return e->schedule();
     } catch (const std::bad_alloc &) {
@@ -453,6 +501,10 @@ int64_t denoise_count_nonfinite(DenoiseEngine *e, const DenoiseImage *in) {
 int denoise_flush(DenoiseEngine *e) {
     if (!e) return DENOISE_EINVAL;
     if (!e->opened) return e->fail(DENOISE_EINVAL, "denoise_flush: engine not open");
+    // the segment's last windows need its last frame's estimate (a failure leaves the segment
+    // open: the flush can be retried)
+    int rc = e->settle();
+    if (rc) return rc;
     e->flushed = true;
     try {
         return e->schedule();
@@ -468,7 +520,7 @@ int denoise_pull(DenoiseEngine *e, const DenoiseImage *out) {
     if (rc) return rc;
     const int64_t t = e->pulled;
     if (t == e->pushed) return e->flushed ? DENOISE_EOF : DENOISE_EAGAIN;
-    if (!e->flushed && e->pushed < t + e->R + e->depth + 1) return DENOISE_EAGAIN;
+    if (!e->flushed && e->settled() < t + e->R + e->depth + 1) return DENOISE_EAGAIN;
     try {
         if ((rc = e->schedule())) return rc;
         if (e->queued <= t) return e->fail(DENOISE_EINVAL, "internal: output " + std::to_string(t) + " not queued");
@@ -501,3 +553,5 @@ void denoise_free(DenoiseEngine **pe) {
 }
 
 }  // extern "C"
+
+const Backend *denoise::engine_backend(const DenoiseEngine *e) { return e && e->opened ? e->be.get() : nullptr; }

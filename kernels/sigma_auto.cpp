@@ -2,6 +2,8 @@
 // variances to the network's sigma, and the engine's per-segment estimator state.
 #include "sigma_auto.h"
 
+#include <algorithm>
+
 namespace denoise {
 
 NoisePlan noise_plan(const StreamSpec &spec, const FrameColor &color) {
@@ -31,16 +33,34 @@ NoisePlan noise_plan(const StreamSpec &spec, const FrameColor &color) {
     return p;
 }
 
-int SigmaAuto::push(NoiseSource &src, const NoisePlan &plan) {
-    const int rc = est_.push(src);
+int SigmaAuto::begin(NoiseSource &src, const NoisePlan &plan) {
+    pending_ = nullptr;
+    if (!src.asynchronous()) {
+        const int rc = est_.push(src);
+        if (rc) return rc;
+        sigma_ = est_.sigma_weighted(plan.gain);
+        return 0;
+    }
+    const int rc = est_.start(src);
     if (rc) return rc;
-    sigma_ = est_.sigma_weighted(plan.gain);
+    pending_ = &src;
+    std::copy(plan.gain, plan.gain + 3, gain_);
+    return 0;
+}
+
+int SigmaAuto::end() {
+    if (!pending_) return 0;
+    const int rc = est_.push(*pending_);
+    if (rc) return rc;
+    pending_ = nullptr;
+    sigma_ = est_.sigma_weighted(gain_);
     return 0;
 }
 
 void SigmaAuto::reset() {
     est_.reset();
     sigma_ = -1;
+    pending_ = nullptr;
 }
 
 }  // namespace denoise

@@ -45,9 +45,19 @@ NoisePlan noise_plan(const StreamSpec &spec, const FrameColor &color);
 // variance is the PCA estimate of S / n. reset() starts a segment (scene cut, stream start).
 class SigmaAuto {
 public:
-    // Add frame (the backend's source over it). 0 or the source's DENOISE_E* code.
-    int push(NoiseSource &src, const NoisePlan &plan);
-    // The segment's sigma after the frames pushed so far (8-bit code values), or `fallback` while
+    // Add a frame (the backend's source over it) in two steps, begin() then end(); sigma()
+    // includes it after end(). With an asynchronous source (NoiseSource::asynchronous(): the
+    // GPU's) begin() only queues the frame's first statistics and end() reads them, waiting if
+    // they are not done, and runs any further round there (a segment's first frame: Immerkaer's
+    // start, then three rounds); with a synchronous one begin() adds the frame and end() has
+    // nothing left to do. Between the two the source must stay over the frame, and no other
+    // frame may begin. Both return 0 or the source's DENOISE_E* code; after a failed end() the
+    // frame is still begun (end() again retries it) until cancel() or reset().
+    int begin(NoiseSource &src, const NoisePlan &plan);
+    int end();
+    // Forget a frame begun and not ended (the engine dropped it); the estimate stays as it was.
+    void cancel() { pending_ = nullptr; }
+    // The segment's sigma after the frames ended so far (8-bit code values), or `fallback` while
     // there is no estimate (frames too small for the patch grid, or no weak-texture patch yet).
     float sigma(float fallback) const { return sigma_ >= 0 ? sigma_ : fallback; }
     void reset();
@@ -57,6 +67,8 @@ public:
 private:
     NoiseEstimator est_;
     float sigma_ = -1;
+    NoiseSource *pending_ = nullptr;  // the asynchronous source of the frame begun, not yet ended
+    double gain_[3] = {};             // its plan's gains
 };
 
 }  // namespace denoise

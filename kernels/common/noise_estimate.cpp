@@ -357,14 +357,40 @@ int NoiseEstimator::push(const NoisePlane *planes, int nb_planes, int width, int
 // Immerkaer's (iterations rounds); each round selects with tau = tau0 s2, clip band
 // [g sqrt(s2), 255 - g sqrt(s2)], and re-estimates s2 from the selection's scatter. The last
 // round that had enough patches is the frame's contribution to the segment sum.
+bool NoiseEstimator::needs_start(int nb) const {
+    if (nb != nb_planes_) return true;
+    for (int c = 0; c < nb; ++c)
+        if (planes_[c].var < 0) return true;
+    return false;
+}
+
+NoiseSelect NoiseEstimator::select(double var) const {
+    NoiseSelect s;
+    const double lo = params_.clip_guard * std::sqrt(var);
+    s.tau = tau0_ * var;
+    s.lo = lo;
+    s.hi = 255.0 - lo;
+    return s;
+}
+
+// push()'s first request: Immerkaer's start, or round 0 on every plane (each has a segment
+// estimate, and rounds >= 1) with the selection of that estimate.
+int NoiseEstimator::start(NoiseSource &src) const {
+    const int nb = src.planes();
+    if (nb < 1 || nb > 3 || !(tau0_ > 0)) return -1;
+    if (needs_start(nb)) return src.start_immerkaer();
+    NoiseSelect sel[3];
+    for (int c = 0; c < nb; ++c) sel[c] = select(planes_[c].var);
+    return src.start_scatter(sel);
+}
+
 int NoiseEstimator::push(NoiseSource &src) {
     const int d = params_.patch, p = d * d, nb = src.planes();
     if (nb < 1 || nb > 3 || !(tau0_ > 0)) return -1;
+    const bool need_start = needs_start(nb);
     if (nb != nb_planes_) reset();
     double var[3], s0[3] = {0, 0, 0};
     int rounds[3];
-    bool need_start = false;
-    for (int c = 0; c < nb; ++c) need_start |= planes_[c].var < 0;
     if (need_start) {
         const int rc = src.immerkaer(s0);
         if (rc) return rc;
@@ -385,10 +411,7 @@ int NoiseEstimator::push(NoiseSource &src) {
         bool any = false;
         for (int c = 0; c < nb; ++c) {
             if (!active[c] || r >= rounds[c]) continue;
-            const double lo = params_.clip_guard * std::sqrt(var[c]);
-            sel[c].tau = tau0_ * var[c];
-            sel[c].lo = lo;
-            sel[c].hi = 255.0 - lo;
+            sel[c] = select(var[c]);
             any = true;
         }
         if (!any) break;

@@ -73,6 +73,17 @@ public:
     // sel[j] of (x - m)(x - m)^T (p x p doubles, row-major, full, p = patch^2) into
     // scatter + j p^2, and their number into count[j]; planes with tau < 0 get count 0.
     virtual int scatter(const NoiseSelect *sel, double *scatter, double *count) = 0;
+
+    // An asynchronous source (the GPU's) computes on a queue of its own: start_immerkaer() and
+    // start_scatter(sel) queue the statistics that the next immerkaer() / scatter(sel) with the
+    // same selection then only reads, so the caller can do other work in between. A synchronous
+    // source (these defaults) computes inside immerkaer() and scatter() and starts nothing.
+    virtual bool asynchronous() const { return false; }
+    virtual int start_immerkaer() { return 0; }
+    virtual int start_scatter(const NoiseSelect *sel) {
+        (void)sel;
+        return 0;
+    }
 };
 
 // Streaming estimator of one stream: push frames of a segment in order, read sigma() after each;
@@ -89,6 +100,12 @@ public:
     // Add one frame from a source (same rounds and segment sum). Returns 0 or the source's
     // negative code (the segment state is then left as it was before the frame).
     int push(NoiseSource &src);
+    // Ask an asynchronous source for the statistics that push(src) will read first (Immerkaer's
+    // on a segment's first frame, else the first round's scatter with the selection of the
+    // segment's estimate), so that they are computed while the caller does other work; push(src)
+    // must follow with the estimator unchanged in between. Changes nothing here. Returns 0, -1
+    // on a bad source, or the source's negative code.
+    int start(NoiseSource &src) const;
 
     // Segment estimate after the frames pushed so far: sqrt of the mean over planes of the noise
     // variance, in 8-bit code values. A plane without enough weak-texture patches (fewer than
@@ -118,6 +135,12 @@ private:
         double var = -1;              // segment estimate (code values^2), -1 unknown
         double var_frame = -1;        // last frame's own estimate
     };
+    // push's first round on a frame of nb planes: whether it needs Immerkaer's start (a plane
+    // without a segment estimate, or another plane count: a new segment)
+    bool needs_start(int nb) const;
+    // a round's selection for a plane whose current variance estimate is var (code values^2)
+    NoiseSelect select(double var) const;
+
     NoiseEstimateParams params_;
     double tau0_ = 0;                 // threshold factor: gradient energy < tau0 * variance
     int nb_planes_ = 0;

@@ -168,9 +168,13 @@ int CudaBackend::write_output(int64_t t, const DenoiseImage &out) {
 
 // The estimator reads the kept native copy after its upload or input copy (s->ready), on its
 // own stream of the highest priority, so that it does not wait for the network's queued work;
-// the host waits for the estimator's kernels only (noise_estimate.h). With memory CUDA the
-// input copy follows the work queued on the caller's stream before the push, which waits for
-// at most the copy of the output pulled last (pipeline depth 1, staging.cpp).
+// the source is asynchronous (noise_estimate.h): the engine starts a frame's first round at its
+// push and reads it at the next push or the flush, by when it is done in practice, so the host
+// waits for the estimator's kernels only there, and only for a segment's first frame's later
+// rounds. With memory CUDA the input copy follows the work queued on the caller's stream before
+// the push, which waits for at most the copy of the output pulled last (pipeline depth 1,
+// staging.cpp). The slot a source reads stays kept until its frame is evicted, after the
+// estimate was read; drop_frame and reset wait for the estimator's stream first.
 int CudaBackend::noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) {
     try {
         TRY(enter());
@@ -198,6 +202,7 @@ void CudaBackend::drop_frame(int64_t idx) {
     auto it = frames_.find(idx);
     if (it == frames_.end()) return;
     if (host_) cudaSetDevice(spec_.device);
+    estimator_idle();
     release_slot(it->second);
     frames_.erase(it);
 }
@@ -217,6 +222,8 @@ void CudaBackend::evict(int64_t frame_lo, int64_t feat_lo) {
 }
 
 void CudaBackend::reset() {
+    if (started_ && host_) cudaSetDevice(spec_.device);
+    estimator_idle();
     evict(INT64_MAX, INT64_MAX);
     for (auto &kv : pending_) free_outs_.push_back(kv.second);
     pending_.clear();

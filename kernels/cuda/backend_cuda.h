@@ -11,6 +11,19 @@
 
 namespace denoise {
 
+// sigma=auto's host waits for the GPU estimator's sums (cuda/noise_estimate.h), counted since
+// the backend was made. A frame's first statistics are started at its push and read at the next
+// push or the flush (engine.cpp); any later round of the frame is queued and read at once.
+struct NoiseReads {
+    int64_t started = 0;       // reads of sums queued by an earlier start (each frame's first)
+    int64_t started_busy = 0;  // of those, the sums were not ready when the host came to read them
+                               // (cudaEventQuery): the host blocked on the estimator
+    int64_t direct = 0;        // reads of sums queued by the read itself, which the host always
+                               // waits for: a frame's later rounds (a segment's first frame runs
+                               // Immerkaer's start and three rounds; a plane still without an
+                               // estimate repeats that)
+};
+
 struct CudaPlanInfo {
     bool tiled = false;
     int tile = 0;             // tile interior side, px (tiled)
@@ -25,6 +38,7 @@ struct CudaPlanInfo {
     std::string launches;     // "a CUDA graph per U-Net pass and per output" / "stream launches: <why>"
     int graph_launches = 0;   // CUDA graphs launched so far (frame_graph.h)
     int graph_instantiations = 0;  // of those, built anew rather than updated
+    NoiseReads noise_reads;        // sigma=auto's host waits (zero before the first estimate)
 };
 
 // The plan of a backend made by cuda_backend_new (false for any other backend). Valid after

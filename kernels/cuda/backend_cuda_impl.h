@@ -68,6 +68,7 @@ public:
     int queue_output(int64_t t, const int64_t feats[3], Amount amount) override;
     int write_output(int64_t t, const DenoiseImage &out) override;
     int noise_source(int64_t idx, const DenoiseImage &in, const NoisePlan &plan, NoiseSource **src) override;
+    bool async_noise_source() const override { return true; }
     void drop_frame(int64_t idx) override;
     void evict(int64_t frame_lo, int64_t feat_lo) override;
     void reset() override;
@@ -221,6 +222,11 @@ private:
     cudaEvent_t caller_ev_ = nullptr;  // memory CUDA: the caller's stream at a push or pull
     float *noise_ = nullptr;
     cudaStream_t est_ = nullptr;     // sigma=auto's stream (highest priority), made on first use
+    // the estimator's reads of a kept frame are done before its slot is released (drop_frame,
+    // reset: the host waits for est_, which a settled estimate has emptied already)
+    void estimator_idle() {
+        if (est_) cudaStreamSynchronize(est_);
+    }
     std::unique_ptr<CudaNoiseSource> nsrc_;
 
     std::vector<std::unique_ptr<Slot>> slots_;

@@ -134,6 +134,7 @@ bool CudaBackend::plan_info(CudaPlanInfo *i) const {
     i->swin = net_.uploaded() ? net_.swin_path() : "";
     i->graph_launches = feat_graph_.launches() + out_graph_.launches();
     i->graph_instantiations = feat_graph_.instantiations() + out_graph_.instantiations();
+    i->noise_reads = nsrc_ ? nsrc_->reads() : NoiseReads();
     i->launches = p.tiled ? "stream launches (tiles)"
                   : graph_off_.empty() ? "a CUDA graph per U-Net pass and per output"
                                        : "stream launches: " + graph_off_;

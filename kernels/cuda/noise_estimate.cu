@@ -25,9 +25,12 @@
 //                     a broadcast); each block adds its sums to the plane's doubles atomically.
 //                     Work: n x 1225 FMAs (at most 3 x 131072 patches: 0.96 GFLOP at 4K), reads
 //                     the selected patches again (<= 12.4 MB at 4K), writes 29 KB.
-// The host copies the 3 x 1226 sums (29 KB) back and waits for this stream only. Expected at
-// 3840x2160: well under 1 ms of GPU time per round (the scatter's shared-memory traffic bounds
-// it), plus one host round trip; a segment's first frame runs Immerkaer and three rounds.
+// The sums (3 x 1226 doubles, 29 KB) are copied into pinned memory on the same stream and an
+// event recorded after the copy; the host reads them once that event is done. A round the
+// estimator asks for in advance (start_immerkaer / start_scatter: each frame's first, queued at
+// its push, engine.cpp) is read later, a further round at once. Expected at 3840x2160: well
+// under 1 ms of GPU time per round (the scatter's shared-memory traffic bounds it), plus one host
+// round trip for each round read at once; a segment's first frame runs Immerkaer and three rounds.
 #include "native.cuh"
 #include "noise_estimate.h"
 
@@ -161,17 +164,13 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(NoiseArgs a, float2 *st
     stats[a.base[j] + k] = make_float2((float)t, (float)(m / kP));
 }
 
-struct Select {
-    double tau[3], lo[3], hi[3];
-};
-
 // a[j] for j in 0..2 without dynamic indexing (which would copy the kernel parameter to local memory)
 __device__ __forceinline__ double pick(const double a[3], int j) { return j == 0 ? a[0] : j == 1 ? a[1] : a[2]; }
 
 // grid (ceil(max_j nx_j ny_j / kPatchesPerBlock), planes), kThreads threads: acc[j * kPlaneAcc +
 // e] += sum over the selected patches of block's range of (x_r - m)(x_q - m) for upper-triangle
 // entry e = (r, q), r <= q, row-major; acc[j * kPlaneAcc + kEntries] += their number.
-__global__ void __launch_bounds__(kThreads) scatter_kernel(NoiseArgs a, const float2 *stats, Select sel, double *acc) {
+__global__ void __launch_bounds__(kThreads) scatter_kernel(NoiseArgs a, const float2 *stats, PlaneSelect sel, double *acc) {
     __shared__ float xs[kBatch][kP];
     __shared__ int idx[kBatch];
     __shared__ float mu[kBatch];
@@ -242,6 +241,10 @@ __global__ void __launch_bounds__(kThreads) scatter_kernel(NoiseArgs a, const fl
 
 
 CudaNoiseSource::~CudaNoiseSource() {
+    if (done_) {
+        cudaEventSynchronize(done_);  // the copy into host_acc_ lands before the buffer goes
+        cudaEventDestroy(done_);
+    }
     dev_free(ctx_, stats_);
     dev_free(ctx_, acc_);
     if (host_acc_) cudaFreeHost(host_acc_);
@@ -263,6 +266,7 @@ int CudaNoiseSource::bind(const DevFrame &f, const DenoisePixelFormat &fmt, cons
     plan_ = plan;
     stream_ = stream;
     stats_valid_ = false;
+    started_ = Started::none;
     int64_t total = 0;
     for (int j = 0; j < 3; ++j) {
         nx_[j] = ny_[j] = 0;
@@ -292,6 +296,8 @@ int CudaNoiseSource::bind(const DevFrame &f, const DenoisePixelFormat &fmt, cons
     if (!host_acc_)
         TRY(cuda_check(ctx, cudaHostAlloc((void **)&host_acc_, acc_bytes, cudaHostAllocDefault),
                        "cudaHostAlloc (noise estimator sums)"));
+    if (!done_)
+        TRY(cuda_check(ctx, cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate (noise estimator)"));
     return 0;
 }
 
@@ -314,9 +320,20 @@ static NoiseArgs make_args(const DevFrame &f, const DenoisePixelFormat &fmt, con
     return a;
 }
 
-int CudaNoiseSource::immerkaer(double *sigma) {
+PlaneSelect CudaNoiseSource::selection(const NoiseSelect *sel) const {
+    PlaneSelect s;
+    for (int j = 0; j < 3; ++j) {
+        const bool on = j < plan_.planes && sel[j].tau >= 0;
+        s.tau[j] = on ? sel[j].tau : -1.0;
+        s.lo[j] = on ? sel[j].lo : 0.0;
+        s.hi[j] = on ? sel[j].hi : 0.0;
+    }
+    return s;
+}
+
+int CudaNoiseSource::queue_immerkaer() {
     Ctx &ctx = ctx_;
-    DN_REQUIRE(acc_ && host_acc_ && stats_, "not bound");
+    DN_REQUIRE(acc_ && host_acc_ && stats_ && done_, "not bound");
     const NoiseArgs a = make_args(f_, fmt_, col_, plan_, stride_, nx_, ny_, base_);
     int64_t most = 1;
     for (int j = 0; j < plan_.planes; ++j)
@@ -329,18 +346,12 @@ int CudaNoiseSource::immerkaer(double *sigma) {
     TRY(launch_check(ctx, "immerkaer_kernel"));
     TRY(cuda_check(ctx, cudaMemcpyAsync(host_acc_, sums, 3 * sizeof(double), cudaMemcpyDeviceToHost, stream_),
                    "cudaMemcpyAsync (Immerkaer sums)"));
-    TRY(cuda_check(ctx, cudaStreamSynchronize(stream_), "cudaStreamSynchronize (noise estimator)"));
-    for (int j = 0; j < plan_.planes; ++j) {
-        const int w = plan_.width[j], h = plan_.height[j];
-        // common/noise_estimate.cpp's immerkaer_sigma: sqrt(pi / 2) / (6 (W-2) (H-2)) sum |I * M|, -1 under 3x3
-        sigma[j] = w < 3 || h < 3 ? -1.0 : std::sqrt(M_PI / 2) / (6.0 * (w - 2) * (h - 2)) * host_acc_[j];
-    }
-    return 0;
+    return cuda_check(ctx, cudaEventRecord(done_, stream_), "cudaEventRecord (noise estimator)");
 }
 
-int CudaNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *count) {
+int CudaNoiseSource::queue_scatter(const PlaneSelect &s) {
     Ctx &ctx = ctx_;
-    DN_REQUIRE(acc_ && host_acc_ && stats_, "not bound");
+    DN_REQUIRE(acc_ && host_acc_ && stats_ && done_, "not bound");
     const NoiseArgs a = make_args(f_, fmt_, col_, plan_, stride_, nx_, ny_, base_);
     int64_t most = 1;
     for (int j = 0; j < plan_.planes; ++j) most = std::max<int64_t>(most, (int64_t)nx_[j] * ny_[j]);
@@ -351,13 +362,6 @@ int CudaNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *co
         TRY(launch_check(ctx, "stats_kernel"));
         stats_valid_ = true;
     }
-    Select s;
-    for (int j = 0; j < 3; ++j) {
-        const bool on = j < plan_.planes && sel[j].tau >= 0;
-        s.tau[j] = on ? sel[j].tau : -1.0;
-        s.lo[j] = on ? sel[j].lo : 0.0;
-        s.hi[j] = on ? sel[j].hi : 0.0;
-    }
     unsigned blocks = 0;
     DN_REQUIRE(grid_1d(most, kPatchesPerBlock, &blocks), "patch grid too large");
     const size_t bytes = (size_t)plan_.planes * kPlaneAcc * sizeof(double);
@@ -366,7 +370,63 @@ int CudaNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *co
     TRY(launch_check(ctx, "scatter_kernel"));
     TRY(cuda_check(ctx, cudaMemcpyAsync(host_acc_, acc_, bytes, cudaMemcpyDeviceToHost, stream_),
                    "cudaMemcpyAsync (scatter sums)"));
-    TRY(cuda_check(ctx, cudaStreamSynchronize(stream_), "cudaStreamSynchronize (noise estimator)"));
+    return cuda_check(ctx, cudaEventRecord(done_, stream_), "cudaEventRecord (noise estimator)");
+}
+
+// A not-ready query is no error: cudaGetLastError() clears it, so that the next launch_check does
+// not report it.
+int CudaNoiseSource::wait(bool started) {
+    Ctx &ctx = ctx_;
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaErrorNotReady) cudaGetLastError();
+    else TRY(cuda_check(ctx, q, "cudaEventQuery (noise estimator)"));
+    if (started) {
+        reads_.started++;
+        reads_.started_busy += q == cudaErrorNotReady;
+    } else {
+        reads_.direct++;
+    }
+    if (q == cudaSuccess) return 0;
+    return cuda_check(ctx, cudaEventSynchronize(done_), "cudaEventSynchronize (noise estimator)");
+}
+
+int CudaNoiseSource::start_immerkaer() {
+    started_ = Started::none;
+    TRY(queue_immerkaer());
+    started_ = Started::immerkaer;
+    return 0;
+}
+
+int CudaNoiseSource::start_scatter(const NoiseSelect *sel) {
+    started_ = Started::none;
+    const PlaneSelect s = selection(sel);
+    TRY(queue_scatter(s));
+    sel_ = s;
+    started_ = Started::scatter;
+    return 0;
+}
+
+int CudaNoiseSource::immerkaer(double *sigma) {
+    const bool started = started_ == Started::immerkaer;
+    started_ = Started::none;
+    if (!started) TRY(queue_immerkaer());
+    TRY(wait(started));
+    for (int j = 0; j < plan_.planes; ++j) {
+        const int w = plan_.width[j], h = plan_.height[j];
+        // common/noise_estimate.cpp's immerkaer_sigma: sqrt(pi / 2) / (6 (W-2) (H-2)) sum |I * M|, -1 under 3x3
+        sigma[j] = w < 3 || h < 3 ? -1.0 : std::sqrt(M_PI / 2) / (6.0 * (w - 2) * (h - 2)) * host_acc_[j];
+    }
+    return 0;
+}
+
+int CudaNoiseSource::scatter(const NoiseSelect *sel, double *scatter, double *count) {
+    const PlaneSelect s = selection(sel);
+    bool started = started_ == Started::scatter;
+    for (int j = 0; started && j < 3; ++j)
+        started = s.tau[j] == sel_.tau[j] && s.lo[j] == sel_.lo[j] && s.hi[j] == sel_.hi[j];
+    started_ = Started::none;
+    if (!started) TRY(queue_scatter(s));
+    TRY(wait(started));
     for (int j = 0; j < plan_.planes; ++j) {
         double *S = scatter + (size_t)j * kP * kP;
         count[j] = 0;

@@ -24,12 +24,12 @@
 //    stream (staging slot -> caller's planes: cudaMemcpy2DAsync, or a bit-masked copy kernel for
 //    planes that also hold alpha / padding / p010's low bits), after the caller's stream's work
 //    queued before the pull and output t's own work (o->ready), and makes the caller's stream
-//    wait for that copy only. No host synchronisation, except sigma=auto's (noise_source: the
-//    host waits for the estimator's kernels, which follow the input copy, which follows the
-//    caller's stream, which waits for output t-1 at most: the network of output t, queued at the
-//    push before, runs meanwhile). With pipeline depth 0 the caller's stream would wait for the
-//    network queued at the latest push, and the host's estimate behind it for the whole queue:
-//    the GPU would drain once per frame while the host waits.
+//    wait for that copy only. No host synchronisation in the steady state, sigma=auto's included
+//    (noise_source: the estimator's kernels follow the input copy, which follows the caller's
+//    stream, which waits for output t-1 at most; the host reads their sums one push later, when
+//    they are done in practice). With pipeline depth 0 the caller's stream would wait for the
+//    network queued at the latest push, and the estimator's kernels behind it for the whole
+//    queue.
 #include "backend_cuda_impl.h"
 
 namespace denoise {

@@ -9,6 +9,9 @@
 #   - sigma=-1 and no sigma option (the default) are auto (the same values); a fixed sigma=9 is
 #     reported as 9.00 on every frame
 #   - sendcmd switches a fixed sigma to auto mid-stream ("denoise sigma auto")
+#   - DENOISE_SIGMA_AUTO_DEFER=1 (the CUDA engine's order: each estimate read at the next push,
+#     one frame more latency, which the filter queries again after a sigma command) on the CPU
+#     engine: the same frames (framemd5) and sigmas as its own order, sigma switched 9 -> auto -> 12
 #   - -v verbose prints the estimate ("sigma=auto: ..."); sigma=-0.5 is refused with a message,
 #     as an option and as a command (which keeps the value in force)
 #   - 64x48 yuv420p (chroma planes too small to estimate): the estimate from the luma plane
@@ -83,6 +86,27 @@ if run "$TMP/sc.log" "$FFMPEG" -nostdin -v error -i "$TMP/rgb15.mkv" \
     else fail "sendcmd 'denoise sigma auto': $v (want 9 for the first frames, ~15 after)"; fi
 else
     fail "sendcmd run failed: $(tail -n 3 "$TMP/sc.log")"
+fi
+
+ok=1
+for d in 0 1; do
+    rm -f "$TMP/defer$d.txt"
+    run "$TMP/defer$d.log" env DENOISE_SIGMA_AUTO_DEFER=$d "$FFMPEG" -nostdin -v error -i "$TMP/rgb15.mkv" \
+        -vf "sendcmd=c='0.1 denoise sigma auto;0.2 denoise sigma 12',denoise=$M:backend=cpu:sigma=9,metadata=print:file='$TMP/defer$d.txt'" \
+        -f framemd5 "$TMP/defer$d.md5" || ok=0
+done
+if [ $ok = 1 ]; then
+    v=$(sigmas "$TMP/defer1.txt" | tr '\n' ' ')
+    mid=$(sigmas "$TMP/defer1.txt" | sed -n '4,5p') last=$(sigmas "$TMP/defer1.txt" | tail -n 3)
+    if grep -v '^#' "$TMP/defer0.md5" >"$TMP/defer0.f" && grep -v '^#' "$TMP/defer1.md5" >"$TMP/defer1.f" &&
+       cmp -s "$TMP/defer0.f" "$TMP/defer1.f" && [ "$(wc -l <"$TMP/defer1.f")" = "$N" ] &&
+       [ "$(sigmas "$TMP/defer0.txt")" = "$(sigmas "$TMP/defer1.txt")" ] && within "$mid" 15 1.25 && within "$last" 12 0; then
+        pass "DENOISE_SIGMA_AUTO_DEFER=1 (estimates read one push later): the same $N frames and sigmas, $v"
+    else
+        fail "DENOISE_SIGMA_AUTO_DEFER=1: frames or sigmas differ from the default order: $v / $(sigmas "$TMP/defer0.txt" | tr '\n' ' ')"
+    fi
+else
+    fail "DENOISE_SIGMA_AUTO_DEFER runs failed: $(tail -n 3 "$TMP/defer1.log")"
 fi
 
 add_noise "$IN" "$TMP/yuv6.mkv" 6 0 yuv420p || die "adding Y'CbCr noise failed"

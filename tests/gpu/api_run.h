@@ -297,7 +297,17 @@ struct ApiRun {
     std::string reason;
     int latency = -1;         // denoise_latency()
     int first_out_push = -1;  // frames pushed when the first output came out (-1: only after the flush)
+    // sigma=auto's host waits for the GPU estimator (backend_cuda.h NoiseReads; zero on the CPU
+    // backend): when the first output was pulled, and at the end
+    NoiseReads reads_first_out, reads;
 };
+
+// The CUDA backend's estimator reads of an open engine so far (zero for another backend).
+inline NoiseReads engine_noise_reads(const DenoiseEngine *e) {
+    const Backend *b = engine_backend(e);
+    CudaPlanInfo i;
+    return b && cuda_backend_plan(*b, &i) ? i.noise_reads : NoiseReads();
+}
 
 struct ApiOpts {
     DenoiseBackend backend = DENOISE_BACKEND_CUDA;
@@ -309,6 +319,9 @@ struct ApiOpts {
     int tile = 0;
     float sigma = 20.f;
     bool pull_into_input = false;  // memory HOST: write each output over its own input frame
+    // memory CUDA: synchronise the stream after each pull, as a consumer that reads the frame on
+    // the host (hwdownload, an encoder) does; without one the host runs ahead of the GPU
+    bool consumer_sync = false;
 };
 
 // Push every frame, flush, pull everything (pulling as soon as outputs are ready, as the
@@ -391,6 +404,8 @@ inline ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseCol
                                   : (o.pull_into_input ? in[t].image(col) : r.out[t].image(col));
             q = denoise_pull(e, &im);
             if (q) return q;
+            if (dev && o.consumer_sync && cudaStreamSynchronize(stream) != cudaSuccess) return -102;
+            if (t == 0) r.reads_first_out = engine_noise_reads(e);
             if (t == 0 && !flushed) r.first_out_push = pushed;
             float sg = -1.f;
             denoise_output_sigma(e, &sg);
@@ -427,6 +442,7 @@ inline ApiRun run_api(const std::string &weights, const Fmt &F, const DenoiseCol
                 " frames: " + (rc == -102 ? std::string("stream sync failed") : std::string(denoise_last_error(e)));
     }
     r.peak = denoise_gpu_memory_peak(e);
+    r.reads = engine_noise_reads(e);
     denoise_free(&e);
     for (auto &v : dplanes)
         for (void *q : v) cudaFree(q);

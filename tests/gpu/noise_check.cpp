@@ -3,7 +3,10 @@
 // (converted R'G'B', native 4:2:0 / 4:2:2, gray, float), odd sizes: Immerkaer's sums, the scatter
 // of all patches (counts equal, rel L2 < 1e-4) and of a weak-texture selection, host outputs
 // poisoned with NaN; the whole estimator over 4 frames (sigma within 0.5 % + 0.01); the API's
-// per-frame sigma, backend CUDA vs CPU (memory HOST and CUDA); time per 3840x2160 frame.
+// per-frame sigma, backend CUDA vs CPU (memory HOST and CUDA); the estimate read one push later
+// (the CUDA default) against the read within the push (DENOISE_SIGMA_AUTO_DEFER=0): the same
+// outputs, one frame more latency, and the host blocking on the estimator only before the first
+// output (NoiseReads); time per 3840x2160 frame.
 // --quick: two noise-source checks.
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include "api_run.h"
@@ -240,6 +243,75 @@ void noise_api_check(const std::string &weights, const char *fname, bool cuda_me
            c.sigmas.empty() ? -1.f : c.sigmas.back(), worst, (c.rc || g.rc) ? ": " : "", c.err.c_str(), g.err.c_str());
 }
 
+// sigma=auto on CUDA, the estimate of frame k read at push k + 1 or the flush (the default)
+// against the read within push k (DENOISE_SIGMA_AUTO_DEFER=0, the order before), on a stream of
+// 30 frames of 640x360 with the network's work, memory HOST, or memory CUDA in a context of the
+// check's own with the stream synchronised after each pull (a consumer that reads the frames; a
+// host with none runs ahead of the GPU, and the estimator's read is then where it waits):
+//   - every output sample and every reported sigma equal (the estimator's atomic double sums
+//     make a last-bit difference possible in principle: the values are compared exactly);
+//   - latency one more, and the first output after push latency + 1 in both orders;
+//   - each frame's first round started once (30 started reads) and at most 3 rounds read at once
+//     (the first frame's: Immerkaer's start, then three rounds), the same in both orders;
+//   - from the first output on (the steady state, flush included) at most 2 started reads found
+//     the sums not ready (cudaEventQuery), where the old order, which reads right after queueing,
+//     found them not ready at least half the time (the count measures what it says).
+void noise_deferred_check(const std::string &weights, const char *fname, bool cuda_memory) {
+    const Fmt &F = fmt_named(fname);
+    const int W = 640, H = 360, N = 30;
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    std::vector<HostFrame> in;
+    for (int t = 0; t < N; ++t) {
+        in.push_back(new_frame(F, W, H));
+        fill_noisy(in.back(), F.f, W, H, 10.0, t);
+    }
+    char name[96];
+    std::snprintf(name, sizeof name, "deferred estimate %s %dx%d N=%d memory %s", fname, W, H, N,
+                  cuda_memory ? "CUDA" : "HOST");
+    std::unique_ptr<OwnContext> own;
+    if (cuda_memory) {
+        own.reset(new OwnContext());
+        if (!own->ok) {
+            result(false, "%-50s no CUDA driver context (cuCtxCreate through libcuda.so.1)", name);
+            return;
+        }
+    }
+    ApiOpts o;
+    o.sigma = DENOISE_SIGMA_AUTO;
+    o.memory = cuda_memory ? DENOISE_MEMORY_CUDA : DENOISE_MEMORY_HOST;
+    o.consumer_sync = cuda_memory;
+    setenv("DENOISE_SIGMA_AUTO_DEFER", "0", 1);  // read at denoise_open
+    ApiRun old = run_api(weights, F, col, in, W, H, o);
+    unsetenv("DENOISE_SIGMA_AUTO_DEFER");
+    ApiRun now = run_api(weights, F, col, in, W, H, o);
+    if (old.rc || now.rc) {
+        result(false, "%-50s within the push: %s | deferred: %s", name, old.err.c_str(), now.err.c_str());
+        return;
+    }
+    size_t nd = 0;
+    const double md = max_sample_diff(F, now.out, old.out, W, H, &nd);
+    size_t sig_diff = now.sigmas.size() == old.sigmas.size() ? 0 : (size_t)N;
+    for (size_t k = 0; k < std::min(now.sigmas.size(), old.sigmas.size()); ++k) sig_diff += now.sigmas[k] != old.sigmas[k];
+    const bool lat_ok = now.latency == old.latency + 1 && old.first_out_push == old.latency + 1 &&
+                        now.first_out_push == now.latency + 1;
+    result(md == 0 && nd == 0 && sig_diff == 0 && lat_ok,
+           "%-50s vs read within the push: %zu samples differ (max %.3g), %zu sigmas differ (%.3f .. %.3f); latency %d "
+           "(== %d + 1), first output after push %d / %d (== latency + 1)",
+           name, nd, md, sig_diff, now.sigmas.empty() ? -1.f : now.sigmas.front(),
+           now.sigmas.empty() ? -1.f : now.sigmas.back(), now.latency, old.latency, now.first_out_push,
+           old.first_out_push);
+    const NoiseReads &a = now.reads, &a0 = now.reads_first_out, &b = old.reads, &b0 = old.reads_first_out;
+    const int64_t busy = a.started_busy - a0.started_busy, steady = a.started - a0.started;
+    const int64_t old_busy = b.started_busy - b0.started_busy, old_steady = b.started - b0.started;
+    result(a.started == N && b.started == N && a.direct <= 3 && a.direct == b.direct && busy <= 2 && old_steady > 0 &&
+               2 * old_busy >= old_steady,
+           "%-50s estimator reads: started %lld (== %d), read at once %lld (<= 3, within the push %lld); from the "
+           "first output on %lld of %lld started reads not ready (<= 2; before it %lld), within the push %lld of "
+           "%lld (>= half)",
+           name, (long long)a.started, N, (long long)a.direct, (long long)b.direct, (long long)busy, (long long)steady,
+           (long long)a0.started_busy, (long long)old_busy, (long long)old_steady);
+}
+
 void noise_checks(cuda::Ctx &ctx, const std::string &weights, bool quick) {
     noise_source_check(ctx, "yuv420p", 333, 197, 10.0);
     noise_source_check(ctx, "gbrp", 257, 131, 20.0);
@@ -258,6 +330,9 @@ void noise_checks(cuda::Ctx &ctx, const std::string &weights, bool quick) {
     noise_api_check(weights, "yuv420p", false);
     noise_api_check(weights, "nv12", true);
     noise_api_check(weights, "gbrp", false);
+    noise_deferred_check(weights, "yuv420p", false);
+    noise_deferred_check(weights, "nv12", true);
+    noise_deferred_check(weights, "gbrp", false);
 }
 
 }  // namespace

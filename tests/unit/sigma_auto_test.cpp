@@ -2,13 +2,17 @@
 // estimation plan and its gains, the source interface against the plane interface, and the
 // engine's per-frame sigma (denoise_output_sigma) on frames with known added noise: R'G'B' AWGN,
 // Y'CbCr 4:2:0 noise on the native planes (the network's sigma through the decoding matrix),
-// segments, fixed sigma, bad values, and independence from how pushes and pulls interleave.
+// segments, fixed sigma, bad values, independence from how pushes and pulls interleave, and the
+// deferred read of each estimate (DENOISE_SIGMA_AUTO_DEFER=1, the CUDA backend's order) giving
+// the same outputs as the read within the push, one frame later.
 // Weights: tests/data/golden_weights.safetensors (random; only the sigma matters here).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -272,4 +276,105 @@ TEST(SigmaAutoEngine, YCbCr420NoiseInTheNetworksUnit) {
     const double kc = std::pow(255.0 / 224, 2) * (1.402 * 1.402 + 0.714136 * 0.714136 + 0.344136 * 0.344136 + 1.772 * 1.772) / 3;
     const double want = s * std::sqrt(std::pow(255.0 / 219, 2) + kc);
     for (float v : got) EXPECT_NEAR(v, want, 0.06 * want) << "want " << want;
+}
+
+// The estimate of frame k read at push k + 1 or the flush (DENOISE_SIGMA_AUTO_DEFER=1: the CUDA
+// backend's default, here on the CPU backend) against the read within push k (the CPU's default):
+// every output byte and every reported sigma equal, over segments of 9 frames (sigma fixed for
+// frames 5 and 6, auto again from 7), 2 and 1 frames (shorter than the temporal radius: the flush
+// reads the last estimate) and 6 (fixed for frames 0 and 1); denoise_latency() one more while
+// sigma=auto is in force, and the outputs come out when the estimates they need are read.
+TEST(SigmaAutoEngine, DeferredReadGivesTheSameOutputs) {
+    struct Segment {
+        int n;
+        std::vector<std::pair<int, float>> sigma_at;  // (frame, sigma set before pushing it)
+    };
+    const std::vector<Segment> segs = {{9, {{5, 20.f}, {7, DENOISE_SIGMA_AUTO}}}, {2, {}}, {1, {}},
+                                       {6, {{0, 9.f}, {2, DENOISE_SIGMA_AUTO}}}};
+    struct Run {
+        std::vector<std::vector<float>> out;  // per output, in order: frame samples after the pull
+        std::vector<float> sig;
+        std::vector<int> latency;             // denoise_latency() before each push
+        std::vector<int> pulled_after;        // outputs pulled after each push (-1: at the flush)
+        int lat_fixed = -1;
+    };
+    auto run_order = [&](const char *defer, Run &r) {
+        setenv("DENOISE_SIGMA_AUTO_DEFER", defer, 1);
+        Engine en;
+        DenoiseParams p = cpu_params(weights().c_str(), DENOISE_SIGMA_AUTO, kW, kH, rgb_f32_format(), 1);
+        const int rc = denoise_open(en.e, &p);
+        unsetenv("DENOISE_SIGMA_AUTO_DEFER");
+        ASSERT_EQ(rc, 0) << denoise_last_error(en.e);
+        unsigned seed = 11;
+        for (const Segment &sg : segs) {
+            auto f = rgb_frames(sg.n, 14.0, seed++);
+            size_t next = 0;  // next output of the segment
+            auto pull_all = [&](bool flushed) {
+                for (;;) {
+                    DenoiseImage out = rgb_image(f[std::min(next, f.size() - 1)]);
+                    const int q = denoise_pull(en.e, &out);
+                    if (q == DENOISE_EAGAIN || q == DENOISE_EOF) return;
+                    ASSERT_EQ(q, 0) << denoise_last_error(en.e);
+                    float v = -2;
+                    ASSERT_EQ(denoise_output_sigma(en.e, &v), 0);
+                    r.sig.push_back(v);
+                    r.out.push_back(f[next]);
+                    r.pulled_after.push_back(flushed ? -1 : (int)r.latency.size());
+                    ++next;
+                }
+            };
+            for (int k = 0; k < sg.n; ++k) {
+                for (const auto &c : sg.sigma_at) {
+                    if (c.first == k) {
+                        ASSERT_EQ(denoise_set_sigma(en.e, c.second), 0);
+                    }
+                }
+                r.latency.push_back(denoise_latency(en.e));
+                DenoiseImage in = rgb_image(f[k]);
+                ASSERT_EQ(denoise_push(en.e, &in), 0) << denoise_last_error(en.e);
+                pull_all(false);
+            }
+            EXPECT_EQ(denoise_flush(en.e), 0) << denoise_last_error(en.e);
+            pull_all(true);
+            EXPECT_EQ(next, f.size());
+        }
+        EXPECT_EQ(denoise_set_sigma(en.e, 9.f), 0);
+        r.lat_fixed = denoise_latency(en.e);
+    };
+    Run now, later;
+    run_order("0", now);
+    run_order("1", later);
+    const size_t total = 9 + 2 + 1 + 6;
+    ASSERT_EQ(now.out.size(), total);
+    ASSERT_EQ(later.out.size(), total);
+    for (size_t t = 0; t < total; ++t) {
+        EXPECT_EQ(now.out[t], later.out[t]) << "output " << t;
+        EXPECT_EQ(now.sig[t], later.sig[t]) << "output " << t;
+    }
+    // sigma was auto for outputs 0..4, 7, 8 of the first segment: estimates, not the fixed 20
+    for (size_t t : {0, 4, 7, 8, 9, 11, 14}) EXPECT_NEAR(now.sig[t], 14.0, 0.05 * 14 + 0.3) << "output " << t;
+    EXPECT_EQ(now.sig[5], 20.f);
+    EXPECT_EQ(now.sig[12], 9.f);
+    // latency: one more while sigma=auto is in force, the same with a fixed sigma
+    EXPECT_EQ(now.lat_fixed, later.lat_fixed);
+    ASSERT_EQ(now.latency.size(), later.latency.size());
+    for (size_t k = 0; k < now.latency.size(); ++k) {
+        const bool fixed = k == 5 || k == 6 || k == 12 || k == 13;  // pushes under sigma 20 / 9
+        EXPECT_EQ(now.latency[k], now.lat_fixed) << "push " << k;
+        EXPECT_EQ(later.latency[k], now.lat_fixed + (fixed ? 0 : 1)) << "push " << k;
+    }
+    // segment 1: output t comes out after the first push P (of the stream) with frames
+    // 0..t + R settled, where the deferred order leaves frame P - 1 unsettled if it was pushed
+    // under sigma=auto: one push later, except where a fixed sigma (frames 5, 6) leaves nothing
+    // to wait for; -1: at the flush
+    ASSERT_EQ(now.lat_fixed, 3);  // R = 3 (the golden weights are model v1's shape)
+    const int want_now[9] = {4, 5, 6, 7, 8, 9, -1, -1, -1}, want_later[9] = {5, 6, 6, 7, 9, -1, -1, -1, -1};
+    for (int t = 0; t < 9; ++t) {
+        EXPECT_EQ(now.pulled_after[t], want_now[t]) << "output " << t;
+        EXPECT_EQ(later.pulled_after[t], want_later[t]) << "output " << t;
+    }
+    for (size_t t = 9; t < 12; ++t) {
+        EXPECT_EQ(now.pulled_after[t], -1) << "output " << t;
+        EXPECT_EQ(later.pulled_after[t], -1) << "output " << t;
+    }
 }
