@@ -14,7 +14,12 @@
 # veryfast -crf 18, else -c:v ffv1 -slices 16) serve both runs; denoise-batch runs with
 # --segment-frames BO_SEGMENT_FRAMES (400) and BO_BATCH_ARGS (more options).
 # Order: a 10-frame warm-up run, the single run, denoise-batch, the single run again; each timed
-# from start to exit (date +%s.%N). Prints per run its wall time and frames/s, then
+# from start to exit (date +%s.%N). Then two diagnostic runs that no bar reads: segment 0's own
+# ffmpeg command (the first line of its log in denoise-batch's kept work folder) run again
+# outside Ray, and the single run with sigma=auto's estimate read in the push that made it
+# (DENOISE_SIGMA_AUTO_DEFER=0, the engine's order before 2026-12-07), so that a gap between the
+# single run and the segments can be put on Ray's environment, the segment's command form or
+# sigma=auto's host wait. Prints per run its wall time and frames/s, then
 #   single: F frames/s (the mean of the two runs)
 #   denoise-batch: F frames/s, the whole command (Ray's start, probing, the joins included)
 #   denoise-batch job: F frames/s (its own progress line: from the first task to the last join)
@@ -86,7 +91,7 @@ s1=$(single single1) || die "the single run failed (log $L/single1.log)"
 echo "single run 1: $s1 s, $(rate "$N" "$s1") frames/s"
 
 t0=$(now)
-python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 \
+python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --keep-work \
     --ffmpeg "$FFMPEG" --ffprobe "$FFPROBE" ${BO_BATCH_ARGS:-} $ENC -o "$TMP/batch.mkv" "$TMP/src.mkv" >"$L/batch.log" 2>&1
 brc=$?
 sb=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
@@ -101,6 +106,24 @@ echo "denoise-batch: $sb s, $(rate "$N" "$sb") frames/s ($segs segments; its pro
 s2=$(single single2) || die "the second single run failed (log $L/single2.log)"
 echo "single run 2: $s2 s, $(rate "$N" "$s2") frames/s"
 
+# diagnostics (no bar): segment 0's command outside Ray; the single run in the old sigma=auto order
+seglog=$(ls "$TMP"/batch.mkv.denoise-batch/seg-00000.log 2>/dev/null | head -n 1)
+if [ -n "$seglog" ]; then
+    segcmd=$(head -n 1 "$seglog")
+    segout=$(echo "$segcmd" | awk '{print $NF}')
+    _t0=$(now)
+    if (eval "$segcmd") >"$L/segment0_direct.log" 2>&1; then
+        st=$(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+        sn=$(count_frames "$segout")
+        echo "diagnostic: segment 0's command outside Ray: $st s, $(rate "$sn" "$st") frames/s ($sn frames written)"
+    else
+        echo "diagnostic: segment 0's command outside Ray failed (log $L/segment0_direct.log)"
+    fi
+else
+    echo "diagnostic: no segment log in denoise-batch's work folder"
+fi
+s3=$(export DENOISE_SIGMA_AUTO_DEFER=0; single single_old_order) &&
+    echo "diagnostic: single run, sigma=auto's estimate read in its own push (DENOISE_SIGMA_AUTO_DEFER=0): $s3 s, $(rate "$N" "$s3") frames/s"
 fs=$(awk -v n="$N" -v a="$s1" -v b="$s2" 'BEGIN { printf "%.2f", n / ((a + b) / 2) }')
 fb=$(rate "$N" "$sb")
 r=$(awk -v b="$fb" -v s="$fs" 'BEGIN { printf "%.3f", b / s }')
