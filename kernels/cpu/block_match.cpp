@@ -7,9 +7,14 @@
 // (tile/2), on L over +-1 around twice that (tile); clamped to [-R, R]. Candidates nearest-first
 // ((|dy| + |dx|), then dy, then dx), a later one must be strictly better.
 // Floating point: every value is formed as PyTorch's CPU kernels form it (fp32, same order):
-// luma (r + g) + b then / 3; box means and tile costs summed sequentially in row-major order over
-// the window and divided by its area (avg_pool2d's CPU loop); costs compared as those quotients.
-// So the costs are bit-identical to align.py's on PyTorch's CPU kernels and ties resolve identically
+// luma (r + g) + b then / 3; box means summed sequentially in row-major order over the window and
+// divided by its area (avg_pool2d's CPU loop); a candidate's tile cost the mean of the tile's row
+// means: m_y = (sum over the row's t samples, in order from 0) / t, cost = (sum of m_0 .. m_{t-1}
+// in order from 0) / t, as avg_pool2d(avg_pool2d(|d|, (1, t)), (t, 1)) forms it (align.py
+// _costs). The blocked order is what lets the GPU twin (kernels/cuda/block_match.cu) sum a
+// tile's rows in parallel and still match bit for bit: the longest chain of dependent adds is t
+// (a row) + t (the rows), not t^2. Costs compared as those quotients. So the costs are
+// bit-identical to align.py's on PyTorch's CPU kernels and ties resolve identically
 // (tests/unit/block_match_ref.sh checks both the summation order and the shifts).
 // Traffic: one pass over both s2d inputs (12 floats per token) writing L, L1, L2 of each frame
 // (2 x 1.31 floats per pixel), then per tile (2 ceil(R/4) + 1)^2 + 18 candidate passes over the
@@ -51,33 +56,36 @@ std::vector<Cand> candidates(int r) {
 
 inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// Sum over the t x t tile at (y0, x0) of |lc(p) - lo(clamp(p + (sy, sx)))| on an H x W level,
-// fp32, sequential row-major (avg_pool2d's CPU order).
-float tile_sad(const float *lc, const float *lo, int H, int W, int y0, int x0, int t, int sy, int sx) {
+// Mean over the t x t tile at (y0, x0) of |lc(p) - lo(clamp(p + (sy, sx)))| on an H x W level,
+// fp32, as the mean of the row means (each row summed in order from 0 and divided by t, the row
+// means summed in order from 0 and divided by t; the header's order).
+float tile_cost(const float *lc, const float *lo, int H, int W, int y0, int x0, int t, int sy, int sx) {
+    const float side = (float)t;
     float sum = 0.f;
     const bool inside_x = x0 + sx >= 0 && x0 + sx + t <= W;
     for (int y = y0; y < y0 + t; ++y) {
         const float *c = lc + (size_t)y * W;
         const float *o = lo + (size_t)clampi(y + sy, 0, H - 1) * W;
+        float row = 0.f;
         if (inside_x) {
             const float *os = o + sx;
-            for (int x = x0; x < x0 + t; ++x) sum += std::abs(c[x] - os[x]);
+            for (int x = x0; x < x0 + t; ++x) row += std::abs(c[x] - os[x]);
         } else {
-            for (int x = x0; x < x0 + t; ++x) sum += std::abs(c[x] - o[clampi(x + sx, 0, W - 1)]);
+            for (int x = x0; x < x0 + t; ++x) row += std::abs(c[x] - o[clampi(x + sx, 0, W - 1)]);
         }
+        sum += row / side;
     }
-    return sum;
+    return sum / side;
 }
 
 // base + the candidate of `cands` with the least mean cost for the tile at (y0, x0) (first wins).
 void search(const float *lc, const float *lo, int H, int W, int y0, int x0, int t, const std::vector<Cand> &cands,
             int &by, int &bx) {
-    const float area = (float)((int64_t)t * t);
     float best = 0.f;
     int ky = 0, kx = 0;
     bool first = true;
     for (const Cand &c : cands) {
-        const float cost = tile_sad(lc, lo, H, W, y0, x0, t, by + c.dy, bx + c.dx) / area;
+        const float cost = tile_cost(lc, lo, H, W, y0, x0, t, by + c.dy, bx + c.dx);
         if (first || cost < best) {
             best = cost;
             ky = c.dy;

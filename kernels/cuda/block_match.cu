@@ -10,43 +10,61 @@
 // (reads clamped to the level's edge): on L2 over +-ceil(R/4) (tiles of tile/4), on L1 over +-1
 // around twice that (tile/2), on L over +-1 around twice that (tile); clamped to [-R, R].
 // Candidates in align.py's order, nearest first by |dy| + |dx|, then dy, then dx; a later one
-// must be strictly better. Each candidate's cost is one fp32 sum over the tile in row-major
-// order by one thread, divided by the area: the CPU's value bit for bit (the exactness contract:
-// no split of a sum over threads, no reassociation; the reads go in batches ahead of the adds,
-// the adds stay in order). The grid is (tile groups, pairs); a warp owns kGroup = 3 tiles of one
-// pair, and its candidates (the 3 tiles' in turn, each in raster order) go to lanes l, l + 32,
-// ...: at the +-1 levels one each, lanes 0-8, 9-17, 18-26 (27 of 32 lanes busy where one tile a
-// warp kept 9), on L2 at R 24 3 x 169 over 16 rounds. Each lane keeps per tile its least (cost,
-// rank), rank = (|dy| + |dx|, dy, dx) in that order, and per tile a butterfly of shuffles gives
-// every lane the least pair of the warp: the first minimum in candidate order, as the sequential
-// search. Luma is finite (frame_in sanitises float samples), so no NaN cost breaks the order.
-// Traffic: luma_pyramid reads L once and writes L1 and L2 (1.31 x 4 B per pixel in all);
-// block_match reads per tile (2 ceil(R/4) + 1)^2 candidates x (tile/4)^2 L2 samples and 9 x
-// (tile/2)^2 L1 and 9 x tile^2 L samples of each frame, from L1/L2 caches mostly (a tile's
-// window is a few tens of KB): at R 24, tile 64 89,344 sample pairs a tile, for a 3840 x 2176
-// window's 4 pairs x 2,040 tiles 729 M (5.8 GB of cache reads).
-// Time: one launch per pair (one warp a tile, one read per add; H200, 2026-12-05) took 0.34 ms at
-// 960x540 and at 1920x1080 alike and 0.54 ms at 3840x2160: latency-bound, one warp's chain of
-// 6,656 sequential steps (L2 6 rounds x 256, L1 1,024, L 4,096) at ~90 cycles each, 2r = 4
-// such launches a window; with the reads 8 at a time ahead of the adds 0.330 / 0.507 ms
-// (docs/perf.md). This form: not yet timed. Estimate (H100, ~1.75 GHz, 132 SMs), to be measured:
-// a 4K window's 4 pairs are 2,720 warps (20.6 a SM, all resident: 72 registers, 28 warps a SM) of
-// 9,216 steps each (L2 16 x 256, L1 1,024, L 4,096), a step ~4.75 warp instructions (2 loads,
-// 2 FADD, the batch's addressing): ~119 M warp instructions, ~0.13 ms at 4 issues a cycle per SM;
-// the L1 cache's tag and data stages ~4 cycles a warp-step on L1 and L (3 centre and 9 to 12
-// other-frame lines; 4 tags a cycle), ~2 on L2: ~29 K cycles a warp, ~0.34 ms; a warp's chain
-// 9,216 x 4 cycles (reads hidden behind the previous batch's adds) to x ~30 (an L2 miss a batch),
-// 20 us to 0.16 ms. So about 0.15 to 0.4 ms for the 4 pairs at 4K, where 4 launches took ~2.0
-// ms; at 960x540 (180 warps) the chain, ~0.03 to 0.16 ms.
+// must be strictly better. Luma is finite (frame_in sanitises float samples), so no NaN cost
+// breaks the order.
+// Summation order (the exactness contract, the same in kernels/cpu/block_match.cpp and align.py
+// _costs): a t x t tile's cost is the mean of its row means, m_y = (sum of the row's t |d| in x
+// order from 0) / t, cost = (sum of m_0 .. m_{t-1} in y order from 0) / t, every add and divide
+// an fp32 round to nearest (x / t as x * (1 / t) where t is a power of two: the same value).
+// So the rows of a tile are summed by different threads, and only the row means' sum is one
+// chain: the longest chain of dependent adds is t + t, where one sum over the tile in row-major
+// order (the form before) was t^2 long.
+// Form: a CTA (4 warps) per (tile, pair), CTA x = tile x pairs + pair, so that a tile's pairs run
+// side by side and share its centre samples in the L2 cache; all 2r pairs of a window in one
+// launch (up to 8). Per level, in bands of rows that fit 24 KB of shared memory (band_rows): the
+// warps copy the band's centre rows and the other frame's rows and columns (clamped, + r each
+// side, coalesced) into shared memory; a row task (row y, dy, a chunk of kDx dx) sums its row
+// against kDx candidates at once (kDx = 3 at the +-1 levels, 7 at L2), reading 4 centre and
+// 4 + kDx - 1 other samples per 4 steps (odd strides: 32 rows in 32 banks), and stores the kDx
+// row means; after a barrier the thread of candidate ci (ci = tid, tid + 128, ...) adds the band's
+// row means in row order to its running sum, and after the last band divides by t and keeps its
+// least (cost, rank), rank = (|dy| + |dx|, dy, dx); a shuffle butterfly per warp and the 4
+// warps' pairs through shared memory give every thread the least: the first minimum in candidate
+// order, as the sequential search.
+// Work at R 24, tile 64 (a CTA): L2 t 16, 13 x 13 candidates, one band: 16 rows x 13 dy x 2 dx
+// chunks (7 + 6; 14 sums, 13 kept) = 416 row tasks, 4 rounds of 128 threads, 46,592 |d| adds;
+// L1 t 32, one band, 96 tasks, 9,216 adds; L t 64, bands of 42 and 22 rows, 126 and 66 tasks,
+// 36,864 adds; 92,672 in all (the CPU's 89,344 and 14 dx computed for 13 at L2). Chain of
+// dependent adds a thread: L2 4 rounds x 16 + 2 x 16 (row means, 169 candidates over 128
+// threads), L1 32 + 32, L 2 x 64 + 64: 352, where a warp ran 9,216 in the form before (3 tiles'
+// candidates, each one sum over its tile). Shared memory 24.3 KB (L: 6,082 floats), 64
+// registers (nvcc 13.0 sm_90 -Xptxas -v, no spills): 8 CTAs (32 warps) a SM.
+// Time (estimate, H100 at ~1.75 GHz, 132 SMs; not yet run on a GPU): a 4K window (3840 x 2176,
+// 2,040 tiles) is 8,160 CTAs, 62 a SM. Each CTA issues ~5.8 K warp instructions of FP32 (2 a
+// |d|), ~2.4 K of shared-memory access (61.7 K row-task loads: 14 per 28 adds at kDx 7, 10 per
+// 12 at kDx 3; the combine's 3.6 K; the copies' ~12 K stores) and ~2 K of addressing: ~10 K,
+// ~160 K cycles a SM at 4 issues a cycle, ~0.09 ms; shared memory (one 32-lane access a cycle)
+// ~150 K cycles. DRAM: the 5 pyramids once, 219 MB, 0.065 ms at 3.35 TB/s (if a tile's centre
+// stays in the L2 cache for its 4 pairs; each CTA copies ~47 KB, 386 MB from L2). Latency: a
+// CTA's path is ~7.5 K cycles (4 band copies at ~800 cycles, the row and row-mean chains, 3
+// argmins) over ~8 waves: ~60 K cycles, hidden by the 8 CTAs a SM. So about 0.1 to 0.2 ms for
+// the 4 pairs at 4K, where the form before took 1.108 ms (1 pair 0.504; H200, denoise-cuda-bench,
+// build of main), and about a quarter of that at 1080p (0.484 ms before).
 // Layout: a luma pyramid is L (H, W), then L1 (H/2, W/2), then L2 (H/4, W/4), fp32, contiguous.
-// sm_90 (nvcc 13.0 -Xptxas -v): block_match_kernel 72 registers, luma_pyramid_kernel 27, no
+// sm_90 (nvcc 13.0 -Xptxas -v): block_match_kernel 64 registers, luma_pyramid_kernel 27, no
 // spills, no stack.
-// The body (block_match_dev::match_tiles) is written against warp_mma.h so that
+// The body (block_match_dev::match_tile) is written against warp_mma.h so that
 // tests/emu/block_match_emu_test.cpp runs this source on the CPU warp emulator.
 #include "warp_mma.h"
 
 #include <cstddef>
 #include <cstdint>
+
+#if defined(DENOISE_WARP_EMULATION)
+#define DN_HD inline
+#else
+#define DN_HD __host__ __device__ __forceinline__
+#endif
 
 namespace denoise {
 namespace cuda {
@@ -54,26 +72,58 @@ namespace block_match_dev {
 
 constexpr int kWarps = 4;      // warps per CTA
 constexpr int kThreads = 32 * kWarps;
-constexpr int kGroup = 3;      // tiles per warp: 3 x 9 lanes carry the +-1 searches
 constexpr int kMaxPairs = 8;   // pairs per launch (block_match splits more into several)
+constexpr int kFineDx = 3;     // row sums a row task carries at the +-1 levels: the 3 dx of one dy
+constexpr int kCoarseDx = 7;   // at the coarse level: a chunk of 7 dx (R 24: 13 = 7 + 6)
+constexpr int kSteps = 4;      // x steps of a row task per batch of reads
+constexpr int kBandFloats = 6144;  // shared memory (floats) a level's band may take: 24 KB
 
 struct Args {
     const float *centre;             // luma pyramid of the centre frame
-    const float *other[kMaxPairs];   // luma pyramids of the frames matched against it (grid y)
+    const float *other[kMaxPairs];   // luma pyramids of the frames matched against it
     int32_t *shifts[kMaxPairs];      // each (H / tile, W / tile, 2)
+    int pairs;                       // pairs in this launch (CTA x: tile * pairs + pair)
     int H, W;                        // full-resolution size
     int radius, tile;                // R; tile side (px, a multiple of 4 dividing H and W)
-    int tw, tiles;                   // tiles per row, tiles in all
+    int tw;                          // tiles per row
+    int band[3];                     // rows per band at L2, L1, L (band_rows)
 };
 
-DN_DEVI int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+DN_HD int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// One level's shared memory for bands of b rows of a t x t tile searched over +-r, row tasks of
+// dx sums: the argmin exchange (2 kWarps floats, first, the same place at every level), the
+// centre's b rows (stride cs), the other frame's b + 2r rows (stride os; ow columns: the 2r + 1
+// dx of every chunk of dx, the last chunk's spare sums reading clamped samples), the row means
+// (n^2 candidates x bs, candidate-major) and the running sums over bands (n^2). Strides odd: the
+// 32 lanes of a warp read 32 rows at one column from 32 banks.
+struct Layout {
+    int t, r, n, chunks, b, cs, ow, os, bs;
+    DN_HD Layout(int t_, int r_, int dx, int b_)
+        : t(t_), r(r_), n(2 * r_ + 1), chunks((n + dx - 1) / dx), b(b_), cs(t_ | 1), ow(t_ + chunks * dx - 1),
+          os(ow | 1), bs(b_ | 1) {}
+    DN_HD int centre() const { return 2 * kWarps; }
+    DN_HD int other() const { return centre() + b * cs; }
+    DN_HD int means() const { return other() + (b + 2 * r) * os; }
+    DN_HD int sums() const { return means() + n * n * bs; }
+    DN_HD int floats() const { return sums() + n * n; }
+};
+
+// The most rows per band (1 .. t) whose layout fits kBandFloats, or 1.
+inline int band_rows(int t, int r, int dx) {
+    int b = t;
+    while (b > 1 && Layout(t, r, dx, b).floats() > kBandFloats) --b;
+    return b;
+}
 
 #if defined(DENOISE_WARP_EMULATION)
 inline float add_rn(float a, float b) { return a + b; }
+inline float mul_rn(float a, float b) { return a * b; }
 inline float div_rn(float a, float b) { return a / b; }
 inline float absdiff(float a, float b) { return std::fabs(a - b); }
 #else
 DN_DEVI float add_rn(float a, float b) { return __fadd_rn(a, b); }
+DN_DEVI float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 DN_DEVI float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 DN_DEVI float absdiff(float a, float b) { return fabsf(__fsub_rn(a, b)); }
 #endif
@@ -94,138 +144,126 @@ DN_DEVI void pyramid_pixel(float *p, int H, int W, int y, int x) {
     L2[(size_t)y2 * (W / 4) + x2] = div_rn(s, 16.f);
 }
 
-// A candidate's sum runs over the tile in batches of kBatch samples of a row; the reads of the
-// next batch are issued before the adds of the current one (two register sets in turn), so that a
-// read's latency hides behind kBatch dependent adds instead of stalling the chain.
-constexpr int kBatch = 8;
-
-// The batches of a t x t tile at (y0, x0) of an h x w level in row-major order, the other frame
-// moved by (sy, sx), its rows clamped to [0, h) and, with kClampX, its columns to [0, w) (without:
-// every column x0 + sx .. x0 + sx + t - 1 is inside, and a batch's reads take immediate offsets).
-template <bool kClampX>
-struct BatchCursor {
-    const float *lc, *lo;
-    int h, w, x0, t, sy, sx;
-    int y, x;
-    const float *c, *o;
-    DN_DEVI void row(int yy) {
-        y = yy;
-        x = x0;
-        c = lc + (size_t)y * w;
-        o = lo + (size_t)clampi(y + sy, 0, h - 1) * w;
-    }
-    DN_DEVI void read(float (&cv)[kBatch], float (&ov)[kBatch]) {
-        const float *cp = c + x, *op = o + x + sx;
-        DN_UNROLL
-        for (int k = 0; k < kBatch; ++k) {
-            cv[k] = cp[k];
-            ov[k] = kClampX ? o[clampi(x + sx + k, 0, w - 1)] : op[k];
-        }
-        x += kBatch;
-        if (x == x0 + t) row(y + 1);
-    }
+// s / t rounded as a division: for t a power of two s * (1 / t), the same value (both round
+// s 2^-k once), without the division's instruction sequence.
+struct Mean {
+    float t, inv;
+    bool pow2;
+    DN_DEVI explicit Mean(int side) : t((float)side), inv(1.f / (float)side), pow2((side & (side - 1)) == 0) {}
+    DN_DEVI float operator()(float s) const { return pow2 ? mul_rn(s, inv) : div_rn(s, t); }
 };
 
-DN_DEVI void add_batch(float &sum, const float (&cv)[kBatch], const float (&ov)[kBatch]) {
+// acc[j] = sum over x = 0 .. t - 1, in order, of |c[x] - o[x + j]|: one row of the centre against
+// the other frame's row at kDx consecutive dx. kSteps centre and kSteps + kDx - 1 other samples
+// are read per batch, each used kDx (centre) or up to kSteps (other) times from registers.
+template <int kDx>
+DN_DEVI void row_sums(const float *c, const float *o, int t, float (&acc)[kDx]) {
     DN_UNROLL
-    for (int k = 0; k < kBatch; ++k) sum = add_rn(sum, absdiff(cv[k], ov[k]));
-}
-
-// The sum of tile_cost over t x t samples, t a multiple of kBatch, batch b + 1 read before batch
-// b is added.
-template <bool kClampX>
-DN_DEVI float batched_sum(const float *lc, const float *lo, int h, int w, int y0, int x0, int t, int sy, int sx) {
-    BatchCursor<kClampX> q{lc, lo, h, w, x0, t, sy, sx, 0, 0, nullptr, nullptr};
-    q.row(y0);
-    float sum = 0.f, ca[kBatch], oa[kBatch], cb[kBatch], ob[kBatch];
-    q.read(ca, oa);
-    const int nb = t * (t / kBatch);  // even: t^2 / kBatch with t a multiple of kBatch
-    for (int b = 0; b < nb; b += 2) {
-        q.read(cb, ob);  // batch b + 1
-        add_batch(sum, ca, oa);
-        if (b + 2 < nb) q.read(ca, oa);
-        add_batch(sum, cb, ob);
-    }
-    return sum;
-}
-
-// Sum of |lc(p) - lo(clamp(p + (sy, sx)))| over the t x t tile at (y0, x0) of an h x w level,
-// sequential row-major, then / t^2 (kernels/cpu/block_match.cpp tile_sad and search): the reads
-// in batches (t a multiple of kBatch) or one at a time; the adds in the same order either way.
-DN_DEVI float tile_cost(const float *lc, const float *lo, int h, int w, int y0, int x0, int t, int sy, int sx) {
-    float sum = 0.f;
-    if (t % kBatch == 0) {
-        sum = x0 + sx >= 0 && x0 + sx + t <= w ? batched_sum<false>(lc, lo, h, w, y0, x0, t, sy, sx)
-                                                : batched_sum<true>(lc, lo, h, w, y0, x0, t, sy, sx);
-    } else {
-        for (int y = y0; y < y0 + t; ++y) {
-            const float *c = lc + (size_t)y * w;
-            const float *o = lo + (size_t)clampi(y + sy, 0, h - 1) * w;
-            for (int x = x0; x < x0 + t; ++x) sum = add_rn(sum, absdiff(c[x], o[clampi(x + sx, 0, w - 1)]));
-        }
-    }
-    return div_rn(sum, (float)(t * t));
-}
-
-// One level for the warp's `valid` tiles tile0, tile0 + 1, ... (row-major over the frame's tw
-// tiles per row; level tiles of t samples): the warp's candidates i = 0 .. valid n^2 - 1, n = 2r
-// + 1, are tile i / n^2's (dy, dx) of raster index i % n^2 around (by, bx) of that tile; lane l
-// takes i = l, l + 32, ... (at r = 1 one each: lanes 0-8 tile 0, 9-17 tile 1, 18-26 tile 2).
-// Each lane keeps per tile its least (cost, rank), a butterfly of shuffles per tile gives every
-// lane the warp's least, and (by, bx) += that candidate for every valid tile.
-DN_DEVI void search(const float *lc, const float *lo, int h, int w, int t, int r, int tile0, int tw, int valid,
-                    int lane, int (&by)[kGroup], int (&bx)[kGroup]) {
-    const int n = 2 * r + 1, nn = n * n;
-    float best[kGroup], key[kGroup];
-    DN_UNROLL
-    for (int g = 0; g < kGroup; ++g) {  // lanes without candidates of a tile lose every comparison
-        best[g] = __builtin_inff();
-        key[g] = 1e30f;
-    }
-    for (int i = lane; i < valid * nn; i += 32) {
-        const int g = i / nn, ci = i - g * nn;
-        const int dy = ci / n - r, dx = ci % n - r;
-        int sy = 0, sx = 0;
+    for (int j = 0; j < kDx; ++j) acc[j] = 0.f;
+    int x = 0;
+    for (; x + kSteps <= t; x += kSteps) {
+        float cv[kSteps], ov[kSteps + kDx - 1];
         DN_UNROLL
-        for (int k = 0; k < kGroup; ++k)  // by[g] without a dynamic index into registers
-            if (k == g) {
-                sy = by[k];
-                sx = bx[k];
-            }
-        const int tile = tile0 + g, ty = tile / tw, tx = tile % tw;
-        const float cost = tile_cost(lc, lo, h, w, ty * t, tx * t, t, sy + dy, sx + dx);
-        // rank (|dy| + |dx|, dy, dx) as one exact integer in a float (< 2^24: r <= 16)
-        const int d = (dy < 0 ? -dy : dy) + (dx < 0 ? -dx : dx);
-        const float kr = (float)((d * n + dy + r) * n + dx + r);
+        for (int u = 0; u < kSteps; ++u) cv[u] = c[x + u];
         DN_UNROLL
-        for (int k = 0; k < kGroup; ++k)
-            if (k == g && (cost < best[k] || (cost == best[k] && kr < key[k]))) {
-                best[k] = cost;
-                key[k] = kr;
-            }
+        for (int v = 0; v < kSteps + kDx - 1; ++v) ov[v] = o[x + v];
+        DN_UNROLL
+        for (int u = 0; u < kSteps; ++u) {
+            DN_UNROLL
+            for (int j = 0; j < kDx; ++j) acc[j] = add_rn(acc[j], absdiff(cv[u], ov[u + j]));
+        }
     }
-    DN_UNROLL
-    for (int g = 0; g < kGroup; ++g) {
-        for (int m = 16; m > 0; m >>= 1) {
-            const float ob = warp::shfl_xor(best[g], m), ok = warp::shfl_xor(key[g], m);
-            if (ob < best[g] || (ob == best[g] && ok < key[g])) {
-                best[g] = ob;
-                key[g] = ok;
-            }
-        }
-        if (g < valid) {
-            const int k = (int)key[g];
-            by[g] += (k / n) % n - r;
-            bx[g] += k % n - r;
-        }
+    for (; x < t; ++x) {
+        const float cv = c[x];
+        DN_UNROLL
+        for (int j = 0; j < kDx; ++j) acc[j] = add_rn(acc[j], absdiff(cv, o[x + j]));
     }
 }
 
-// Tiles tile0 .. tile0 + kGroup - 1 (those < tiles) of pair `pair` by the warp whose lane this is;
-// lane 0 stores.
-DN_DEVI void match_tiles(const Args &a, int pair, int tile0, int lane) {
-    const int valid = a.tiles - tile0 < kGroup ? a.tiles - tile0 : kGroup;
-    if (valid <= 0) return;
+// One level for the CTA's tile at (y0, x0) of an h x w level (thread tid of kThreads): (by, bx) +=
+// the candidate (dy, dx), |dy|, |dx| <= g.r, of the least cost, in every thread. Per band of g.b
+// rows: the warps copy the centre's rows and the other frame's rows and columns (clamped) into
+// shared memory; row task k (y = k % rows, dy index i, dx chunk c) writes the row means of its
+// kDx candidates; candidate ci's thread (ci = tid, tid + kThreads, ...) adds the band's row means
+// in row order to its running sum, after the last band divides by t and keeps its least (cost,
+// rank); a shuffle butterfly per warp and the warps' 4 pairs through shared memory give every
+// thread the CTA's least.
+template <int kDx>
+DN_DEVI void search(float *sm, const Layout &g, const float *lc, const float *lo, int h, int w, int y0, int x0, int tid,
+                    int &by, int &bx) {
+    const int t = g.t, r = g.r, n = g.n, nn = n * n, warp_id = tid / 32, lane = tid % 32;
+    float *red = sm, *C = sm + g.centre(), *O = sm + g.other(), *M = sm + g.means(), *S = sm + g.sums();
+    const Mean mean(t);
+    float best = __builtin_inff(), key = 1e30f;  // threads without candidates lose every comparison
+    for (int yb = 0; yb < t; yb += g.b) {
+        const int rows = t - yb < g.b ? t - yb : g.b;
+        for (int s = warp_id; s < rows + 2 * r; s += kWarps) {
+            const float *src = lo + (size_t)clampi(y0 + yb + s - r + by, 0, h - 1) * w;
+            float *dst = O + s * g.os;
+            for (int u = lane; u < g.ow; u += 32) dst[u] = src[clampi(x0 + u - r + bx, 0, w - 1)];
+            if (s < rows) {
+                const float *csrc = lc + (size_t)(y0 + yb + s) * w + x0;
+                float *cdst = C + s * g.cs;
+                for (int u = lane; u < t; u += 32) cdst[u] = csrc[u];
+            }
+        }
+        warp::sync_cta();
+        for (int k = tid; k < rows * n * g.chunks; k += kThreads) {
+            const int y = k % rows, q = k / rows, i = q % n, c = q / n;
+            float acc[kDx];
+            row_sums<kDx>(C + y * g.cs, O + (y + i) * g.os + c * kDx, t, acc);
+            DN_UNROLL
+            for (int j = 0; j < kDx; ++j)
+                if (c * kDx + j < n) M[(i * n + c * kDx + j) * g.bs + y] = mean(acc[j]);
+        }
+        warp::sync_cta();
+        const bool last = yb + rows == t;
+        for (int ci = tid; ci < nn; ci += kThreads) {
+            float sum = yb ? S[ci] : 0.f;
+            const float *m = M + ci * g.bs;
+            for (int y = 0; y < rows; ++y) sum = add_rn(sum, m[y]);
+            if (!last) {
+                S[ci] = sum;
+                continue;
+            }
+            const float cost = mean(sum);
+            // rank (|dy| + |dx|, dy, dx) as one exact integer in a float (< 2^24: r <= 16)
+            const int dy = ci / n - r, dx = ci % n - r;
+            const int d = (dy < 0 ? -dy : dy) + (dx < 0 ? -dx : dx);
+            const float kr = (float)(d * nn + ci);
+            if (cost < best || (cost == best && kr < key)) {
+                best = cost;
+                key = kr;
+            }
+        }
+    }
+    for (int m = 16; m > 0; m >>= 1) {
+        const float ob = warp::shfl_xor(best, m), ok = warp::shfl_xor(key, m);
+        if (ob < best || (ob == best && ok < key)) {
+            best = ob;
+            key = ok;
+        }
+    }
+    if (lane == 0) {
+        red[2 * warp_id] = best;
+        red[2 * warp_id + 1] = key;
+    }
+    warp::sync_cta();
+    best = red[0];
+    key = red[1];
+    for (int v = 1; v < kWarps; ++v)
+        if (red[2 * v] < best || (red[2 * v] == best && red[2 * v + 1] < key)) {
+            best = red[2 * v];
+            key = red[2 * v + 1];
+        }
+    const int ci = (int)key % nn;
+    by += ci / n - r;
+    bx += ci % n - r;
+}
+
+// Tile `tile` of pair `pair` by the CTA whose thread this is (tid of kThreads; sm: the launch's
+// shared memory, the largest level's Layout); thread 0 stores.
+DN_DEVI void match_tile(const Args &a, float *sm, int pair, int tile, int tid) {
     const float *other = nullptr;
     int32_t *shifts = nullptr;
     DN_UNROLL
@@ -234,31 +272,35 @@ DN_DEVI void match_tiles(const Args &a, int pair, int tile0, int lane) {
             other = a.other[k];
             shifts = a.shifts[k];
         }
-    const int H = a.H, W = a.W, t = a.tile;
+    const int H = a.H, W = a.W, T = a.tile, ty = tile / a.tw, tx = tile % a.tw;
     const size_t n0 = (size_t)H * W, n1 = n0 / 4;
-    int sy[kGroup] = {}, sx[kGroup] = {};
-    search(a.centre + n0 + n1, other + n0 + n1, H / 4, W / 4, t / 4, (a.radius + 3) / 4, tile0, a.tw, valid, lane,
-           sy, sx);
-    DN_UNROLL
-    for (int g = 0; g < kGroup; ++g) {
-        sy[g] *= 2;
-        sx[g] *= 2;
+    int sy = 0, sx = 0;
+    search<kCoarseDx>(sm, Layout(T / 4, (a.radius + 3) / 4, kCoarseDx, a.band[0]), a.centre + n0 + n1,
+                      other + n0 + n1, H / 4, W / 4, ty * (T / 4), tx * (T / 4), tid, sy, sx);
+    sy *= 2;
+    sx *= 2;
+    search<kFineDx>(sm, Layout(T / 2, 1, kFineDx, a.band[1]), a.centre + n0, other + n0, H / 2, W / 2, ty * (T / 2),
+                    tx * (T / 2), tid, sy, sx);
+    sy *= 2;
+    sx *= 2;
+    search<kFineDx>(sm, Layout(T, 1, kFineDx, a.band[2]), a.centre, other, H, W, ty * T, tx * T, tid, sy, sx);
+    if (tid == 0) {
+        shifts[2 * tile] = clampi(sy, -a.radius, a.radius);
+        shifts[2 * tile + 1] = clampi(sx, -a.radius, a.radius);
     }
-    search(a.centre + n0, other + n0, H / 2, W / 2, t / 2, 1, tile0, a.tw, valid, lane, sy, sx);
-    DN_UNROLL
-    for (int g = 0; g < kGroup; ++g) {
-        sy[g] *= 2;
-        sx[g] *= 2;
+}
+
+// The launch's bands (a.band) and its dynamic shared memory in bytes (the largest level's).
+inline size_t plan_bands(Args &a) {
+    const int t[3] = {a.tile / 4, a.tile / 2, a.tile}, r[3] = {(a.radius + 3) / 4, 1, 1};
+    const int dx[3] = {kCoarseDx, kFineDx, kFineDx};
+    int f = 0;
+    for (int l = 0; l < 3; ++l) {
+        a.band[l] = band_rows(t[l], r[l], dx[l]);
+        const int fl = Layout(t[l], r[l], dx[l], a.band[l]).floats();
+        f = fl > f ? fl : f;
     }
-    search(a.centre, other, H, W, t, 1, tile0, a.tw, valid, lane, sy, sx);
-    if (lane == 0) {
-        DN_UNROLL
-        for (int g = 0; g < kGroup; ++g)
-            if (g < valid) {
-                shifts[2 * (tile0 + g)] = clampi(sy[g], -a.radius, a.radius);
-                shifts[2 * (tile0 + g) + 1] = clampi(sx[g], -a.radius, a.radius);
-            }
-    }
+    return (size_t)f * sizeof(float);
 }
 
 }  // namespace block_match_dev
@@ -281,11 +323,11 @@ __global__ void luma_pyramid_kernel(float *p, int H, int W) {
     block_match_dev::pyramid_pixel(p, H, W, (int)(i / w1), (int)(i % w1));
 }
 
-// grid (tile groups of kWarps warps, pairs): warp w of CTA x matches tiles (x kWarps + w) kGroup ..
-// of pair blockIdx.y
+// CTA x: tile x / a.pairs, pair x % a.pairs (a tile's pairs side by side: they read its centre
+// samples at about the same time)
 __global__ void __launch_bounds__(block_match_dev::kThreads) block_match_kernel(const block_match_dev::Args a) {
-    using namespace block_match_dev;
-    match_tiles(a, blockIdx.y, (blockIdx.x * kWarps + threadIdx.x / 32) * kGroup, threadIdx.x % 32);
+    extern __shared__ float sm[];
+    block_match_dev::match_tile(a, sm, (int)(blockIdx.x % a.pairs), (int)(blockIdx.x / a.pairs), threadIdx.x);
 }
 
 }  // namespace
@@ -322,18 +364,20 @@ int block_match(Ctx &ctx, const float *centre, const float *const *others, int32
     a.radius = radius;
     a.tile = tile;
     a.tw = W / tile;
-    a.tiles = (H / tile) * a.tw;
-    unsigned blocks;
-    DN_REQUIRE(grid_1d((a.tiles + block_match_dev::kGroup - 1) / block_match_dev::kGroup, block_match_dev::kWarps,
-                       &blocks),
-               "grid too large");
+    const int64_t tiles = (int64_t)(H / tile) * a.tw;
+    const size_t smem = block_match_dev::plan_bands(a);
+    if (pairs == 0) return 0;
+    TRY(smem_kernel(ctx, (const void *)block_match_kernel, "block_match_kernel", block_match_dev::kThreads, smem));
     for (int p0 = 0; p0 < pairs; p0 += kMaxPairs) {
         const int n = pairs - p0 < kMaxPairs ? pairs - p0 : kMaxPairs;
+        unsigned blocks;
+        DN_REQUIRE(grid_1d(tiles * n, 1, &blocks), "grid too large");
+        a.pairs = n;
         for (int k = 0; k < kMaxPairs; ++k) {
             a.other[k] = k < n ? others[p0 + k] : nullptr;
             a.shifts[k] = k < n ? shifts[p0 + k] : nullptr;
         }
-        block_match_kernel<<<dim3(blocks, (unsigned)n), block_match_dev::kThreads, 0, ctx.stream>>>(a);
+        block_match_kernel<<<blocks, block_match_dev::kThreads, smem, ctx.stream>>>(a);
         TRY(launch_check(ctx, "block_match_kernel"));
     }
     return 0;

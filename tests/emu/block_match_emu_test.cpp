@@ -1,21 +1,26 @@
 // The CUDA block matching (kernels/cuda/block_match.cu: luma_pyramid's per-pixel body and
-// block_match's launch over pairs x tile groups, a warp per three tiles, lanes over candidates,
-// shuffle reductions per tile) run on the CPU through the warp emulator (tests/emu/warp_emu.h: the
-// same kernel source, its shuffles as rendezvous of fibers) against kernels/cpu/block_match.cpp,
-// the reference. No GPU needed: this checks the kernel's index math (pyramid levels, candidate
-// raster and rank encoding, the three tiles of a warp and a last group of one or two, clamped reads
-// at the frame's edges, the first-minimum tie rule, the final clamp, tiles beyond the last CTA's
-// warps, the pair index of the grid).
+// block_match's CTA per tile and pair: bands of rows copied to shared memory, row tasks, row means
+// summed in row order, the argmin through shuffles and shared memory) run on the CPU through the
+// warp emulator (tests/emu/warp_emu.h: the same kernel source, its shuffles and barriers as
+// rendezvous of fibers, warps drifting apart between them) against kernels/cpu/block_match.cpp,
+// the reference. No GPU needed: this checks the kernel's index math (pyramid levels, bands and
+// their running sums, dx chunks and their spare sums, candidate raster and rank encoding, clamped
+// reads at the frame's edges, the first-minimum tie rule within a thread and across threads and
+// warps, the final clamp, the pair index of the grid), its barriers, and its summation order.
 //
 // The luma L is formed here as frame_in.cu forms it, ((x_R + x_G) + x_B) / 3 of the fp32 s2d
 // input, and both sides get the same s2d frames. Cases: textured frames moved by per-tile shifts
 // (odd and even, up to beyond R so that the final clamp acts), plus noise; a flat frame (every
 // candidate ties: the nearest-first rule alone decides); frames quantised to a few levels (many
-// exact ties between candidates at different distances); sizes whose tile count is not a multiple
-// of a warp's 3 tiles or a CTA's 12; R 24 / tile 64, R 8 / tile 32, R 5 / tile 16, R 0 / tile 8,
-// R 12 / tile 24 (level widths 24, 12, 6: the batched reads, and the one-at-a-time sum); one
-// launch of 8 pairs (every pair slot of the launch) and of 4 against one centre: textures moved
-// differently, the centre itself, a flat and a quantised frame.
+// exact ties between candidates at different distances); a periodic frame (exact ties between a
+// thread's candidates 128 apart); mirrored frames whose best two candidates tie in exact
+// arithmetic (the summation order decides: the rows' sum, each row's sum); R 24 / tile 64 (the
+// full-resolution level in two bands), R 64 / tile 64 (L2 in 8 bands of 2 rows, 33 dx in 5 chunks
+// of 7), R 8 / tile 32, R 5 / tile 16, R 0 / tile 8, R 12 / tile 24 and R 3 / tile 12 (level
+// sides 24, 12, 6 and 12, 6, 3: means by division, the steps left after the batches of 4), R 2 /
+// tile 4 (sides 4, 2, 1); one launch of 8 pairs (every pair slot of the launch) and of 4 against
+// one centre: textures moved differently, the centre itself, a flat and a quantised frame.
+// Shared memory is poisoned (NaN) before each CTA.
 // Pass: every shift of every pair equal to the CPU's for that pair alone (outputs poisoned
 // first), and every L1 / L2 value bit-identical.
 #define DENOISE_WARP_EMULATION 1
@@ -86,8 +91,9 @@ void add_noise(std::vector<float> &f, float a, std::mt19937 &rng) {
     for (float &v : f) v += u(rng);
 }
 
-// Runs the kernel's CTAs of one launch (grid: tile groups x pairs) on the emulator: every pyramid of
-// `others` against `pc`; returns each pair's shifts.
+// Runs the kernel's CTAs of one launch (a CTA per tile and pair, the launch's shared memory, bands
+// planned as block_match plans them) on the emulator: every pyramid of `others` against `pc`;
+// returns each pair's shifts.
 std::vector<std::vector<int32_t>> run_emulated(const std::vector<float> &pc, const std::vector<std::vector<float>> &others,
                                                int H, int W, int R, int t) {
     bm::Args a{};
@@ -97,20 +103,22 @@ std::vector<std::vector<int32_t>> run_emulated(const std::vector<float> &pc, con
     a.radius = R;
     a.tile = t;
     a.tw = W / t;
-    a.tiles = (H / t) * a.tw;
+    const int tiles = (H / t) * a.tw;
     const int pairs = (int)others.size();
     EXPECT_LE(pairs, bm::kMaxPairs);
-    std::vector<std::vector<int32_t>> s(pairs, std::vector<int32_t>((size_t)a.tiles * 2, INT32_MIN));
+    a.pairs = pairs;
+    std::vector<uint8_t> smem(bm::plan_bands(a));
+    std::vector<std::vector<int32_t>> s(pairs, std::vector<int32_t>((size_t)tiles * 2, INT32_MIN));
     for (int k = 0; k < pairs; ++k) {
         a.other[k] = others[k].data();
         a.shifts[k] = s[k].data();
     }
-    const int groups = (a.tiles + bm::kGroup - 1) / bm::kGroup, ncta = (groups + bm::kWarps - 1) / bm::kWarps;
-    for (int pair = 0; pair < pairs; ++pair)
-        for (int b = 0; b < ncta; ++b)
-            warp_emu::run_cta(bm::kThreads, nullptr, 0, [&](int tid) {
-                bm::match_tiles(a, pair, (b * bm::kWarps + tid / 32) * bm::kGroup, tid % 32);
-            });
+    for (int cta = 0; cta < tiles * pairs; ++cta) {
+        std::fill(smem.begin(), smem.end(), 0xff);  // NaN: a read before its write shows
+        warp_emu::run_cta(bm::kThreads, smem.data(), smem.size(), [&](int tid) {
+            bm::match_tile(a, reinterpret_cast<float *>(smem.data()), cta % pairs, cta / pairs, tid);
+        });
+    }
     return s;
 }
 
@@ -202,7 +210,10 @@ TEST(BlockMatchEmu, MovingTexture) {
                           {"R 8, tile 32, 128x160", 128, 160, 8, 32},
                           {"R 5, tile 16, 80x48", 48, 80, 5, 16},
                           {"R 0, tile 8, 40x24", 24, 40, 0, 8},
-                          {"R 12, tile 24, 120x72", 72, 120, 12, 24}};
+                          {"R 12, tile 24, 120x72", 72, 120, 12, 24},
+                          {"R 3, tile 12, 48x36", 36, 48, 3, 12},
+                          {"R 2, tile 4, 24x16", 16, 24, 2, 4},
+                          {"R 64, tile 64, 192x128", 128, 192, 64, 64}};
     for (const Case &c : cases) {
         const std::vector<float> f = textured(c.H, c.W, rng);
         std::vector<float> o = tile_moved(f, c.H, c.W, c.t, c.R + 3, 0.f, rng);  // beyond R: the final clamp acts
@@ -223,6 +234,47 @@ TEST(BlockMatchEmu, QuantisedTies) {
     std::vector<float> f, o;
     quantised_pair(c.H, c.W, rng, &f, &o);
     check_case(c, f, o);
+}
+
+// Exact ties between candidates far apart in the scan order: a frame periodic over 40 rows and 8
+// columns (10 and 2 at L2) against itself moved, o(p) = c(p + (-3, 3)). At L2, R 24 (13 x 13 candidates, a
+// thread's second candidate 128 = 10 x 13 - 2 after its first), the candidates (dy, dx) and
+// (dy + 10, dx - 2) have the same |differences| on tiles away from the frame's edges (equal
+// costs, bit for bit): the least rank among the tied least costs must win, within a thread's
+// candidates as across threads.
+TEST(BlockMatchEmu, PeriodicTies) {
+    std::mt19937 rng(13);
+    const Case c = {"periodic 40 x 8, R 24, tile 64", 256, 320, 24, 64};
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> period(3 * 40 * 8), f((size_t)3 * c.H * c.W), o(f.size());
+    for (float &v : period) v = u(rng);
+    for (int ch = 0; ch < 3; ++ch)
+        for (int y = 0; y < c.H; ++y)
+            for (int x = 0; x < c.W; ++x) {
+                f[((size_t)ch * c.H + y) * c.W + x] = period[(ch * 40 + y % 40) * 8 + x % 8];
+                o[((size_t)ch * c.H + y) * c.W + x] = period[(ch * 40 + (y + 37) % 40) * 8 + (x + 3) % 8];
+            }
+    check_case(c, f, o);
+}
+
+// Ties in exact arithmetic that only the summation order decides (align_test_util.h's
+// mirrored_pair): the rows' sum (axis 0) and each row's sum (axis 1), at tile 16 (one band a
+// level), 24 (means by division: no level's side a power of two) and 64 (the full-resolution
+// level in two bands).
+TEST(BlockMatchEmu, MirroredTiesFollowTheSummationOrder) {
+    std::mt19937 rng(11);
+    const Case cases[] = {{"mirrored rows, R 4, tile 16", 192, 256, 4, 16},
+                          {"mirrored rows, R 4, tile 24", 192, 240, 4, 24},
+                          {"mirrored rows, R 4, tile 64", 192, 256, 4, 64},
+                          {"mirrored columns, R 4, tile 16", 192, 256, 4, 16},
+                          {"mirrored columns, R 4, tile 24", 192, 240, 4, 24},
+                          {"mirrored columns, R 4, tile 64", 192, 256, 4, 64}};
+    for (int k = 0; k < 6; ++k) {
+        const Case &c = cases[k];
+        std::vector<float> f, o;
+        mirrored_pair(c.H, c.W, c.t, k / 3, rng, &f, &o);
+        check_case(c, f, o);
+    }
 }
 
 // One launch over the pairs of a window: 8 (every pair slot of a launch; 20 tiles, a last group of

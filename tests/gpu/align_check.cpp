@@ -1,6 +1,7 @@
 // GPU checks, model v2's alignment: block_match (luma pyramid and shifts; one pair, and a window's
 // pairs in one launch) and both shift_tiles against the CPU's ops (every shift / value equal;
-// moving texture and noise, ties, 1080p),
+// moving texture and noise, R 64, ties, mirrored pairs whose ties the summation order decides,
+// 1080p),
 // frame_in's luma plane against the CPU's luma; the aligned golden model (align 8, tile 32)
 // through the API vs the CPU engine and PyTorch; on a moving clip CUDA vs CPU, 2r + 1 vs 2 luma
 // pyramids (a window's pairs in one launch vs a launch per pair), tiles vs whole frames, CUDA
@@ -212,6 +213,7 @@ void align_ops_checks(cuda::Ctx &ctx, bool quick) {
                           {"moving texture", 128, 160, 8, 32, 1, 10, 0.1f},
                           {"moving noise", 96, 128, 5, 16, 0, 6, 0.f},
                           {"fresh random pair", 64, 96, 8, 32, 0, 0, 0.f},
+                          {"moving texture", 128, 192, 64, 64, 2, 40, 0.05f},
                           {"moving texture", 1088, 1920, 24, 64, 2, 20, 0.05f}};
     for (const Case &c : cases) {
         if (quick && c.H > 256) continue;
@@ -223,6 +225,15 @@ void align_ops_checks(cuda::Ctx &ctx, bool quick) {
         const std::vector<float> f((size_t)3 * 64 * 96, 0.25f);
         block_match_check(ctx, "flat", 64, 96, 8, 32, f, f);
     }
+    // ties in exact arithmetic that the summation order decides (align_test_util.h's
+    // mirrored_pair): the rows' sum, each row's sum; tile 24: means by division
+    for (int axis = 0; axis < 2; ++axis)
+        for (int t : {16, 24, 64}) {
+            const int H = 192, W = t == 24 ? 240 : 256;
+            std::vector<float> f, o;
+            mirrored_pair(H, W, t, axis, g, &f, &o);
+            block_match_check(ctx, axis ? "mirrored columns" : "mirrored rows", H, W, 4, t, f, o);
+        }
     // a window's pairs in one launch: 4 (r 2) at the trained setting, the 1080p frame without
     // --quick; 9 (two launches: 8 + 1) with ties: the centre itself and a flat frame among them
     for (int big = 0; big < 2; ++big) {

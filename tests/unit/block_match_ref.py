@@ -5,9 +5,9 @@ weights/denoise_train/align.py's tile_shifts on PyTorch's CPU: fresh random fram
 identical, ties included (both scan candidates nearest-first and keep the first minimum, and form
 every cost in fp32 in the same order; the first check confirms that this PyTorch's channel mean and
 avg_pool2d sum in that order). Reports, per case, how many tile searches had a tied least cost
-(where only the scan order decides). Run by tests/block_match_ref.sh.
+(where only the scan order decides). Run by tests/unit/block_match_ref.sh.
 
-  python3 tests/block_match_ref.py BLOCK_MATCH_TEST TMPDIR
+  python3 tests/unit/block_match_ref.py BLOCK_MATCH_TEST TMPDIR
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "weights"))
 from denoise_train import align  # noqa: E402
 from denoise_train.align import shift_tiles, tile_shifts  # noqa: E402
@@ -41,6 +41,23 @@ align._costs = _counting_costs
 
 def textured(h: int, w: int, g: torch.Generator) -> torch.Tensor:
     return F.avg_pool2d(torch.rand(1, 3, h, w, generator=g) * 2 - 1, 3, 1, 1)
+
+
+def mirrored(h: int, w: int, t: int, axis: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """tests/common/align_test_util.h's mirrored_pair: gray frames c, o (1, 3, h, w) mirrored along
+    `axis` (0 rows, 1 columns) about every tile's centre line, o the mean of c's two neighbours
+    along it, so that the candidates -1 and +1 along the axis tie in exact arithmetic and the
+    summation order alone picks one."""
+    n = h if axis == 0 else w
+    j = torch.arange(n) % (2 * t)
+    orbit = torch.minimum(j, (t - 1 - j) % (2 * t))
+    vals = torch.rand(2 * t, w if axis == 0 else h, generator=g) * 2 - 1
+    c = vals[orbit]                                                   # (n, across)
+    idx = torch.arange(n)
+    o = (c[(idx - 1).clamp(0, n - 1)] + c[(idx + 1).clamp(0, n - 1)]) / 2
+    if axis == 1:
+        c, o = c.t(), o.t()
+    return c.expand(1, 3, h, w).contiguous(), o.expand(1, 3, h, w).contiguous()
 
 
 def cases(g: torch.Generator):
@@ -69,21 +86,36 @@ def cases(g: torch.Generator):
     yield "R1 t4", textured(32, 48, g), textured(32, 48, g), 1, 4
     flat = torch.full((1, 3, 64, 128), 0.3)
     yield "flat R24 t32", flat, flat, 24, 32
+    # ties in exact arithmetic that the summation order decides: the rows' sum, each row's sum
+    for axis in (0, 1):
+        yield (f"mirrored {'rows' if axis == 0 else 'columns'} R4 t16", *mirrored(128, 192, 16, axis, g), 4, 16)
 
 
 def check_summation_order(g: torch.Generator) -> None:
-    """The premise of bit-identical costs: this PyTorch forms the channel mean as ((r + g) + b) / 3
-    and avg_pool2d as an fp32 sum in row-major order over the window divided by its area, as
-    block_match.cpp does."""
+    """The premise of bit-identical costs: this PyTorch forms the channel mean as ((r + g) + b) / 3,
+    avg_pool2d as an fp32 sum in row-major order over the window divided by its area (the box
+    means), and so two avg_pool2d, (1, t) then (t, 1), as the mean of the tile's row means (each
+    row summed in order and divided by t, then the row means likewise: the tile costs), as
+    block_match.cpp forms them."""
     x = torch.rand(1, 3, 96, 96, generator=g) * 2 - 1
     assert torch.equal(x.mean(1), ((x[:, 0] + x[:, 1]) + x[:, 2]) / 3), "channel mean: another order"
-    for t in (2, 4, 16, 48):
+    for t in (2, 4):
         s = torch.zeros(1, 3, 96 // t, 96 // t)
         for i in range(t):
             for j in range(t):
                 s = s + x[:, :, i::t, j::t]
         assert torch.equal(F.avg_pool2d(x, t), s / (t * t)), f"avg_pool2d {t}: another summation order"
-    print("summation order: channel mean and avg_pool2d as block_match.cpp forms them  ok")
+    for t in (1, 3, 16, 48):
+        rows = torch.zeros(1, 3, 96, 96 // t)
+        for j in range(t):
+            rows = rows + x[:, :, :, j::t]
+        rows = rows / t
+        s = torch.zeros(1, 3, 96 // t, 96 // t)
+        for i in range(t):
+            s = s + rows[:, :, i::t]
+        assert torch.equal(F.avg_pool2d(F.avg_pool2d(x, (1, t)), (t, 1)), s / t), \
+            f"tile {t}: the mean of the row means in another order"
+    print("summation order: channel mean, box means and the mean of row means as block_match.cpp forms them  ok")
 
 
 def main() -> int:

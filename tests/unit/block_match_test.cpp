@@ -1,7 +1,8 @@
 // The CPU block matching of model option `align` (kernels/cpu/block_match.cpp, weights/denoise_train/align.py
 // tile_shifts), mirroring tests/weights/check_align.py: a smoothed random frame moved by known per-tile
 // shifts (|s| <= 20, R 24, tile 64, 256x256) found exactly on every inner tile, clean and with
-// noise; a flat frame kept at shift 0; bad arguments refused.
+// noise; a flat frame kept at shift 0; bad arguments refused; on mirrored pairs (ties in exact
+// arithmetic) the winner the documented summation order gives (the mean of the row means).
 //
 // `block_match_test --ref IN OUT` is the driver of tests/block_match_ref.sh (the cross-check
 // against align.py): IN holds int32 n, then n cases of int32 H, W, radius, tile and the centre and
@@ -14,8 +15,10 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "align_test_util.h"
 #include "cpu/ops.h"
 #include "denoise.h"
 
@@ -132,6 +135,75 @@ TEST(BlockMatch, RadiusBoundsTheShift) {
     for (int32_t v : est) EXPECT_LE(std::abs(v), 4);
     ASSERT_EQ(match(img, moved, 0, 64, est), 0);
     for (int32_t v : est) EXPECT_EQ(v, 0);
+}
+
+// luma of a planar gray frame (R' = G' = B') as block_match forms it from the s2d input
+std::vector<float> gray_luma(const std::vector<float> &planar, int H, int W) {
+    std::vector<float> L((size_t)H * W);
+    for (size_t i = 0; i < L.size(); ++i) L[i] = ((planar[i] + planar[i]) + planar[i]) / 3.f;
+    return L;
+}
+
+// The cost of candidate (sy, sx) for the t x t tile at (y0, x0) as block_match.cpp's header
+// defines it, the mean of the row means (each row summed in order and divided by t, then the row
+// means likewise), with the rows (flip_rows) or each row's samples (flip_cols) taken in reverse.
+float documented_cost(const std::vector<float> &Lc, const std::vector<float> &Lo, int H, int W, int y0, int x0, int t,
+                      int sy, int sx, bool flip_rows, bool flip_cols) {
+    float sum = 0.f;
+    for (int i = 0; i < t; ++i) {
+        const int y = y0 + (flip_rows ? t - 1 - i : i);
+        float row = 0.f;
+        for (int k = 0; k < t; ++k) {
+            const int x = x0 + (flip_cols ? t - 1 - k : k);
+            const int yy = std::min(std::max(y + sy, 0), H - 1), xx = std::min(std::max(x + sx, 0), W - 1);
+            row += std::abs(Lc[(size_t)y * W + x] - Lo[(size_t)yy * W + xx]);
+        }
+        sum += row / (float)t;
+    }
+    return sum / (float)t;
+}
+
+// The summation order decides: on align_test_util.h's mirrored pairs the candidates -1 and +1
+// along the axis have equal costs in exact arithmetic. Every tile away from the frame's edges
+// along the axis ends at one of them, the one whose cost in the documented order is less (-1 on
+// a tie: the nearest-first order); and the order has to matter for this to test it: with the
+// rows (axis 0) or each row (axis 1) summed in reverse, the winner changes on some tiles.
+TEST(BlockMatch, MirroredTilesFollowTheSummationOrder) {
+    std::mt19937 rng(3);
+    const int H = 192, W = 256;
+    for (int axis = 0; axis < 2; ++axis)
+        for (int t : {16, 64}) {
+            std::vector<float> c, o;
+            mirrored_pair(H, W, t, axis, rng, &c, &o);
+            Planar pc(H, W), po(H, W);
+            pc.v = c;
+            po.v = o;
+            std::vector<int32_t> est;
+            ASSERT_EQ(match(pc, po, 4, t, est), 0);
+            const std::vector<float> Lc = gray_luma(c, H, W), Lo = gray_luma(o, H, W);
+            const int th = H / t, tw = W / t;
+            int checked = 0, flips = 0;
+            for (int ty = 0; ty < th; ++ty)
+                for (int tx = 0; tx < tw; ++tx) {
+                    if ((axis ? tx : ty) == 0 || (axis ? tx == tw - 1 : ty == th - 1)) continue;
+                    const int k = ty * tw + tx, ey = axis ? 0 : 1, ex = axis ? 1 : 0;
+                    auto cost = [&](int sgn, bool flip) {
+                        return documented_cost(Lc, Lo, H, W, ty * t, tx * t, t, sgn * ey, sgn * ex, flip && !axis,
+                                               flip && axis);
+                    };
+                    const int want = cost(+1, false) < cost(-1, false) ? 1 : -1;
+                    const int flipped = cost(+1, true) < cost(-1, true) ? 1 : -1;
+                    const std::string where = "axis " + std::to_string(axis) + ", tile " + std::to_string(t) + " (" +
+                                              std::to_string(ty) + ", " + std::to_string(tx) + ")";
+                    EXPECT_EQ(est[2 * k], want * ey) << where;
+                    EXPECT_EQ(est[2 * k + 1], want * ex) << where;
+                    ++checked;
+                    flips += flipped != want;
+                }
+            std::printf("  axis %d, tile %d: %d tiles, %d won by the other candidate in reverse order\n", axis, t, checked,
+                        flips);
+            EXPECT_GT(flips, 0) << "axis " << axis << " tile " << t << ": the order decided no tile";
+        }
 }
 
 TEST(BlockMatch, BadArguments) {

@@ -14,7 +14,7 @@
             the NHWC warp equals the NCHW one, its gradient too.
   bytes     tensor bytes read and written per op (views excluded) by tile_shifts and shift_tiles
             for one neighbour of a 128-clip training step (384 pairs of 128x128, R 24, tile 64):
-            at most 3.5 GiB and 0.3 GiB (3.0 and 0.24 now; 10.1 + 9.9 and 0.9 GiB when each level gathered its
+            at most 3.5 GiB and 0.3 GiB (2.5 and 0.24 now; 10.1 + 9.9 and 0.9 GiB when each level gathered its
             candidates with int64 indices).
   window    align_window keeps the centre frame, moves a shifted neighbour back onto it exactly
             inside the frame, and returns its input with radius 0.
@@ -71,8 +71,9 @@ def reference_tile_shifts(centre: torch.Tensor, other: torch.Tensor, radius: int
     def search(lc, lo, base, r, t):
         cands = sorted(((a, b) for a in range(-r, r + 1) for b in range(-r, r + 1)),
                        key=lambda c: (abs(c[0]) + abs(c[1]), c[0], c[1]))
-        costs = torch.cat([F.avg_pool2d((lc - reference_shift_tiles(lo, base + torch.tensor(c), t)).abs(), t)
-                           for c in cands], 1)
+        # the mean of the tile's row means (align._costs' order)
+        costs = torch.cat([F.avg_pool2d(F.avg_pool2d((lc - reference_shift_tiles(lo, base + torch.tensor(c), t)).abs(),
+                                                     (1, t)), (t, 1)) for c in cands], 1)
         assert torch.equal(align._costs(lc, lo, base, r, t)[0], costs), \
             f"reference: align._costs differs from the per-candidate costs (radius {r}, tile {t})"
         best = costs[:, 0]

@@ -30,9 +30,10 @@ neighbours, and the head's 2), at R = 24 169 x 1,024 and 9 x 16,384 samples per 
 reads one (t + 2r)^2 patch of the other frame per tile (advanced indexing with a row and a column
 index per tile, no per-sample index), takes the K candidates as views of it (unfold) and puts
 |L_c - candidate| into one (N, K, H, W) float32 buffer (a subtraction, then abs in place) for
-avg_pool2d; the warp gathers with one int64 index per sample, built in one pass. Counted per 384
-pairs (one neighbour of a 128-clip step's windows; tensor bytes read and written per op,
-`python3 tests/weights/check_align.py`'s bytes line): tile_shifts 1.36 GiB read and 1.13 GiB written,
+two avg_pool2d (row means, then the mean of a tile's row means: _costs); the warp gathers with one
+int64 index per sample, built in one pass. Counted per 384 pairs (one neighbour of a 128-clip
+step's windows; tensor bytes read and written per op, `python3 tests/weights/check_align.py`'s
+bytes line): tile_shifts 1.38 GiB read and 1.15 GiB written (1.36 / 1.13 with one avg_pool2d per tile),
 shift_tiles 0.12 and 0.12, against 10.14 / 9.90 and 0.45 / 0.45 when every level gathered its
 (N, K, H, W) candidates with int64 indices built in several passes (the code the H200 ran at
 1,256 clips/s against 2,290 without the alignment; docs/model.md). Same shifts, bit for bit
@@ -83,7 +84,10 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
            t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Luma lc, lo (N, 1, H, W) at one level, base (N, H/t, W/t, 2) shifts at that level -> (cost,
     dy, dx): cost (N, K, H/t, W/t), the mean over each t x t tile of |lc - lo(p + base + s)| for the
-    K = (2r + 1)^2 candidates s = (dy[k], dx[k]) in _candidates' order (reads clamped to the frame).
+    K = (2r + 1)^2 candidates s = (dy[k], dx[k]) in _candidates' order (reads clamped to the frame),
+    formed as the mean of the tile's row means (two avg_pool2d, (1, t) then (t, 1)): on PyTorch's
+    CPU each row summed in order and divided by t, then the row means likewise, the order the
+    engines' block matching uses (a tile's rows summed in parallel on the GPU, bit for bit).
     Each tile reads one (t + 2r)^2 patch of lo around its base shift (clamped rows and columns, two
     small index tensors broadcast by advanced indexing); the candidates are views of it (unfold), and
     |lc - candidate| goes into one (N, K, H, W) buffer in raster order of the candidates (a
@@ -106,7 +110,7 @@ def _costs(lc: torch.Tensor, lo: torch.Tensor, base: torch.Tensor, r: int,
         # eager: a broadcast subtraction would take cand's strides and the view would copy
         diff = torch.empty((N, K1, K1, h, t, w, t), dtype=lc.dtype, device=lc.device)
         torch.sub(lc.view(N, 1, 1, h, t, w, t), cand, out=diff).abs_()
-    cost = F.avg_pool2d(diff.reshape(N, K1 * K1, H, W), t)
+    cost = F.avg_pool2d(F.avg_pool2d(diff.reshape(N, K1 * K1, H, W), (1, t)), (t, 1))
     return cost.index_select(1, (dy + r) * K1 + (dx + r)), dy, dx
 
 
