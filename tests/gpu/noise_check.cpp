@@ -215,16 +215,22 @@ void noise_timing(cuda::Ctx &ctx, const char *fname) {
            rc ? ctx.err.c_str() : "");
 }
 
-// The API's per-frame sigma with sigma=auto, backend CUDA against backend CPU.
-void noise_api_check(const std::string &weights, const char *fname, bool cuda_memory) {
-    const Fmt &F = fmt_named(fname);
-    const int W = 160, H = 96, N = 5;
-    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+// N frames of format F, W x H, with noise of sigma 10 (frame t drawn with seed t).
+std::vector<HostFrame> noisy_frames(const Fmt &F, int W, int H, int N) {
     std::vector<HostFrame> in;
     for (int t = 0; t < N; ++t) {
         in.push_back(new_frame(F, W, H));
         fill_noisy(in.back(), F.f, W, H, 10.0, t);
     }
+    return in;
+}
+
+// The API's per-frame sigma with sigma=auto, backend CUDA against backend CPU.
+void noise_api_check(const std::string &weights, const char *fname, bool cuda_memory) {
+    const Fmt &F = fmt_named(fname);
+    const int W = 160, H = 96, N = 5;
+    const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
+    const std::vector<HostFrame> in = noisy_frames(F, W, H, N);
     ApiOpts o;
     o.sigma = DENOISE_SIGMA_AUTO;
     o.backend = DENOISE_BACKEND_CPU;
@@ -260,11 +266,7 @@ void noise_deferred_check(const std::string &weights, const char *fname, bool cu
     const Fmt &F = fmt_named(fname);
     const int W = 640, H = 360, N = 30;
     const DenoiseColor col = color_of(F, PL_COLOR_LEVELS_LIMITED, 0, 128);
-    std::vector<HostFrame> in;
-    for (int t = 0; t < N; ++t) {
-        in.push_back(new_frame(F, W, H));
-        fill_noisy(in.back(), F.f, W, H, 10.0, t);
-    }
+    const std::vector<HostFrame> in = noisy_frames(F, W, H, N);
     char name[96];
     std::snprintf(name, sizeof name, "deferred estimate %s %dx%d N=%d memory %s", fname, W, H, N,
                   cuda_memory ? "CUDA" : "HOST");
