@@ -54,8 +54,6 @@ std::vector<Cand> candidates(int r) {
     return c;
 }
 
-inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
 // Mean over the t x t tile at (y0, x0) of |lc(p) - lo(clamp(p + (sy, sx)))| on an H x W level,
 // fp32, as the mean of the row means (each row summed in order from 0 and divided by t, the row
 // means summed in order from 0 and divided by t; the header's order).
@@ -65,13 +63,13 @@ float tile_cost(const float *lc, const float *lo, int H, int W, int y0, int x0, 
     const bool inside_x = x0 + sx >= 0 && x0 + sx + t <= W;
     for (int y = y0; y < y0 + t; ++y) {
         const float *c = lc + (size_t)y * W;
-        const float *o = lo + (size_t)clampi(y + sy, 0, H - 1) * W;
+        const float *o = lo + (size_t)std::clamp(y + sy, 0, H - 1) * W;
         float row = 0.f;
         if (inside_x) {
             const float *os = o + sx;
             for (int x = x0; x < x0 + t; ++x) row += std::abs(c[x] - os[x]);
         } else {
-            for (int x = x0; x < x0 + t; ++x) row += std::abs(c[x] - o[clampi(x + sx, 0, W - 1)]);
+            for (int x = x0; x < x0 + t; ++x) row += std::abs(c[x] - o[std::clamp(x + sx, 0, W - 1)]);
         }
         sum += row / side;
     }
@@ -165,8 +163,8 @@ int block_match(const float *centre, const float *other, int h2, int w2, int rad
             search(L1[0], L1[1], H1, W1, ty * (tile / 2), tx * (tile / 2), tile / 2, fine, sy, sx);
             sy *= 2, sx *= 2;
             search(L0[0], L0[1], H, W, ty * tile, tx * tile, tile, fine, sy, sx);
-            shifts[2 * k] = clampi(sy, -radius, radius);
-            shifts[2 * k + 1] = clampi(sx, -radius, radius);
+            shifts[2 * k] = std::clamp(sy, -radius, radius);
+            shifts[2 * k + 1] = std::clamp(sx, -radius, radius);
         }
     });
     return 0;

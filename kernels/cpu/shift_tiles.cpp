@@ -22,12 +22,6 @@
 namespace denoise {
 namespace cpu {
 
-namespace {
-
-inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
-}  // namespace
-
 int shift_tiles(const float *in, int h, int w, int C, const int32_t *shifts, int tile, float *out) {
     if (!in || !shifts || !out || h <= 0 || w <= 0 || C <= 0 || tile <= 0 || h % tile || w % tile)
         return DENOISE_EINVAL;
@@ -38,14 +32,14 @@ int shift_tiles(const float *in, int h, int w, int C, const int32_t *shifts, int
             float *o = out + (size_t)y * w * C;
             for (int tx = 0; tx < tw; ++tx) {
                 const int sy = s[2 * tx], sx = s[2 * tx + 1];
-                const float *row = in + (size_t)clampi(y + sy, 0, h - 1) * w * C;
+                const float *row = in + (size_t)std::clamp(y + sy, 0, h - 1) * w * C;
                 const int x0 = tx * tile;
                 if (x0 + sx >= 0 && x0 + sx + tile <= w) {
                     std::memcpy(o + (size_t)x0 * C, row + (size_t)(x0 + sx) * C, sizeof(float) * tile * C);
                     continue;
                 }
                 for (int x = x0; x < x0 + tile; ++x)
-                    std::memcpy(o + (size_t)x * C, row + (size_t)clampi(x + sx, 0, w - 1) * C, sizeof(float) * C);
+                    std::memcpy(o + (size_t)x * C, row + (size_t)std::clamp(x + sx, 0, w - 1) * C, sizeof(float) * C);
             }
         }
     });
@@ -63,11 +57,11 @@ int shift_tiles_s2d(const float *in, int h2, int w2, const int32_t *shifts, int 
             float *orow = out + (size_t)y2 * w2 * 12;
             for (int dy = 0; dy < 2; ++dy)
                 for (int tx = 0; tx < tw; ++tx) {
-                    const int Y = clampi(2 * y2 + dy + s[2 * tx], 0, H - 1), sx = s[2 * tx + 1];
+                    const int Y = std::clamp(2 * y2 + dy + s[2 * tx], 0, H - 1), sx = s[2 * tx + 1];
                     const float *irow = in + (size_t)(Y / 2) * w2 * 12 + (Y & 1) * 2;
                     for (int x2 = tx * t2; x2 < (tx + 1) * t2; ++x2)
                         for (int dx = 0; dx < 2; ++dx) {
-                            const int X = clampi(2 * x2 + dx + sx, 0, W - 1);
+                            const int X = std::clamp(2 * x2 + dx + sx, 0, W - 1);
                             const float *src = irow + (size_t)(X / 2) * 12 + (X & 1);
                             float *o = orow + (size_t)x2 * 12 + dy * 2 + dx;
                             o[0] = src[0];

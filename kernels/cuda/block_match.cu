@@ -60,11 +60,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(DENOISE_WARP_EMULATION)
-#define DN_HD inline
-#else
-#define DN_HD __host__ __device__ __forceinline__
-#endif
 
 namespace denoise {
 namespace cuda {
@@ -88,8 +83,6 @@ struct Args {
     int tw;                          // tiles per row
     int band[3];                     // rows per band at L2, L1, L (band_rows)
 };
-
-DN_HD int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // One level's shared memory for bands of b rows of a t x t tile searched over +-r, row tasks of
 // dx sums: the argmin exchange (2 kWarps floats, first, the same place at every level), the

@@ -43,9 +43,6 @@
 #if defined(DENOISE_WARP_EMULATION)
 #include <cstddef>
 #include <cstring>
-#define DN_HD inline
-#else
-#define DN_HD __host__ __device__ __forceinline__
 #endif
 
 namespace denoise {

@@ -67,11 +67,6 @@
 #include <cstddef>
 #include <cstring>
 
-#if defined(DENOISE_WARP_EMULATION)
-#define DN_HD inline
-#else
-#define DN_HD __host__ __device__ __forceinline__
-#endif
 
 namespace denoise {
 namespace cuda {

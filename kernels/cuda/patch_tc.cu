@@ -60,10 +60,8 @@
 #if defined(DENOISE_WARP_EMULATION)
 #include <cstddef>
 #include <cstring>
-#define DN_HD inline
 #define PT_UNROLL_4
 #else
-#define DN_HD __host__ __device__ __forceinline__
 #define PT_UNROLL_4 _Pragma("unroll 4")
 #endif
 

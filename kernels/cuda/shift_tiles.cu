@@ -21,13 +21,13 @@
 // 1920 x 1088, 12.5 MB per frame and 33 MB per 32-channel map, each a few microseconds of DRAM
 // time on an H200. sm_90 (nvcc 13.0 -Xptxas -v): 28 and 26 registers, no spills, no stack.
 #include "common.cuh"
+#include "warp_mma.h"
 
 namespace denoise {
 namespace cuda {
 
 namespace {
 
-__device__ __forceinline__ int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // floor(s / 2) (weights/denoise_train/align.py align_features)
 __device__ __forceinline__ int floor_half(int s) { return s >> 1; }

@@ -20,17 +20,24 @@
 #include <cmath>
 #include <cstring>
 #define DN_DEVI inline
+#define DN_HD inline
 #define DN_UNROLL
 #define DN_UNROLL_1
 #else
 #include <cuda_runtime.h>
 #define DN_DEVI __device__ __forceinline__
+// index and tiling arithmetic the kernels share with their host-side planning code
+#define DN_HD __host__ __device__ __forceinline__
 #define DN_UNROLL _Pragma("unroll")
 #define DN_UNROLL_1 _Pragma("unroll 1")
 #endif
 
 namespace denoise {
 namespace cuda {
+
+// v limited to [lo, hi] (lo <= hi): edge clamping of pixel indices and shifts.
+DN_HD int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
 namespace warp {
 
 #if defined(DENOISE_WARP_EMULATION)

@@ -32,8 +32,6 @@ std::vector<int32_t> random_shifts(int th, int tw, int r, std::mt19937 &rng) {
     return s;
 }
 
-int clampi(int v, int lo, int hi) { return std::min(std::max(v, lo), hi); }
-
 // align.py's shift_tiles on an NHWC (h, w, C) map
 std::vector<float> reference(const std::vector<float> &in, int h, int w, int C, const std::vector<int32_t> &s, int t) {
     std::vector<float> out(in.size());
@@ -41,7 +39,7 @@ std::vector<float> reference(const std::vector<float> &in, int h, int w, int C, 
     for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x) {
             const int k = (y / t) * tw + x / t;
-            const int ys = clampi(y + s[2 * k], 0, h - 1), xs = clampi(x + s[2 * k + 1], 0, w - 1);
+            const int ys = std::clamp(y + s[2 * k], 0, h - 1), xs = std::clamp(x + s[2 * k + 1], 0, w - 1);
             for (int c = 0; c < C; ++c) out[((size_t)y * w + x) * C + c] = in[((size_t)ys * w + xs) * C + c];
         }
     return out;
