@@ -5,11 +5,11 @@
 // depends on the process-wide rand() state. Calling it at run time made the output depend on
 // whatever else in the process had called rand() (with NVDEC decoding in the same ffmpeg, the
 // dither, and so every output sample's rounding, changed from run to run: 53.6 dB between two
-// identical commands, docs/cuda.md), and seeding it would change the host application's rand()
-// sequence. The table holds the ranks 0..4095 that pl_generate_blue_noise(64) produced from the
-// initial rand() state (srand(1)) with libplacebo 4.208, i.e. the tile every earlier build made
-// in a process where nothing had called rand() first, so outputs and goldens are unchanged;
-// tests/unit/blue_noise_test.cpp checks both.
+// identical commands, docs/journal/2026-12-07-cuda-engine-gpu-runs.md), and seeding it would
+// change the host application's rand() sequence. The table holds the ranks 0..4095 that
+// pl_generate_blue_noise(64) produced from the initial rand() state (srand(1)) with libplacebo
+// 4.208, i.e. the tile every earlier build made in a process where nothing had called rand()
+// first, so outputs and goldens are unchanged; tests/unit/blue_noise_test.cpp checks both.
 #ifndef DENOISE_COMMON_BLUE_NOISE_H
 #define DENOISE_COMMON_BLUE_NOISE_H
 

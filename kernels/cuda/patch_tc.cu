@@ -31,7 +31,8 @@
 // size), against the same bf16 weights: the operand is [d2s(up) | hi | lo] against [Wu | Ws | Ws]
 // (patch_tc.h). The skip map is the encoder's fp32 stream passed straight to the decoder:
 // rounding it once to bf16 was the one rounding of the fused path that measurably cost PSNR
-// (weights/experiments/bf16_rounding.py: about 0.01 dB on the bedroom sample, docs/cuda.md).
+// (weights/experiments/bf16_rounding.py: about 0.01 dB on the bedroom sample,
+// docs/journal/2026-12-07-cuda-engine-gpu-runs.md).
 // CTA: 32 consecutive low-res tokens (row-major, may wrap) = 128 output tokens (row 4 r + j of
 // the tile: low-res token r, sub-pixel j = 2 dy + dx), 8 warps. Phase 1: the 32 lo tokens (one
 // contiguous run) -> bf16 A1 (32, C + 8); the 128 skip tokens -> hi and lo into bf16

@@ -14,7 +14,7 @@ namespace cuda_bench {
 // map and the skip map in, the skip map out in place; the head head_conv3d_tc_bytes; frame_out
 // the fp32 change and the native frame in, the native frame out. The expands' FLOP are the
 // model's (gflop_per_frame): the kernel's skip GEMM reads the skip map as two bf16 parts (hi +
-// lo, docs/cuda.md) and so issues more MMAs than counted here.
+// lo, docs/journal/2026-12-07-cuda-engine-gpu-runs.md) and so issues more MMAs than counted here.
 bool fused_op_cost(const ModelConfig &c, int64_t native_bytes, int64_t n0, const std::string &kind, double *flop,
                    double *bytes) {
     const double c0 = c.channels[0], c1 = c.channels[1], c2 = c.channels[2], r = c.mlp_ratio,
