@@ -51,6 +51,21 @@ check_block_variants.py), other kernels or another crop; train.py's flag in brac
                  block, each block writing its output in the next block's window order (model.
                  window_block), so LayerNorm, MLP and attention read contiguous rows with no roll
                  or partition in the block [--token-layout windows]
+  +cudnn         SDPA held to cuDNN attention (SDPBackend.CUDNN_ATTENTION), the bias (+ shift mask)
+                 folded into q and k (head dim 32 + 64 for q, k; 32 for v), since cuDNN takes no
+                 bias that must learn (model.WindowAttention.forward_cudnn) [--attention cudnn]
+  +triton        attention as one Triton kernel forward and one backward per group of windows,
+                 q, k, v read out of (and their gradients written into) the packed qkv, the bias
+                 gradient summed in the kernel (denoise_train/window_attention.py) [--attention triton]
+  +glue          compile engines: the U-Net's parts between the blocks compiled too (the fusion
+                 input and conv, patch merging, expand + skip: model.GLUE_UNITS), their layout
+                 copies fused with their neighbours [--glue]
+  +autotune      compile engines: Inductor's GEMM autotuning (train_step.AUTOTUNE_OPTIONS; GELU and
+                 bias into the GEMM epilogues where a Triton template wins); the summary gives its
+                 compile seconds against the same variant without it [--autotune]
+  +fixedbatch    one batch built before the timing and fed to every step (no batch building while
+                 the steps run): against the same variant without it, what building the batches
+                 (on the side stream with overlap) costs the step; bench only
   +crop1.5x      crops 1.5x --patch (192 at 128) at batch round(B / 1.5^2) (57 at 128): about the
                  pixels per batch of the base variant in fewer, larger clips [--patch 192 --batch 57]
   +crop2x        crops 2x --patch (256) at batch B / 4 (32) [--patch 256 --batch 32]; at 256 a
@@ -82,8 +97,8 @@ wall time (busy = kernel time / wall time: above 1 the two streams overlapped, b
 idled), and the same for N batches built alone. First,
 tests/weights/check_attention.py (the training kernels vs the v1 code, fp32 and bf16, and which SDPA
 backend ran) and tests/weights/check_feed.py (batches built ahead on the side stream are bit-identical
-to synchronous ones, also with both streams held busy; the gather-based augmentation and tile
-resampling against their old formulations) run on the device; --skip-check leaves them out.
+to synchronous ones, also with both streams held busy; the augmentation folded into the clip
+sources and the tile resampling against their old formulations) run on the device; --skip-check leaves them out.
 """
 from __future__ import annotations
 
@@ -137,6 +152,8 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
 # "+name" after a variant: kernel options of the same function, or another crop at about the same
 # pixels per batch (crop: the factor on --patch; the batch divided by its square)
 MODIFIERS = {"explicit": {"attention": "explicit"}, "flex": {"attention": "flex"}, "windows": {"layout": "windows"},
+             "cudnn": {"attention": "cudnn"}, "triton": {"attention": "triton"}, "glue": {"glue": True},
+             "autotune": {"autotune": True}, "fixedbatch": {"fixed_batch": True},
              "crop1.5x": {"crop": 1.5}, "crop2x": {"crop": 2.0}}
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "denoise-v2.safetensors")
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
@@ -273,7 +290,8 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     model = Denoiser(cfg).to(dev)
     eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True),
-                     attention=opts.get("attention", "sdpa"), layout=opts.get("layout", "image"))
+                     attention=opts.get("attention", "sdpa"), layout=opts.get("layout", "image"),
+                     glue=opts.get("glue", False), autotune=opts.get("autotune", False))
     batcher = Batcher(tiles, frames, starts, dev, seed=1, pattern_bg=recipe["pattern_bg"])
     gen = torch.Generator(device=dev).manual_seed(2)
     noise = NoiseRecipe(compile=dev.type == "cuda") if recipe["noise"] == "v2" else None
@@ -283,6 +301,9 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
                               recipe["grey_share"])
     feed = BatchFeed(make, dev, overlap=opts.get("feed") == "overlap")
     batch = feed.next
+    if opts.get("fixed_batch"):
+        fixed = feed.next()
+        batch = lambda: fixed  # noqa: E731
 
     def one(lr):
         return eng.step(*batch(), lr)
@@ -343,9 +364,11 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     flop_clip = train_flop_per_clip(cfg, patch)   # on the CPU, after the timings and outside set-up
     r = {"variant": name, "engine": eng.engine, "requested_engine": engine, "batch": B, "patch": patch,
          "recipe": recipe_name, "config": json.loads(cfg.to_json()),
-         "options": opts, "feed": "overlap" if feed.overlap else "sync", "feed_detail": feed.describe(),
+         "options": opts, "feed": "fixed" if opts.get("fixed_batch") else "overlap" if feed.overlap else "sync",
+         "feed_detail": "one batch, reused (no batch building)" if opts.get("fixed_batch") else feed.describe(),
          "channels_last": eng.describe()["channels_last"], "attention_kernel": eng.describe()["attention"],
-         "layout": eng.describe()["layout"],
+         "layout": eng.describe()["layout"], "glue": eng.describe()["glue"], "autotune": eng.describe()["autotune"],
+         "compile_seconds": round(eng.compile_seconds, 1),
          "steps": len(ev), "clips_per_s": round(len(ev) * B / (total_ms / 1000), 1),
          "step_ms_median": round(statistics.median(ms), 3), "step_ms_p90": round(sorted(ms)[int(0.9 * len(ms))], 3),
          "data_ms_median": round(statistics.median(a.ms_to(b) for a, b in dms), 3),
@@ -487,11 +510,26 @@ def main():
               f"{r['host_batch_ms_median']:5.1f}/{r['host_step_ms_median']:5.1f} {r['setup_seconds']:7.1f} {r['peak_alloc_gib']:6.1f} "
               f"{r['train_gflop_per_clip']:10.2f} {r['model_tflops']:7.1f} "
               + (f"{100 * r['mfu']:6.2f}" if "mfu" in r else f"{'-':>6s}")
-              + f"  {r['attention_kernel']}/{r['layout']}: {r['attention']}")
+              + f"  {r['attention_kernel']}/{r['layout']}{'+glue' if r['glue'] else ''}"
+              + f"{'+autotune' if r['autotune'] else ''}: {r['attention']}")
     by = {r["variant"]: r for r in ok}
     for v in DEFAULT_FORMS:
         if v in by and f"{v}-overlap" in by:
             print(f"{v}-overlap / {v}: {by[v + '-overlap']['clips_per_s'] / by[v]['clips_per_s']:.3f}x")
+    for r in ok:   # what a modifier costs or gains against the same variant without it
+        for mod, what in (("autotune", "compile"), ("fixedbatch", "feed")):
+            base = "+".join(p for p in r["variant"].split("+") if p != mod)
+            if f"+{mod}" not in r["variant"] or base not in by:
+                continue
+            b = by[base]
+            if what == "compile":
+                print(f"{r['variant']}: compile {r['compile_seconds']:.0f} s (set-up {r['setup_seconds']:.0f} s) "
+                      f"against {b['compile_seconds']:.0f} s ({b['setup_seconds']:.0f} s) for {base}: autotuning adds "
+                      f"{r['compile_seconds'] - b['compile_seconds']:.0f} s (the variant run first warms Inductor's "
+                      "caches for the other)")
+            else:
+                print(f"{r['variant']}: step {r['step_ms_median']:.2f} ms against {b['step_ms_median']:.2f} ms "
+                      f"for {base}: building the batches costs the step {b['step_ms_median'] - r['step_ms_median']:.2f} ms")
     for r in ok:
         p = r.get("profile")
         if not p:

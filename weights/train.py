@@ -64,10 +64,12 @@ A run lives in one folder RUN: last.pt (the checkpoint), train.log (JSON lines),
   - --compile-cache DIR: hot-load DIR's train compile cache before the first compile and save
     what the run compiled once its first step is done (denoise_train/compile_cache.py; events
     compile_cache): set-up is then a warm compile on a fresh machine of the same kind.
-  - --attention sdpa|explicit|flex and --token-layout image|windows: the Swin blocks' kernels
-    (denoise_train/train_step.py; the same function, tests/weights/check_block_variants.py;
-    weights/bench_train.py measures them as its +explicit, +flex and +windows variants); the
-    engine event names them. Defaults: SDPA, NHWC tokens.
+  - --attention sdpa|explicit|flex|cudnn|triton, --token-layout image|windows, --glue and
+    --autotune: the Swin blocks' kernels, the U-Net's parts between them compiled too, Inductor's
+    GEMM autotuning (denoise_train/train_step.py; the same function, tests/weights/
+    check_block_variants.py; weights/bench_train.py measures them as its +explicit, +flex,
+    +cudnn, +triton, +windows, +glue and +autotune variants); the engine event names them.
+    Defaults: SDPA, NHWC tokens, blocks compiled alone, no autotuning.
   - Log events: data, start (+ world_size, gpus, batch_per_rank, dp_backend), compile_cache, engine
     (with the feed; + engine_fallback), train (loss: the mean over the ranks, lr, clips_per_s of the
     global batch, clips_per_s_per_gpu and _per_rank, world_size, trained minutes), val (PSNR at
@@ -270,10 +272,17 @@ def main():
     ap.add_argument("--bench-json", help="weights/bench_train.py's result, for --engine and --feed auto")
     ap.add_argument("--attention", default="sdpa", choices=ATTENTIONS,
                     help="the Swin blocks' attention kernel (denoise_train/train_step.py; same function): SDPA, "
-                         "written out for torch.compile (explicit), or flex_attention (flex: compile engines)")
+                         "written out for torch.compile (explicit), flex_attention (flex: compile engines), SDPA on "
+                         "cuDNN with the bias folded into q and k (cudnn), or denoise_train/window_attention.py's "
+                         "Triton kernels (triton: CUDA)")
     ap.add_argument("--token-layout", default="image", choices=LAYOUTS,
                     help="token order inside a stage (denoise_train/train_step.py; same function): NHWC (image) or "
                          "window order kept from block to block (windows)")
+    ap.add_argument("--glue", action="store_true",
+                    help="compile engines: compile the U-Net's parts between the Swin blocks too (model.GLUE_UNITS; "
+                         "same function)")
+    ap.add_argument("--autotune", action="store_true",
+                    help="compile engines: Inductor's GEMM autotuning (train_step.AUTOTUNE_OPTIONS; longer compiles)")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--compile-cache", metavar="DIR", help="a folder for the portable compile cache (denoise_train/compile_cache.py)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -465,7 +474,7 @@ def run(args, log, dp):
     def build(accum):
         eng = StepEngine(model, engine_name, LossWeights.of(recipe), lr_at(0), accum=accum,
                          compile_backend=args.compile_backend, log=log, grad_average=dp.grad_average,
-                         attention=args.attention, layout=args.token_layout)
+                         attention=args.attention, layout=args.token_layout, glue=args.glue, autotune=args.autotune)
         if not opt_fresh:
             load_opt_state(eng.opt, src["opt"])
         return eng

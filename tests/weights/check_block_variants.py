@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """The training variants of the Swin blocks compute the v1 code's function (denoise_train/model.py,
-"Training variants"): attention sdpa / explicit / flex, token layout image / windows.
+"Training variants"): attention sdpa / explicit / flex / cudnn / triton, token layout image /
+windows, the compiled glue between the blocks.
 
-  python3 tests/weights/check_block_variants.py [--device cpu|cuda]
+  python3 tests/weights/check_block_variants.py [--device cpu|cuda] [--attention A,B,...]
+
+--attention: only these attention kernels (default: all of model.ATTENTIONS); the refusals,
+token reorders and glue are checked whatever it says.
 
 fp32 (TF32 off), weights randomised as tests/weights/check_attention.py does (LayerNorm affines,
 biases, the relative position bias tables), every variant against the v1 code (Denoiser.set_engine()
@@ -18,7 +22,10 @@ with no arguments: WindowAttention.forward, its own shift mask):
            runs, flex's included, every variant).
   model    Denoiser with channels 16/32/64 (head dim 16: 1/2/4 heads) and depths 1/2/3/2/1 on a
            7-frame 64 x 192 clip (level 2: 1 x 3 windows), channels-last kernels as the engines
-           run them: fusion "window" under every variant, fusion "shift" in layout windows.
+           run them: fusion "window" under every variant, fusion "shift" in layout windows; and
+           fusion "window" with its glue (model.GLUE_UNITS: the stem, merges and expands)
+           torch.compile'd as train_step.StepEngine does with glue (CPU: aot_eager; CUDA:
+           inductor).
 For each: the output, the gradient of a random projection of the output for every parameter (the
 bias tables included) and for the input. Pass: output rel L2 < 1e-5 and max abs < 1e-4, every
 gradient rel L2 < 1e-4 (check_attention.py's bounds), none missing. Also: reorder_tokens against
@@ -30,29 +37,64 @@ output and per bias-table gradient, rel L2(variant) <= 2 rel L2(v1 code under th
 flex_attention refuses inputs that require grad on the CPU ("does not support backward on CPU");
 its eager path, the dense reference that materialises the scores, differentiates on any device,
 and the function score_mod defines is what the CPU run checks: there the refusal (the private
-torch.nn.attention.flex_attention._validate_device) is lifted (flex_dense_on_cpu). The Triton
+torch.nn.attention.flex_attention._validate_device) is lifted (flex_dense_on_cpu). Its Triton
 kernels are checked with --device cuda.
+CUDA-only kernels: attention "cudnn" folds the bias into q and k and holds SDPA to cuDNN on CUDA;
+on the CPU the fold runs through SDPA's math backend (the fold is checked, not cuDNN; in layout
+windows, plain and compiled, the CPU's time), and on
+CUDA cuDNN attention takes half precision only, so there its fp32 checks are skipped (said so)
+and the bf16 checks run it. Attention "triton" (denoise_train/window_attention.py) runs its own
+Triton kernels on CUDA; on the CPU they run under Triton's interpreter (TRITON_INTERPRET=1, set
+here before anything imports triton: numpy, slow, so on the CPU the blocks and the compiled
+stage check it in layout windows only, and the model check on a 64 x 64 clip), and SKIP is
+printed without the triton package.
 Exit status 1 when anything fails (the first failure's assertion); 77 without torch.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
+import os
 import sys
 import warnings
 
-from needs import need
+ARGS = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ARGS.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+ARGS.add_argument("--attention", help="comma-separated attention kernels to check (default: all)")
+if ARGS.parse_known_args()[0].device == "cpu":   # before triton is imported: its kernels on numpy
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from needs import need  # noqa: E402
 
 need("torch")
 import torch  # noqa: E402
 
 from check_attention import randomise, rel_l2  # noqa: E402
-from denoise_train.model import (ATTENTIONS, IMAGE_ORDER, LAYOUTS, Config, Denoiser, Stage,  # noqa: E402
-                                 reorder_tokens, sdpa_block, window_block, window_partition)
+from denoise_train.model import (ATTENTIONS, GLUE_UNITS, IMAGE_ORDER, LAYOUTS, Config, Denoiser,  # noqa: E402
+                                 Stage, reorder_tokens, sdpa_block, window_block, window_partition)
 from denoise_train.train_step import LossWeights, StepEngine, raise_recompile_limits  # noqa: E402
 
-VARIANTS = [(a, lay) for lay in LAYOUTS for a in ATTENTIONS]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
 B, H, W = 2, 24, 40   # 3 x 5 windows of 8 x 8
+VARIANTS: list = []   # (attention, layout), set by main() from --attention
+
+
+def runs(attention: str, layout: str, dev, what: str, fp32: bool = True) -> bool:
+    """Whether this check runs the variant here; prints SKIP with the reason when it does not.
+    what: blocks, stage, stage-streams, stage-compiled, model."""
+    if attention == "triton":
+        if not HAS_TRITON:
+            print(f"SKIP {what} triton/{layout}: no triton package")
+            return False
+        if dev.type == "cpu" and (layout != "windows" or what in ("stage", "stage-streams")):
+            return False   # the interpreter's time (module docstring)
+    if attention == "cudnn" and dev.type == "cpu" and (layout != "windows" or what == "stage-streams"):
+        return False   # the fold is the same in every layout; the CPU's time
+    if attention == "cudnn" and dev.type == "cuda" and fp32:
+        print(f"SKIP {what} cudnn/{layout} fp32: cuDNN attention takes half precision only (its bf16 check runs it)")
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -127,6 +169,8 @@ def check_blocks(gen, dev) -> None:
         y0 = blk(x)
         g0 = grads(blk, x, y0, proj)
         for attention, layout in VARIANTS:
+            if not runs(attention, layout, dev, "blocks"):
+                continue
             if layout == "image":
                 y = sdpa_block(blk, x, mask, 0, attention)
             else:
@@ -158,14 +202,19 @@ def check_stage(gen, dev, compiled: bool) -> None:
             if compiled and dev.type == "cpu" and layout == "image":
                 continue   # compile time; the attention kernels compile in window_block, and
                 # tests/weights/check_temporal_shift.py compiles sdpa_block (aot_eager)
+            what = "stage-compiled" if compiled else "stage-streams" if streams else "stage"
+            fp32 = runs(attention, layout, dev, what)
+            if not fp32 and not (bf16 and attention == "cudnn"):
+                continue
             unit = window_block if layout == "windows" else sdpa_block
             if compiled:
                 dynamo.reset()
                 unit = torch.compile(unit, backend="aot_eager" if dev.type == "cpu" else "inductor", dynamic=False)
             stage.block_fn, stage.attention, stage.layout = unit, attention, layout
-            y = stage(x, streams)
             what = f"stage{' compiled' if compiled else ''}{f' {streams} streams' if streams else ''}"
-            compare(f"{what} {attention}/{layout}", y, grads(stage, x, y, proj), y0, g0)
+            if fp32:
+                y = stage(x, streams)
+                compare(f"{what} {attention}/{layout}", y, grads(stage, x, y, proj), y0, g0)
             if bf16:
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     y = stage(x, streams)
@@ -176,23 +225,41 @@ def check_stage(gen, dev, compiled: bool) -> None:
 
 def check_model(gen, dev) -> None:
     depths = dict(enc0=1, enc1=2, mid=3, dec1=2, dec0=1)
-    for fusion in ("window", "shift"):
+    import torch._dynamo as dynamo
+    for fusion, width in (("window", 192), ("shift", 192), ("window", 64)):
         torch.manual_seed(3)
         model = Denoiser(Config(channels=(16, 32, 64), head_dim=16, depths=dict(depths), fusion=fusion)).train()
         randomise(model, gen)
         model.to(dev)
-        clip = (torch.rand(1, 7, 3, 64, 192, generator=gen) * 2 - 1).to(dev).requires_grad_()
+        clip = (torch.rand(1, 7, 3, 64, width, generator=gen) * 2 - 1).to(dev).requires_grad_()
         sigma = torch.tensor([31.0], device=dev)
-        proj = torch.randn(1, 3, 64, 192, generator=gen).to(dev)
+        proj = torch.randn(1, 3, 64, width, generator=gen).to(dev)
         model.set_engine()
         y0 = model(clip, sigma)
         g0 = grads(model, clip, y0, proj)
         # fusion "shift": its streams through the U-Net in layout windows (the stage check runs
-        # the temporal shift under every variant)
-        for attention, layout in VARIANTS if fusion == "window" else [("sdpa", "windows")]:
-            model.set_engine(sdpa=True, channels_last=True, attention=attention, layout=layout)
+        # the temporal shift under every variant); the 64 x 64 clip: the interpreted Triton
+        # kernels on the CPU (their time), and the compiled glue
+        if fusion == "shift":
+            cases = [("sdpa", "windows", False)]
+        elif width == 192:
+            cases = [(a, lay, False) for a, lay in VARIANTS if not (a == "triton" and dev.type == "cpu")]
+        else:
+            cases = ([(a, lay, False) for a, lay in VARIANTS if a == "triton" and dev.type == "cpu"]
+                     + [("sdpa", "windows", True)])
+        for attention, layout, glue in cases:
+            if not runs(attention, layout, dev, "model"):
+                continue
+            fns = None
+            if glue:
+                dynamo.reset()
+                backend = "aot_eager" if dev.type == "cpu" else "inductor"
+                fns = {k: torch.compile(f, backend=backend, dynamic=False) for k, f in GLUE_UNITS.items()}
+            model.set_engine(sdpa=True, channels_last=True, attention=attention, layout=layout, glue=fns)
             y = model(clip, sigma)
-            compare(f"model {fusion} {attention}/{layout}", y, grads(model, clip, y, proj), y0, g0)
+            name = (f"model {fusion} {attention}/{layout}{' glue compiled' if glue else ''}"
+                    f"{' 64x64' if width == 64 else ''}")
+            compare(name, y, grads(model, clip, y, proj), y0, g0)
         model.set_engine()
 
 
@@ -204,21 +271,43 @@ def check_refusals() -> None:
         ("v1 code with a layout", lambda: model.set_engine(layout="windows")),
         ("math engine with explicit", lambda: StepEngine(model, "math", LossWeights(), 1e-4, attention="explicit")),
         ("flex without compile", lambda: StepEngine(model, "sdpa", LossWeights(), 1e-4, attention="flex")),
+        ("glue without compile", lambda: StepEngine(model, "sdpa", LossWeights(), 1e-4, glue=True)),
+        ("autotune without compile", lambda: StepEngine(model, "graph", LossWeights(), 1e-4, autotune=True)),
+        ("autotune outside inductor", lambda: StepEngine(model, "compile", LossWeights(), 1e-4, autotune=True,
+                                                         compile_backend="aot_eager")),
+        ("unknown glue unit", lambda: model.set_engine(sdpa=True, glue={"head": lambda *a: a})),
+        ("v1 code with glue", lambda: model.set_engine(glue={"merge": lambda m, x: m(x)})),
     ]
+    if HAS_TRITON:   # a CPU model outside Triton's interpreter
+        import denoise_train.window_attention as wa
+        cases.append(("triton on the CPU", lambda: StepEngine(model, "sdpa", LossWeights(), 1e-4, attention="triton")))
     for what, fn in cases:
+        saved = None
+        if what == "triton on the CPU":
+            saved, wa.INTERPRET = wa.INTERPRET, False
         try:
             fn()
         except ValueError as e:
             print(f"refused: {what}: {e}")
             continue
+        finally:
+            if saved is not None:
+                wa.INTERPRET = saved
         raise AssertionError(f"not refused: {what}")
     model.set_engine()
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    dev = torch.device(ap.parse_args().device)
+    a = ARGS.parse_args()
+    dev = torch.device(a.device)
+    chosen = a.attention.split(",") if a.attention else list(ATTENTIONS)
+    bad = [c for c in chosen if c not in ATTENTIONS]
+    if bad:
+        sys.exit(f"check_block_variants.py: unknown attention {bad}; known: {', '.join(ATTENTIONS)}")
+    VARIANTS[:] = [(att, lay) for lay in LAYOUTS for att in ATTENTIONS if att in chosen]
+    if dev.type == "cpu":
+        print("on the CPU: cudnn's fold runs through SDPA's math backend (cuDNN itself is CUDA-only); triton's kernels "
+              + ("under Triton's interpreter" if HAS_TRITON else "SKIP (no triton package)"))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if dev.type == "cuda":

@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
 """The training batches are the same when built ahead on a side stream (denoise_train/batch_feed.py)
-and with the gather-based augmentation and tile resampling of denoise_train/data.py.
+and with the augmentation folded into the sources and the tile resampling of denoise_train/data.py.
 
   python3 tests/weights/check_feed.py [--device cpu|cuda]
 
-Seven checks, on fresh random inputs (never zeros), each printing what differs:
-  augment   data.flip_transpose against the four-step formulation (torch.where of x flip, y flip,
-            transposition, time reversal, one after another), all 16 mask combinations: must be
-            bit-identical (both only move samples).
+Eight checks, on fresh random inputs (never zeros), each printing what differs:
+  augment   data.Batcher.clean (each source built straight in its augmented order) against the
+            batch as it was built before: the clips as drawn (video: three broadcast index tensors
+            into the frames; photo: resample_tiles without swap; synthetic: four index tensors
+            into the canvas), then flipped, transposed and time reversed in four steps (torch.where
+            of x flip, y flip, transposition, time reversal), from two Batchers with the same seed;
+            with and without photo_warp. Video and synthetic clips only move samples: bit-identical.
+            Photo clips are resampled at the grid points of the augmented samples (theta's
+            columns negated for the flips, theta reordered for the time reversal, the grid
+            transposed): bit-identical expected (the base grid is symmetric, a negated factor
+            negates a product); max abs difference <= 1e-5 passes with a note (a sampling grid
+            off by one ulp).
   resample  data.resample_tiles (one grid of T*P rows per tile) against grid_sample on the tile
             copied T times (B*T images): bit-identical expected (every output sample comes from the
             same grid point and tile); max abs difference <= 1e-6 passes with a note.
@@ -41,7 +49,9 @@ Seven checks, on fresh random inputs (never zeros), each printing what differs:
             128x128 at the recipes' largest synthetic share, 16 %, 10 % grey clips and pattern_bg
             0.25; counted with a TorchDispatchMode): each is a host-side launch of the training
             loop, which the batch building bounds. Fails above MAX_BATCH_OPS (the batch took 935
-            before its synthetic clips were drawn all at once, about 445 after).
+            before its synthetic clips were drawn all at once, about 465 after, 490 with the
+            augmentation folded into the sources: a few dozen small index ops in place of one
+            gather over the whole batch).
 Exit status 1 when anything fails.
 """
 from __future__ import annotations
@@ -58,17 +68,48 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from denoise_train.batch_feed import BatchFeed, training_batch  # noqa: E402
-from denoise_train.data import TILE, Batcher, flip_transpose, resample_tiles  # noqa: E402
+from denoise_train.data import TILE, Batcher, resample_tiles  # noqa: E402
 from denoise_train.noise_models import BT709_K, NoiseRecipe, mix_noise  # noqa: E402
 
 
 def flip_transpose_steps(c, fx, fy, tr, ft):
-    """The four-step formulation data.flip_transpose replaces."""
+    """The augmentation in four steps: x flip, y flip, transposition, time reversal."""
     B = c.shape[0]
     c = torch.where(fx.view(B, 1, 1, 1, 1), c.flip(-1), c)
     c = torch.where(fy.view(B, 1, 1, 1, 1), c.flip(-2), c)
     c = torch.where(tr.view(B, 1, 1, 1, 1), c.transpose(-1, -2), c)
     return torch.where(ft.view(B, 1, 1, 1, 1), c.flip(1), c)
+
+
+def clean_before(batcher, B, P, video_share, synth_share):
+    """Batcher.clean as the batch was built before the augmentation moved into the sources: every
+    source's draws, its clips as drawn, then the augmentation's draws and flip_transpose_steps."""
+    bs = int(round(B * synth_share))
+    rest = B - bs
+    bv = int(round(rest * video_share)) if batcher.frames is not None else 0
+    if batcher.photos is None:
+        bv = rest
+    out = torch.empty((B, batcher.T, 3, P, P), device=batcher.device)
+    dev, T = batcher.device, batcher.T
+    if bv:
+        s, y, x = batcher._video_draw(bv, P)
+        ar = torch.arange(P, device=dev)
+        ti = (s[:, None] + torch.arange(T, device=dev))[:, :, None, None]
+        c = batcher.frames[ti, (y[:, None] + ar)[:, None, :, None], (x[:, None] + ar)[:, None, None, :]]
+        torch.div(c.permute(0, 1, 4, 2, 3), 255.0, out=out[:bv])
+    if rest - bv:
+        img, theta, flow = batcher._photo_draw(rest - bv, P)
+        resample_tiles(img, theta, P, out[bv:rest], flow)
+    if bs:
+        img, oy, ox = batcher._synthetic_draw(bs, P)
+        ar = torch.arange(P, device=dev)
+        yi = (oy[..., None] + ar)[:, :, None, :, None]
+        xi = (ox[..., None] + ar)[:, :, None, None, :]
+        bi = torch.arange(bs, device=dev).view(bs, 1, 1, 1, 1)
+        ci = torch.arange(3, device=dev).view(1, 1, 3, 1, 1)
+        out[rest:] = img[bi, ci, yi, xi]
+    fx, fy, tr, ft = (batcher._rand(B) < 0.5 for _ in range(4))
+    return flip_transpose_steps(out, fx, fy, tr, ft), (bv, rest)
 
 
 def resample_tiles_copied(img, theta, P):
@@ -84,16 +125,29 @@ def max_diff(a, b) -> float:
     return (a.double() - b.double()).abs().max().item()
 
 
-def check_augment(dev, g) -> list[str]:
-    B, T, C, P = 32, 5, 3, 24
-    c = torch.rand(B, T, C, P, P, device=dev, generator=g)
-    k = torch.arange(B, device=dev) % 16          # every combination twice
-    fx, fy, tr, ft = ((k >> i) & 1 == 1 for i in range(4))
-    a, b = flip_transpose(c, fx, fy, tr, ft), flip_transpose_steps(c, fx, fy, tr, ft)
-    ok = torch.equal(a, b)
-    print(f"augment   flip_transpose vs four steps, {B} clips x {T}x{C}x{P}x{P}: "
-          f"{'bit-identical' if ok else f'max |diff| {max_diff(a, b):.3g}'}  {'ok' if ok else 'FAIL'}")
-    return [] if ok else [f"augment: flip_transpose differs from the four steps by up to {max_diff(a, b):.3g}"]
+def check_augment(dev, g) -> tuple[list[str], list[str]]:
+    B, P = 48, 32
+    frames = (torch.rand(12, 40, 56, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    tiles = (torch.rand(5, TILE, TILE, 3, device=dev, generator=g) * 255).to(torch.uint8)
+    starts = torch.arange(len(frames) - 6, device=dev)
+    fails, notes, parts = [], [], []
+    for warp in (0.0, 2.0):
+        new = Batcher(tiles, frames, starts, dev, seed=31, photo_warp=warp).clean(B, P, 0.5, 0.25)
+        old, (bv, rest) = clean_before(Batcher(tiles, frames, starts, dev, seed=31, photo_warp=warp), B, P, 0.5, 0.25)
+        moved = [name for name, sl in (("video", slice(0, bv)), ("synthetic", slice(rest, B)))
+                 if not torch.equal(new[sl], old[sl])]
+        fails += [f"augment: {name} clips (photo_warp {warp:g}) differ" for name in moved]
+        d = max_diff(new[bv:rest], old[bv:rest])
+        if d > 1e-5:
+            fails.append(f"augment: photo clips (photo_warp {warp:g}) differ by up to {d:.3g} (limit 1e-5)")
+        elif d:
+            notes.append(f"augmented photo clips (photo_warp {warp:g}) not bit-identical on {dev.type}: "
+                         f"max |diff| {d:.3g}")
+        parts.append(f"photo_warp {warp:g}: video/synthetic {'DIFFER' if moved else 'bit-identical'}, photo "
+                     + ("bit-identical" if d == 0 else f"max |diff| {d:.3g}"))
+    print(f"augment   Batcher.clean vs clips as drawn then augmented in four steps, {B} clips 7x3x{P}x{P} "
+          f"(video, photo, synthetic): " + "; ".join(parts) + ("  ok" if not fails else "  FAIL"))
+    return fails, notes
 
 
 def check_resample(dev, g) -> tuple[list[str], list[str]]:
@@ -414,9 +468,10 @@ def check_ops(dev, g) -> list[str]:
 def check(dev) -> tuple[list[str], list[str]]:
     """-> (failures, notes); prints one line per check."""
     g = torch.Generator(device=dev).manual_seed(20261201)
-    fails = check_augment(dev, g)
-    f, notes = check_resample(dev, g)
+    fails, notes = check_augment(dev, g)
+    f, n1 = check_resample(dev, g)
     fails += f
+    notes += n1
     f, n2 = check_feed(dev, g)
     return (fails + f + check_grey(dev, g) + check_pattern(dev) + check_warp(dev) + check_noise(dev, g)
             + check_ops(dev, g), notes + n2)

@@ -185,19 +185,38 @@ class Batcher:
 
     def video_clips(self, B: int, P: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T, 3, P, P) in [0, 1], written into out when given (one pass from the uint8 frames)."""
-        Fr, H, W, _ = self.frames.shape
+        return self._video_build(self._video_draw(B, P), P, source_indices(None, self.T, P, self.device), out)
+
+    def _video_draw(self, B: int, P: int) -> tuple:
+        """The random draws of B video clips of P x P: first frames s, crop corners y, x, (B,) long."""
+        _, H, W, _ = self.frames.shape
         s = self.starts[self._randint(len(self.starts), (B,))]
         y = self._randint(H - P + 1, (B,))
         x = self._randint(W - P + 1, (B,))
-        ar = torch.arange(P, device=self.device)
-        ti = (s[:, None] + torch.arange(self.T, device=self.device))[:, :, None, None]
-        yi = (y[:, None] + ar)[:, None, :, None]
-        xi = (x[:, None] + ar)[:, None, None, :]
-        c = self.frames[ti, yi, xi]                                   # (B, T, P, P, 3)
+        return s, y, x
+
+    def _video_build(self, draw: tuple, P: int, src: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        """The clips of _video_draw seen through an augmentation -> (B, T, 3, P, P) in [0, 1],
+        written into out when given: out[b, t, :, y, x] = frames[s_b + t', y_b + y', x_b + x'] / 255,
+        src = (t', y', x') the augmentation's source of (t, y, x) (source_indices). One gather of 3
+        bytes per index through one flat index (B, T, P, P) (with several broadcast index tensors
+        CUDA's advanced indexing first copies each to the full shape), then one pass to float."""
+        s, y, x = draw
+        B = s.shape[0]
+        Fr, H, W, _ = self.frames.shape
+        ti, yi, xi = src
+        lin = (((s[:, None] + ti)[:, :, None, None] * H + (y.view(B, 1, 1) + yi)[:, None]) * W
+               + (x.view(B, 1, 1) + xi)[:, None])                                  # (B, T, P, P)
+        c = self.frames.reshape(Fr * H * W, 3)[lin]                                # (B, T, P, P, 3)
         return torch.div(c.permute(0, 1, 4, 2, 3), 255.0, out=out)    # float32, as c.float() / 255
 
     def photo_clips(self, B: int, P: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T, 3, P, P) in [0, 1], written into out when given."""
+        return self._photo_build(self._photo_draw(B, P), P, None, None, out)
+
+    def _photo_draw(self, B: int, P: int) -> tuple:
+        """The random draws of B photo clips of P x P -> (tiles (B, 3, TILE, TILE) in [0, 1], affine
+        maps theta (B, T, 2, 3), flow (B, T, P, P, 2) or None), resample_tiles' arguments."""
         T = self.T
         tiles = self.photos[self._randint(len(self.photos), (B,))]     # (B, TILE, TILE, 3)
         img = tiles.permute(0, 3, 1, 2).float() / 255.0
@@ -223,10 +242,42 @@ class Batcher:
             # exact), the whole field at the clip's ends; static clips stay static
             field = smooth_field(self._rand(B, 2, 4, 4) * 2 - 1, P) * self.photo_warp * moving[:, :, None, None]
             flow = (field[:, None] * (k / max(1, T // 2)).view(1, T, 1, 1, 1)) * (2 / TILE)
-        return resample_tiles(img, theta, P, out, flow)
+        return img, theta, flow
+
+    def _photo_build(self, draw: tuple, P: int, aug: tuple | None, src: tuple | None,
+                     out: torch.Tensor | None) -> torch.Tensor:
+        """The clips of _photo_draw seen through aug = (fx, fy, tr, ft), src its source_indices (None,
+        None: as drawn) -> (B, T, 3, P, P), written into out when given. The augmentation moves the
+        sampling grid, not the samples (an output sample depends only on its grid point): time
+        reversal reorders theta and the flow along T;
+        an x (y) flip negates theta's x (y) column, which gives the grid point of the mirrored
+        sample (the base grid is symmetric, x_{P-1-j} = -x_j exactly, and a product with a negated
+        factor is the negated product) and flips the flow; the transposition swaps the grid's y and
+        x (resample_tiles swap). The samples are those of the clips as drawn, moved as
+        source_indices says."""
+        img, theta, flow = draw
+        if aug is None:
+            return resample_tiles(img, theta, P, out, flow)
+        fx, fy, tr, _ = aug
+        B = theta.shape[0]
+        bi = torch.arange(B, device=self.device)[:, None]
+        flip = torch.stack([fx, fy, torch.zeros_like(fx)], -1).view(B, 1, 1, 3)
+        theta = theta[bi, src[0]]
+        theta = torch.where(flip, -theta, theta)
+        if flow is not None:
+            flow = flow[bi, src[0]]
+            flow = torch.where(fx.view(B, 1, 1, 1, 1), flow.flip(3), flow)
+            flow = torch.where(fy.view(B, 1, 1, 1, 1), flow.flip(2), flow)
+        return resample_tiles(img, theta, P, out, flow, swap=tr)
 
     def synthetic_clips(self, B: int, P: int) -> torch.Tensor:
-        """Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
+        """(B, T, 3, P, P) in [0, 1]: _synthetic_draw's clips."""
+        return self._synthetic_build(self._synthetic_draw(B, P), P, source_indices(None, self.T, P, self.device), None)
+
+    def _synthetic_draw(self, B: int, P: int) -> tuple:
+        """-> (canvas (B, 3, S, S) in [0, 1], S = P + 4 (T // 2), top-left corners oy, ox
+        (B, T) long of each frame's P x P window on it): the synthetic clips (_synthetic_build cuts
+        them). Flat/slowly varying backgrounds with sharp flat rectangles, saturated thin lines and
         outlines, and neutral 1-px patterns; static or moving up to 2 px/frame (whole pixels).
 
         Per clip, in layers (a later layer covers an earlier one where it is drawn): a background
@@ -303,37 +354,74 @@ class Batcher:
         k = torch.arange(T, device=dev) - T // 2
         oy = m + k[None, :] * v[:, :1]                                        # (B, T)
         ox = m + k[None, :] * v[:, 1:]
-        ar = torch.arange(P, device=dev)
-        yi = (oy[..., None] + ar)[:, :, None, :, None]                        # (B, T, 1, P, 1)
-        xi = (ox[..., None] + ar)[:, :, None, None, :]
-        bi = torch.arange(B, device=dev).view(B, 1, 1, 1, 1)
-        ci = torch.arange(3, device=dev).view(1, 1, 3, 1, 1)
-        return img[bi, ci, yi, xi]
+        return img, oy, ox
 
-    def augment(self, c: torch.Tensor) -> torch.Tensor:
-        """Per clip, each with probability 1/2: x flip, y flip, transposition, time reversal
-        (flip_transpose; four draws of B uniforms, in that order)."""
-        B = c.shape[0]
-        fx, fy, tr, ft = (self._rand(B) < 0.5 for _ in range(4))
-        return flip_transpose(c, fx, fy, tr, ft)
+    def _synthetic_build(self, draw: tuple, P: int, src: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        """The clips of _synthetic_draw seen through an augmentation -> (B, T, 3, P, P), written
+        into out when given: out[b, t, c, y, x] = canvas[b, c, oy[b, t'] + y', ox[b, t'] + x'],
+        src = (t', y', x') the augmentation's source of (t, y, x) (source_indices); one gather along
+        the flattened canvas with one index (B, T, P, P) shared by the channels."""
+        img, oy, ox = draw
+        B, S, T = img.shape[0], img.shape[-1], self.T
+        ti, yi, xi = src
+        bi = torch.arange(B, device=self.device)[:, None]
+        oy, ox = oy[bi, ti], ox[bi, ti]                                       # (B, T)
+        idx = (oy[:, :, None, None] + yi[:, None]) * S + (ox[:, :, None, None] + xi[:, None])   # (B, T, P, P)
+        c = torch.gather(img.reshape(B, 3, S * S), 2, idx.reshape(B, 1, T * P * P).expand(B, 3, T * P * P))
+        c = c.view(B, 3, T, P, P).transpose(1, 2)
+        if out is None:
+            return c.contiguous()
+        return out.copy_(c)
 
     def clean(self, B: int, P: int, video_share: float = 0.5, synth_share: float = 0.0) -> torch.Tensor:
         """(B, T, 3, P, P): round(B * synth_share) synthetic clips, then video_share of the rest
-        from the videos and the remainder from the photos (all video when there are no photos).
-        The video and photo clips are written straight into the batch (no concatenation pass)."""
+        from the videos and the remainder from the photos (all video when there are no photos),
+        each clip then, with probability 1/2 each, x flipped, y flipped, transposed and time
+        reversed (in that order; four draws of B uniforms after the clips' own draws).
+        The augmentation is not a pass of its own: every source is built straight into the batch
+        in its augmented order (source_indices), from its own draws, which come in the same order
+        as when the clips were built first and augmented after: the same batch, sample for sample
+        (tests/weights/check_feed.py "augment")."""
         bs = int(round(B * synth_share))
         rest = B - bs
         bv = int(round(rest * video_share)) if self.frames is not None else 0
         if self.photos is None:
             bv = rest
+        vid = self._video_draw(bv, P) if bv else None
+        pho = self._photo_draw(rest - bv, P) if rest - bv else None
+        syn = self._synthetic_draw(bs, P) if bs else None
+        aug = tuple(self._rand(B) < 0.5 for _ in range(4))          # fx, fy, tr, ft
+        src = source_indices(aug, self.T, P, self.device)
         out = torch.empty((B, self.T, 3, P, P), device=self.device)
-        if bv:
-            self.video_clips(bv, P, out[:bv])
-        if rest - bv:
-            self.photo_clips(rest - bv, P, out[bv:rest])
-        if bs:
-            out[rest:] = self.synthetic_clips(bs, P)
-        return self.augment(out)
+        if vid is not None:
+            self._video_build(vid, P, tuple(a[:bv] for a in src), out[:bv])
+        if pho is not None:
+            self._photo_build(pho, P, tuple(a[bv:rest] for a in aug), tuple(a[bv:rest] for a in src), out[bv:rest])
+        if syn is not None:
+            self._synthetic_build(syn, P, tuple(a[rest:] for a in src), out[rest:])
+        return out
+
+
+def source_indices(aug: tuple | None, T: int, P: int, device) -> tuple:
+    """The augmentation of clips (B, T, C, P, P) as the source of every output sample:
+    out[b, t, :, y, x] = clip[b, t', :, y', x'] -> (t' (B, T), y' (B, P, P), x' (B, P, P)) long.
+    aug = (fx, fy, tr, ft), (B,) bool each, applied in this order: x flipped where fx, y flipped
+    where fy, y and x swapped where tr, time reversed where ft, so that t' = ft ? T-1-t : t,
+    (y2, x2) = tr ? (x, y) : (y, x), y' = fy ? P-1-y2 : y2, x' = fx ? P-1-x2 : x2 (all 8
+    rotations and reflections of the square with the flips). aug None: the identity, as
+    broadcastable (1, T), (1, P, 1), (1, 1, P)."""
+    t = torch.arange(T, device=device)
+    p = torch.arange(P, device=device)
+    if aug is None:
+        return t.view(1, T), p.view(1, P, 1), p.view(1, 1, P)
+    fx, fy, tr, ft = aug
+    B = fx.shape[0]
+    t0 = torch.where(ft[:, None], T - 1 - t, t)
+    yy = p.view(1, P, 1).expand(B, P, P)
+    xx = yy.transpose(1, 2)
+    sw = tr.view(B, 1, 1)
+    y2, x2 = torch.where(sw, xx, yy), torch.where(sw, yy, xx)
+    return (t0, torch.where(fy.view(B, 1, 1), P - 1 - y2, y2), torch.where(fx.view(B, 1, 1), P - 1 - x2, x2))
 
 
 def smooth_field(u: torch.Tensor, P: int) -> torch.Tensor:
@@ -345,10 +433,11 @@ def smooth_field(u: torch.Tensor, P: int) -> torch.Tensor:
 
 
 def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Tensor | None = None,
-                   flow: torch.Tensor | None = None) -> torch.Tensor:
+                   flow: torch.Tensor | None = None, swap: torch.Tensor | None = None) -> torch.Tensor:
     """img (B, 3, TILE, TILE) in [0,1], theta (B, T, 2, 3) affine maps in F.affine_grid's
     normalised coordinates (align_corners=False), flow (B, T, P, P, 2) or None: a displacement
-    (x, y) added to every frame's sampling grid, in the same coordinates -> clips (B, T, 3, P, P)
+    (x, y) added to every frame's sampling grid, in the same coordinates, swap (B,) bool or None:
+    the clips whose grid (after the flow) is transposed, y and x swapped -> clips (B, T, 3, P, P)
     in [0,1], written into dst when given (else a new tensor with grid_sample's (B, 3, T, P, P)
     layout, transposed; the clipping is the one pass out of grid_sample's buffer). Bicubic
     grid_sample with reflection padding, clipped to [0,1]. The T frames of a clip are one grid of
@@ -359,34 +448,12 @@ def resample_tiles(img: torch.Tensor, theta: torch.Tensor, P: int, dst: torch.Te
     grid = F.affine_grid(theta.reshape(B * T, 2, 3), (B * T, 3, P, P), align_corners=False)
     if flow is not None:
         grid = grid + flow.reshape(B * T, P, P, 2)
-    out = F.grid_sample(img, grid.view(B, T * P, P, 2), mode="bicubic", padding_mode="reflection",
+    if swap is not None:
+        g = grid.view(B, T, P, P, 2)
+        grid = torch.where(swap.view(B, 1, 1, 1, 1), g.transpose(2, 3), g)
+    out = F.grid_sample(img, grid.reshape(B, T * P, P, 2), mode="bicubic", padding_mode="reflection",
                         align_corners=False)
     return torch.clamp(out.view(B, 3, T, P, P).transpose(1, 2), 0, 1, out=dst)
-
-
-def flip_transpose(c: torch.Tensor, fx: torch.Tensor, fy: torch.Tensor, tr: torch.Tensor,
-                   ft: torch.Tensor) -> torch.Tensor:
-    """c (B, T, C, P, P), fx, fy, tr, ft (B,) bool -> (B, T, C, P, P) contiguous: per clip, applied
-    in this order, the x axis flipped where fx, the y axis flipped where fy, y and x swapped where tr,
-    time reversed where ft. One gather (advanced indexing with broadcast index tensors) instead of
-    a full copy and a select per step; out[b, t, :, y, x] = c[b, t', :, y0, x0] with
-    t' = ft ? T-1-t : t, (y2, x2) = tr ? (x, y) : (y, x), y0 = fy ? P-1-y2 : y2,
-    x0 = fx ? P-1-x2 : x2."""
-    B, T, C, P, Q = c.shape
-    if P != Q:
-        raise ValueError(f"flip_transpose needs square clips, got {P}x{Q}")
-    dev = c.device
-    t = torch.arange(T, device=dev)
-    t0 = torch.where(ft[:, None], T - 1 - t, t)                              # (B, T)
-    yy = torch.arange(P, device=dev).view(1, P, 1).expand(B, P, P)
-    xx = yy.transpose(1, 2)
-    sw = tr.view(B, 1, 1)
-    y2, x2 = torch.where(sw, xx, yy), torch.where(sw, yy, xx)
-    y0 = torch.where(fy.view(B, 1, 1), P - 1 - y2, y2)                       # (B, P, P)
-    x0 = torch.where(fx.view(B, 1, 1), P - 1 - x2, x2)
-    bi = torch.arange(B, device=dev).view(B, 1, 1, 1, 1)
-    ci = torch.arange(C, device=dev).view(1, 1, C, 1, 1)
-    return c[bi, t0.view(B, T, 1, 1, 1), ci, y0.view(B, 1, 1, P, P), x0.view(B, 1, 1, P, P)]
 
 
 def make_noisy(clean: torch.Tensor, gen: torch.Generator, sigma_max: float = 55.0,

@@ -121,6 +121,17 @@ Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 cod
   attention "flex": torch.nn.attention.flex_attention with the bias plus the shift mask added by
     its score_mod (WindowAttention.forward_flex); compiled (compile engines) it is one fused Triton
     kernel forward and one backward, the bias gradient accumulated inside the backward kernel.
+  attention "cudnn": SDPA held to its cuDNN backend with the bias (plus the shift mask) folded
+    into q and k, q' = [q, e_i], k' = [k, M[:, j] / scale] (WindowAttention.forward_cudnn): cuDNN
+    attention is not differentiable with respect to an attn_mask, and the bias must learn.
+  attention "triton": denoise_train/window_attention.py's kernels, one forward and one backward
+    over groups of windows, q, k and v read out of the packed qkv, the bias gradient summed in
+    the kernel (WindowAttention.forward_triton).
+  glue (Denoiser.set_engine glue=): the parts of the U-Net between the Swin blocks as units a
+    training engine may torch.compile (GLUE_UNITS: window_stem, patch_merge, expand_skip), so
+    that their layout copies (pixel_unshuffle, NHWC transposition and channel padding of the
+    fusion input, space-to-depth before a merge's LayerNorm, depth-to-space and concatenation on
+    the way up) fuse with their neighbours instead of each being a pass of its own.
   layout "windows": the tokens of a stage stay in window order from block to block (window_block):
     each block runs on (B * nW, ws*ws, C) in the order of its own windows (unshifted, or of the
     image rolled by -shift), and writes its output in the order of the next block's windows (the
@@ -131,12 +142,14 @@ Kernels (same function, chosen by Denoiser.set_engine; the default is the v1 cod
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .align import align_features, align_window
 
@@ -146,7 +159,7 @@ VERSIONS = (1, 2)    # what load_weights() accepts
 V2_DEFAULTS = {"fusion": "window", "frame_channels": 0, "sigma_gate": 0.0, "align": 0, "align_tile": 64,
                "shift_div": 8}
 FUSIONS = ("window", "frame", "shift")
-ATTENTIONS = ("sdpa", "explicit", "flex")   # the sdpa path's attention kernels (module docstring)
+ATTENTIONS = ("sdpa", "explicit", "flex", "cudnn", "triton")   # the sdpa path's attention kernels (module docstring)
 LAYOUTS = ("image", "windows")              # token order inside a stage: NHWC, or window-major
 # flex_attention tiles: 64 x 64, one window per tile (the defaults may take 128-row tiles, half of
 # them masked off for 64-token sequences); the backward's ratios as the kernel requires
@@ -154,6 +167,7 @@ LAYOUTS = ("image", "windows")              # token order inside a stage: NHWC, 
 FLEX_KERNEL_OPTIONS = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32}
 FLEX_BIAS_COPIES = 64   # unshifted blocks: bias copies flex's backward accumulates into (see forward_flex)
 CUDA_GRID_YZ = 65535    # CUDA's limit on a grid's y and z size (flex_attention's windows x heads, see forward_flex)
+FOLD_MASKED = 2.0 ** 20  # forward_cudnn: the shift mask's -inf as a finite score offset (exp underflows to 0)
 
 
 def output_clamp(y: torch.Tensor, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -394,6 +408,10 @@ class WindowAttention(nn.Module):
             return self.forward_explicit(x, mask)
         if attention == "flex":
             return self.forward_flex(x, mask)
+        if attention == "cudnn":
+            return self.forward_cudnn(x, mask)
+        if attention == "triton":
+            return self.forward_triton(x, mask)
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
 
     def _bias(self) -> torch.Tensor:
@@ -446,6 +464,51 @@ class WindowAttention(nn.Module):
         out = flex_attention(q, k, v, score_mod=score_mod, scale=self.scale,
                              kernel_options=dict(FLEX_KERNEL_OPTIONS) if x.is_cuda else None)
         return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
+
+
+    def forward_cudnn(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward_sdpa() with the bias folded into q and k, so that SDPA needs no attn_mask and its
+        cuDNN kernels can run (module docstring, attention "cudnn"): x (nWB, N, C), window index
+        b * nW + w; mask (nW, N, N) additive or None.
+
+        PyTorch's cuDNN attention is not differentiable with respect to attn_mask (autograd refuses
+        a mask that requires grad), and the relative position bias must learn. Instead each query
+        gets the one-hot of its position in the window and each key the column of M = bias (+ the
+        shift mask, -inf as -FOLD_MASKED) it meets there, divided by the scale:
+          q'_i = [q_i, e_i],  k'_j = [k_j, M[:, j] / scale]  ->  scale q'_i . k'_j = scale q_i . k_j + M[i, j]
+        (head dim d + N: 96 for d 32; v stays d wide), and the gradient of k' holds the bias
+        gradient, summed over the windows by autograd. On CUDA SDPA is held to
+        SDPBackend.CUDNN_ATTENTION (an error says why where cuDNN cannot run it); elsewhere it
+        takes whatever backend runs (the CPU check: math). Under bf16 the folded bias is rounded
+        to bf16 after the division by the scale (SDPA's mask path rounds the bias itself)."""
+        nWB, N, C = x.shape
+        h, d = self.heads, self.head_dim
+        q, k, v = self.qkv(x).view(nWB, N, 3, h, d).unbind(2)                     # (nWB, N, h, d)
+        bias = self._bias()
+        m = bias[None] if mask is None else mask[:, None] + bias[None]             # (nW or 1, h, N_i, N_j)
+        nWm = m.shape[0]
+        kb = (m.clamp_min(-FOLD_MASKED) / self.scale).to(k.dtype).permute(0, 3, 1, 2)   # (nWm, N_j, h, N_i)
+        kb = kb[None].expand(nWB // nWm, nWm, N, h, N).reshape(nWB, N, h, N)
+        qb = torch.eye(N, dtype=q.dtype, device=q.device).view(1, N, 1, N).expand(nWB, N, h, N)
+        # q', k' contiguous as (nWB, N, h, d + N) and v a view of the packed qkv: the (batch, token,
+        # head, dim) layouts PyTorch's cuDNN path takes
+        qf = torch.cat([q, qb], -1).transpose(1, 2)
+        kf = torch.cat([k, kb], -1).transpose(1, 2)
+        backend = sdpa_kernel([SDPBackend.CUDNN_ATTENTION]) if x.is_cuda else contextlib.nullcontext()
+        with backend:
+            out = F.scaled_dot_product_attention(qf, kf, v.transpose(1, 2), scale=self.scale)
+        return self.proj(out.transpose(1, 2).reshape(nWB, N, C))
+
+    def forward_triton(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward_sdpa() as one Triton kernel forward and one backward (module docstring,
+        attention "triton"; denoise_train/window_attention.py): x (nWB, N, C), window index
+        b * nW + w; mask (nW, N, N) additive or None. The kernels read q, k and v out of the qkv
+        linear's output and take the fp32 bias (+ mask) as it is; CUDA, or the CPU under Triton's
+        interpreter (RuntimeError otherwise)."""
+        from .window_attention import window_attention
+        bias = self._bias()
+        m = bias[None] if mask is None else mask[:, None] + bias[None]
+        return self.proj(window_attention(self.qkv(x), m, self.heads, self.scale))
 
 
 _MASKS: dict = {}
@@ -671,6 +734,12 @@ class PatchMerge(nn.Module):
         return self.reduction(layer_norm_lowp(self.norm, x) if self.lowp else self.norm(x))
 
 
+def patch_merge(merge: PatchMerge, x: torch.Tensor) -> torch.Tensor:
+    """merge(x): the unit a training engine may torch.compile (glue "merge": the space-to-depth
+    copy fused into the LayerNorm that reads it)."""
+    return merge(x)
+
+
 class PatchExpand(nn.Module):
     """linear C -> 4C', depth-to-space -> C' at twice the resolution (C' = C/2 in models v1/v2:
     linear C -> 2C)."""
@@ -681,6 +750,13 @@ class PatchExpand(nn.Module):
 
     def forward(self, x):
         return d2s_nhwc(self.expand(x))
+
+
+def expand_skip(expand: PatchExpand, skip: nn.Linear, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """skip(concat(expand(y), x)), the decoder's way up a level: y (B, h, w, C) NHWC, x the skip
+    (B, 2h, 2w, C'') -> (B, 2h, 2w, skip's width); the unit a training engine may torch.compile
+    (glue "up": the depth-to-space and the concatenation one copy, forward and backward)."""
+    return skip(torch.cat([expand(y), x], dim=-1))
 
 
 class UNet(nn.Module):
@@ -711,20 +787,30 @@ class UNet(nn.Module):
         self.skip0 = nn.Linear(2 * c0, c0)
         self.dec0 = Stage(c0, h0, d["dec0"], cfg)
         self.channels_last = False   # set by Denoiser.set_engine: the fusion conv on NHWC kernels
+        self.glue: dict = {}         # set by Denoiser.set_engine: compiled "stem", "merge", "up" units
 
     def forward(self, z: torch.Tensor, streams: int = 0) -> torch.Tensor:
         """z (B, Cin, h, w) -> (B, h, w, C0). streams T > 0 (fusion "shift"): z is (B'T, 13, h, w),
         the T streams of each clip consecutive, and every Swin block shifts channels between them;
         everything else stays per stream."""
+        return self.body(self.stem(z), streams)
+
+    def stem(self, z: torch.Tensor) -> torch.Tensor:
+        """The fusion conv: z (B, Cin, h, w) NCHW -> x0 (B, h, w, C0) NHWC."""
         if self.channels_last:
-            x0 = conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1))
-        else:
-            x0 = self.fusion(z).permute(0, 2, 3, 1)
+            return conv2d_nhwc(self.fusion, z.permute(0, 2, 3, 1))
+        return self.fusion(z).permute(0, 2, 3, 1)
+
+    def body(self, x0: torch.Tensor, streams: int = 0) -> torch.Tensor:
+        """x0 (B, h, w, C0), the fusion conv's output -> F (B, h, w, C0): the stages, merges and
+        expands (through the compiled glue units where set)."""
+        merge = self.glue.get("merge", patch_merge)
+        up = self.glue.get("up", expand_skip)
         x0 = self.enc0(x0, streams)
-        x1 = self.enc1(self.merge0(x0), streams)
-        x2 = self.mid(self.merge1(x1), streams)
-        y1 = self.dec1(self.skip1(torch.cat([self.expand1(x2), x1], dim=-1)), streams)
-        return self.dec0(self.skip0(torch.cat([self.expand0(y1), x0], dim=-1)), streams)
+        x1 = self.enc1(merge(self.merge0, x0), streams)
+        x2 = self.mid(merge(self.merge1, x1), streams)
+        y1 = self.dec1(up(self.expand1, self.skip1, x2, x1), streams)
+        return self.dec0(up(self.expand0, self.skip0, y1, x0), streams)
 
 
 class FrameEncoder(nn.Module):
@@ -758,19 +844,24 @@ class Denoiser(nn.Module):
         self.channels_last = False
 
     def set_engine(self, sdpa: bool = False, block_fn=None, channels_last: bool = False, attention: str = "sdpa",
-                   layout: str = "image") -> "Denoiser":
+                   layout: str = "image", glue: dict | None = None) -> "Denoiser":
         """Choose the kernels, not the function: sdpa=True runs every Swin block through
         sdpa_block, or window_block with layout "windows" (or block_fn, e.g. torch.compile of
         that function), with the attention kernel `attention` (ATTENTIONS), and channels_last
-        (with sdpa) the convolutions and the head on NHWC kernels (module docstring); sdpa=False
-        restores the v1 code (its own attention and layout: attention and layout must be left at
-        their defaults). ValueError for an unknown attention or layout."""
+        (with sdpa) the convolutions and the head on NHWC kernels (module docstring); glue (with
+        sdpa): {"stem": f, "merge": f, "up": f}, any of them, each f standing in for window_stem,
+        patch_merge or expand_skip (e.g. torch.compile of it); sdpa=False restores the v1 code
+        (its own attention and layout: attention, layout and glue must be left at their
+        defaults). ValueError for an unknown attention, layout or glue unit."""
         if attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        if not sdpa and (attention, layout) != ("sdpa", "image"):
-            raise ValueError(f"attention {attention!r} and layout {layout!r} need sdpa=True (the v1 code has its own)")
+        if not sdpa and ((attention, layout) != ("sdpa", "image") or glue):
+            raise ValueError(f"attention {attention!r}, layout {layout!r} and glue need sdpa=True "
+                             "(the v1 code has its own)")
+        if set(glue or {}) - set(GLUE_UNITS):
+            raise ValueError(f"glue units must be among {tuple(GLUE_UNITS)}, got {sorted(glue)}")
         fn = (block_fn or (window_block if layout == "windows" else sdpa_block)) if sdpa else None
         nhwc = bool(sdpa and channels_last)
         for m in self.modules():
@@ -778,6 +869,8 @@ class Denoiser(nn.Module):
                 m.block_fn, m.attention, m.layout = fn, attention, layout
             elif isinstance(m, (UNet, FrameEncoder, Denoiser)):
                 m.channels_last = nhwc
+                if isinstance(m, UNet):
+                    m.glue = dict(glue or {})
             elif isinstance(m, PatchMerge):
                 m.lowp = nhwc
         return self
@@ -863,19 +956,33 @@ class Denoiser(nn.Module):
             feats = [f[:, R - 1], f[:, R], f[:, R + 1]]
             out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
             return out[..., :H, :W]
-        centres = range(R - 1, R + 2)
         if self.cfg.fusion == "frame":
             # One encoder pass per frame of the clip, shared by the three windows.
             e = self.frame_features(clip, sigma)
-            z = torch.cat([self.fusion_input_frames(e[:, c - r:c + r + 1], sigma) for c in centres], dim=0)
+            z = torch.cat([self.fusion_input_frames(e[:, c - r:c + r + 1], sigma) for c in range(R - 1, R + 2)], dim=0)
             f = self.unet(z)
+        elif "stem" in self.unet.glue and not self.cfg.align:
+            f = self.unet.body(self.unet.glue["stem"](self, clip, sigma))
         else:
-            # All three fusion windows in one batch: (3B, 5, 3, H, W).
-            wins = torch.cat([clip[:, c - r:c + r + 1] for c in centres], dim=0)
-            f = self.features(wins, sigma.repeat(3))
+            f = self.unet.body(window_stem(self, clip, sigma))
         feats = align_features(list(f.chunk(3, dim=0)), clip[:, R - 1:R + 2], self.cfg.align, self.cfg.align_tile)
         out = sigma_gate(self.head_out(feats, clip[:, R]), clip[:, R], sigma, self.cfg.sigma_gate)
         return out[..., :H, :W]
+
+
+def window_stem(model: Denoiser, clip: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """Fusion "window": the three fusion windows of a training clip (B, 2R+1, 3, H, W) in [-1, 1]
+    (H, W multiples of 64), all in one batch (3B, 5, 3, H, W), window k centred on frame R-1+k, and
+    their fusion input (fusion_input: with align, the frames moved first) through the fusion conv
+    -> x0 (3B, H/2, W/2, C0) NHWC, window k's at batch index k * B + b. The unit a training engine
+    may torch.compile without alignment (glue "stem": the window copies, space-to-depth, sigma
+    map, NHWC transposition, channel padding and bf16 cast one pass before the conv)."""
+    R, r = model.cfg.temporal_radius, model.cfg.fusion_radius
+    wins = torch.cat([clip[:, c - r:c + r + 1] for c in range(R - 1, R + 2)], dim=0)
+    return model.unet.stem(model.fusion_input(wins, sigma.repeat(3)))
+
+
+GLUE_UNITS = {"stem": window_stem, "merge": patch_merge, "up": expand_skip}
 
 
 def denoise_sequence(model: Denoiser, frames: torch.Tensor, sigma: float, chunk: int = 4) -> torch.Tensor:

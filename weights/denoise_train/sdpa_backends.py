@@ -1,6 +1,7 @@
-"""Which scaled-dot-product-attention backend PyTorch ran (efficient, flash, cudnn, math), forward
-and backward: the training engines report it (train_step.StepEngine.attention_backends, bench_train.py)
-and tests/weights/check_attention.py checks it.
+"""Which scaled-dot-product-attention backend PyTorch ran (efficient, flash, cudnn, math; or
+triton: denoise_train/window_attention.py's kernels), forward and backward: the training engines
+report it (train_step.StepEngine.attention_backends, bench_train.py) and
+tests/weights/check_attention.py checks it.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ BACKEND_OPS = {   # aten op name prefix -> SDPA backend
     "_scaled_dot_product_cudnn_attention": "cudnn",
     "_scaled_dot_product_attention_math": "math",
     "_scaled_dot_product_fused_attention_overrideable": "overrideable",
+    "denoise::window_attention": "triton",   # denoise_train/window_attention.py's custom ops
 }
 
 

@@ -11,14 +11,24 @@ The network function is model.Denoiser's whatever the engine; engines only chang
 Every engine falls back cleanly: a failed compile or capture is logged with its reason and the
 step continues on the next simpler engine (compile-graph -> compile -> sdpa, graph -> sdpa).
 
-Every engine but math takes two kernel options of the same function (model.py's module docstring,
-"Training variants"; defaults: what the engines ran before them):
+Every engine but math takes these kernel options of the same function (model.py's module
+docstring, "Training variants"; defaults: what the engines ran before them):
   attention  sdpa (F.scaled_dot_product_attention), explicit (q k^T + bias + mask, softmax, @ v
-             written out for torch.compile to fuse) or flex (flex_attention; compile engines only:
+             written out for torch.compile to fuse), flex (flex_attention; compile engines only:
              outside torch.compile it runs unfused, so a fallback to sdpa takes attention sdpa
-             with it, logged as part of the fallback).
+             with it, logged as part of the fallback), cudnn (SDPA held to cuDNN attention, the
+             bias folded into q and k) or triton (denoise_train/window_attention.py's kernels;
+             CUDA only, or the CPU under Triton's interpreter).
   layout     image (NHWC tokens, each block rolls and partitions its windows) or windows (the
              tokens stay in window order from block to block: model.window_block).
+and the compile engines two more:
+  glue       the U-Net's parts between the Swin blocks compiled too (model.GLUE_UNITS: the fusion
+             input and conv of fusion "window" without alignment, each patch merging, each
+             expand + concatenation + skip linear), so that their layout copies fuse with their
+             neighbours; the heads and the rest stay eager.
+  autotune   Inductor's GEMM autotuning (AUTOTUNE_OPTIONS: Triton GEMM templates benchmarked
+             against cuBLAS per shape, and where a template wins, its epilogue takes the bias,
+             GELU and the GELU's backward that follow); longer compiles (compile_seconds).
 
 Every engine but math also runs the convolutions and the head on NHWC kernels (channels_last,
 model.Denoiser.set_engine); configure_cuda() fixes the process-wide CUDA settings they rely on.
@@ -56,22 +66,27 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .model import ATTENTIONS, LAYOUTS, Denoiser, sdpa_block, window_block
+from .model import ATTENTIONS, GLUE_UNITS, LAYOUTS, Denoiser, sdpa_block, window_block
 from .sdpa_backends import sdpa_backends
 
 ENGINES = ("math", "sdpa", "compile", "graph", "compile-graph")
 FALLBACK = {"compile-graph": "compile", "compile": "sdpa", "graph": "sdpa", "sdpa": "math"}
 COMPILED = ("compile", "compile-graph")
+# torch.compile options of autotune (Inductor's config names): GEMMs only (no pointwise or
+# coordinate-descent tuning, which add compile time); epilogue fusion is Inductor's default
+AUTOTUNE_OPTIONS = {"max_autotune_gemm": True, "epilogue_fusion": True}
 
 
 def configure_cuda() -> None:
     """Process-wide CUDA settings of the training engines (no effect without CUDA):
       - SDPA never runs on cuDNN attention, which PyTorch prefers on sm90 with a recent cuDNN:
-        its backward (_cudnn_attention_backward) returns the gradients of q, k and v only, none
-        for the additive mask that carries the relative position bias, so the bias tables could
-        not learn. Flash attention takes no mask, so SDPA runs the memory-efficient kernel (whose
-        backward returns the mask's gradient), or its math backend where that cannot run;
-        sdpa_backends.sdpa_backends() reports which one ran.
+        its backward (_scaled_dot_product_cudnn_attention_backward) returns the gradients of q, k
+        and v only, none for the additive mask that carries the relative position bias (autograd
+        refuses such a mask that requires grad), so the bias tables could not learn. Flash
+        attention takes no mask, so SDPA runs the memory-efficient kernel (whose backward returns
+        the mask's gradient), or its math backend where that cannot run;
+        sdpa_backends.sdpa_backends() reports which one ran. Attention "cudnn" (the bias folded
+        into q and k, no mask) turns cuDNN on for its own SDPA call only.
       - cudnn.benchmark: cuDNN times its convolution algorithms on the first call of each shape
         and keeps the fastest (training shapes are fixed).
     """
@@ -171,12 +186,15 @@ class StepEngine:
     weight of the per-pixel loss (B,), lr) -> loss (device scalar): this process's batch and
     loss. `accum` splits the batch into that many micro-batches. grad_average: None, or a
     data_parallel.GradAverage run on the trained parameters before clipping (data parallel).
-    attention, layout: the kernel options of the module docstring (ValueError: unknown, or not
-    the defaults with the math engine, or flex without a compile engine)."""
+    attention, layout, glue, autotune: the kernel options of the module docstring (ValueError:
+    unknown, or not the defaults with the math engine, flex, glue or autotune without a compile
+    engine, autotune with another backend than inductor or with compile_mode, triton on a CPU
+    model outside Triton's interpreter)."""
 
     def __init__(self, model: Denoiser, engine: str, loss_weights: LossWeights, lr: float, accum: int = 1,
                  compile_backend: str = "inductor", compile_mode: str | None = None, log=print,
-                 channels_last: bool = True, grad_average=None, attention: str = "sdpa", layout: str = "image"):
+                 channels_last: bool = True, grad_average=None, attention: str = "sdpa", layout: str = "image",
+                 glue: bool = False, autotune: bool = False):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         if attention not in ATTENTIONS or layout not in LAYOUTS:
@@ -186,7 +204,18 @@ class StepEngine:
             raise ValueError("the math engine runs the v1 code: attention and layout options need another engine")
         if attention == "flex" and engine not in COMPILED:
             raise ValueError(f"attention flex needs a compile engine ({', '.join(COMPILED)}), got {engine!r}")
-        self.attention, self.layout = attention, layout
+        for flag, on in (("glue", glue), ("autotune", autotune)):
+            if on and engine not in COMPILED:
+                raise ValueError(f"{flag} needs a compile engine ({', '.join(COMPILED)}), got {engine!r}")
+        if autotune and (compile_backend != "inductor" or compile_mode):
+            raise ValueError(f"autotune is Inductor's: needs compile_backend inductor and no compile_mode, got "
+                             f"{compile_backend!r}, {compile_mode!r}")
+        if attention == "triton" and not next(model.parameters()).is_cuda:
+            from .window_attention import INTERPRET
+            if not INTERPRET:
+                raise ValueError("attention triton runs its Triton kernels on CUDA (a CPU model only under Triton's "
+                                 "interpreter, TRITON_INTERPRET=1)")
+        self.attention, self.layout, self.glue, self.autotune = attention, layout, glue, autotune
         self.model, self.loss_weights, self.accum, self.log = model, loss_weights, accum, log
         self.grad_average = grad_average
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -199,6 +228,7 @@ class StepEngine:
         self.fallbacks: list[str] = []
         self.graph = None
         self.compiled = None
+        self.glue_fns = None
         self.compile_seconds = 0.0
         if engine in ("graph", "compile-graph") and not self.cuda:
             engine = self._fall(engine, "CUDA graphs need a CUDA device")
@@ -231,13 +261,18 @@ class StepEngine:
             if self.compiled is None:   # one compiled function: its cache lives as long as it does
                 raise_recompile_limits()
                 unit = window_block if self.layout == "windows" else sdpa_block
-                self.compiled = torch.compile(unit, backend=self.compile_backend, mode=self.compile_mode,
-                                              dynamic=False)
+                self.compiled = self._compile(unit)
+                if self.glue:
+                    self.glue_fns = {k: self._compile(f) for k, f in GLUE_UNITS.items()}
             self.model.set_engine(sdpa=True, block_fn=self.compiled, channels_last=self.channels_last,
-                                  attention=self.attention, layout=self.layout)
+                                  attention=self.attention, layout=self.layout, glue=self.glue_fns)
         else:
             self.model.set_engine(sdpa=True, channels_last=self.channels_last, attention=self.attention,
                                   layout=self.layout)
+
+    def _compile(self, fn):
+        opts = {"options": dict(AUTOTUNE_OPTIONS)} if self.autotune else {"mode": self.compile_mode}
+        return torch.compile(fn, backend=self.compile_backend, dynamic=False, **opts)
 
     def _switch(self, why: str):
         """Fall back one engine; rebuild the optimiser when capturability changes (its state moves)."""
@@ -352,5 +387,6 @@ class StepEngine:
                 "channels_last": self.channels_last and self.engine != "math",
                 "attention": self.attention if self.engine != "math" else "v1 code",
                 "layout": self.layout if self.engine != "math" else "image",
+                "glue": self.glue and self.engine in COMPILED, "autotune": self.autotune and self.engine in COMPILED,
                 "compile_backend": self.compile_backend if "compile" in self.engine else None,
                 "fallbacks": self.fallbacks, "setup_seconds": round(self.compile_seconds, 1)}
