@@ -66,6 +66,9 @@ check_block_variants.py), other kernels or another crop; train.py's flag in brac
   +fixedbatch    one batch built before the timing and fed to every step (no batch building while
                  the steps run): against the same variant without it, what building the batches
                  (on the side stream with overlap) costs the step; bench only
+  +align24       the fusion windows aligned per 64 px tile, R 24 (as the shipped model and a main run
+                 train: model.Config align), on any network: against the same variant without it,
+                 what the training-time block matching costs [--align 24]
   +crop1.5x      crops 1.5x --patch (192 at 128) at batch round(B / 1.5^2) (57 at 128): about the
                  pixels per batch of the base variant in fewer, larger clips [--patch 192 --batch 57]
   +crop2x        crops 2x --patch (256) at batch B / 4 (32) [--patch 256 --batch 32]; at 256 a
@@ -154,7 +157,7 @@ VARIANTS = {  # name: (engine, batch, recipe, options)
 MODIFIERS = {"explicit": {"attention": "explicit"}, "flex": {"attention": "flex"}, "windows": {"layout": "windows"},
              "cudnn": {"attention": "cudnn"}, "triton": {"attention": "triton"}, "glue": {"glue": True},
              "autotune": {"autotune": True}, "fixedbatch": {"fixed_batch": True},
-             "crop1.5x": {"crop": 1.5}, "crop2x": {"crop": 2.0}}
+             "align24": {"align": 24}, "crop1.5x": {"crop": 1.5}, "crop2x": {"crop": 2.0}}
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "denoise-v2.safetensors")
 DEFAULT_FORMS = ("sdpa", "graph", "compile", "compile-graph")
 RECOMMENDABLE = DEFAULT_FORMS + tuple(f"{v}-overlap" for v in DEFAULT_FORMS)
@@ -285,8 +288,8 @@ def _bench_variant(name, engine, B, recipe_name, opts, frames, starts, tiles, de
     torch.manual_seed(0)
     if opts.get("config") == "shipped":
         cfg = load_weights(SHIPPED).cfg
-        if "align" in opts:
-            cfg = dataclasses.replace(cfg, align=opts["align"])
+    if "align" in opts:
+        cfg = dataclasses.replace(cfg, align=opts["align"])
     model = Denoiser(cfg).to(dev)
     eng = StepEngine(model, engine, LossWeights.of(recipe), 4e-4 if B == 64 else 5.6e-4, log=log,
                      compile_backend=compile_backend, channels_last=opts.get("channels_last", True),
