@@ -14,14 +14,23 @@ namespace denoise {
 // sigma=auto's host waits for the GPU estimator's sums (cuda/noise_estimate.h), counted since
 // the backend was made. A frame's first statistics are started at its push and read at the next
 // push or the flush (engine.cpp); any later round of the frame is queued and read at once.
+// A wait costs throughput only where the GPU runs out of network work meanwhile: while the
+// compute stream still holds passes queued earlier (a host ahead of the GPU, as in a loop that
+// does nothing but push and pull), the wait only moves the host's waiting from the pull to the
+// read. started_drained counts the waits the GPU paid for.
 struct NoiseReads {
-    int64_t started = 0;       // reads of sums queued by an earlier start (each frame's first)
-    int64_t started_busy = 0;  // of those, the sums were not ready when the host came to read them
-                               // (cudaEventQuery): the host blocked on the estimator
-    int64_t direct = 0;        // reads of sums queued by the read itself, which the host always
-                               // waits for: a frame's later rounds (a segment's first frame runs
-                               // Immerkaer's start and three rounds; a plane still without an
-                               // estimate repeats that)
+    int64_t started = 0;          // reads of sums queued by an earlier start (each frame's first)
+    int64_t started_busy = 0;     // of those, the sums were not ready when the host came to read
+                                  // them (cudaEventQuery): the host waited
+    int64_t started_drained = 0;  // of the waits, those after which the compute stream (the
+                                  // backend's ctx.stream: the network, the frame conversions) had
+                                  // no work left (cudaStreamQuery): the GPU ran out of queued
+                                  // work before the host could queue more, a bubble
+    int64_t started_wait_us = 0;  // host time in those waits, microseconds
+    int64_t direct = 0;           // reads of sums queued by the read itself, which the host always
+                                  // waits for: a frame's later rounds (a segment's first frame runs
+                                  // Immerkaer's start and three rounds; a plane still without an
+                                  // estimate repeats that)
 };
 
 struct CudaPlanInfo {

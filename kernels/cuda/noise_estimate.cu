@@ -35,6 +35,7 @@
 #include "noise_estimate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace denoise {
@@ -374,20 +375,31 @@ int CudaNoiseSource::queue_scatter(const PlaneSelect &s) {
 }
 
 // A not-ready query is no error: cudaGetLastError() clears it, so that the next launch_check does
-// not report it.
+// not report it. After a wait for started sums, the compute stream (ctx_.stream) is queried: the
+// host queued nothing on it while it waited, so it is done only if the GPU ran out of that work
+// before the sums arrived or before the host woke (NoiseReads::started_drained).
 int CudaNoiseSource::wait(bool started) {
     Ctx &ctx = ctx_;
     const cudaError_t q = cudaEventQuery(done_);
     if (q == cudaErrorNotReady) cudaGetLastError();
     else TRY(cuda_check(ctx, q, "cudaEventQuery (noise estimator)"));
-    if (started) {
-        reads_.started++;
-        reads_.started_busy += q == cudaErrorNotReady;
-    } else {
-        reads_.direct++;
-    }
+    if (started) reads_.started++;
+    else reads_.direct++;
     if (q == cudaSuccess) return 0;
-    return cuda_check(ctx, cudaEventSynchronize(done_), "cudaEventSynchronize (noise estimator)");
+    const auto t0 = std::chrono::steady_clock::now();
+    TRY(cuda_check(ctx, cudaEventSynchronize(done_), "cudaEventSynchronize (noise estimator)"));
+    if (!started) return 0;
+    reads_.started_busy++;
+    reads_.started_wait_us +=
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    const cudaError_t c = cudaStreamQuery(ctx.stream);
+    if (c == cudaErrorNotReady) {
+        cudaGetLastError();
+        return 0;
+    }
+    TRY(cuda_check(ctx, c, "cudaStreamQuery (compute stream)"));
+    reads_.started_drained++;
+    return 0;
 }
 
 int CudaNoiseSource::start_immerkaer() {

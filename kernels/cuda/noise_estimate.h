@@ -21,7 +21,8 @@ struct PlaneSelect {
 
 class CudaNoiseSource final : public NoiseSource {
 public:
-    // Allocations go through ctx (counted against its cap), errors into ctx.err.
+    // Allocations go through ctx (counted against its cap), errors into ctx.err; ctx.stream is
+    // the compute stream whose state after each wait NoiseReads::started_drained records.
     explicit CudaNoiseSource(Ctx &ctx) : ctx_(ctx) {}
     ~CudaNoiseSource() override;
     CudaNoiseSource(const CudaNoiseSource &) = delete;
