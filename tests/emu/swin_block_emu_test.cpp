@@ -200,7 +200,7 @@ TEST(SwinBlockEmu, OccupancyPlans) {
     check<64, 32, 1, 4, 1, 8>(8, 24, 0, swin_fused::kResFp32ToBf16, 65);
     check<64, 32, 1, 8, 1>(8, 16, 4, true, 66);
     check<64, 32, 2, 8, 0, 8>(8, 24, 4, false, 67);
-    check<128, 32, 1, 8, 1, 16, 0>(8, 16, 4, false, 68);
+    check<128, 32, 1, 8, 1, 16, 0>(8, 8, 4, false, 68);
     check<128, 32, 1, 8, 0, 16, 1>(8, 8, 4, true, 69);
     check<48, 16, 1, 8, 1, 4>(16, 8, 4, false, 70);  // 12 items on 8 warps
     check<48, 48, 1, 4, 1>(8, 16, 4, false, 71);     // head dim 48: 3 k steps of q
@@ -233,7 +233,7 @@ TEST(SwinBlockEmu, PlansAgreeBitwise) {
                        {"C 64 1/4", "1/4 pf", "1/4 ma8 pf", "1/4 qa ma8", "1/8", "1/8 qa", "2/8 ma8"});
     }
     {
-        constexpr int H = 8, W = 16;
+        constexpr int H = 8, W = 8;  // one window: all four regions meet in it
         Block<128, 32> b(H, W, 4, 83);
         expect_bitwise({plan_output<128, 32, 1, 8, 0, 16, 0>(b.img, b.x0, H, W, 4),
                         plan_output<128, 32, 1, 8, 0, 16, 1>(b.img, b.x0, H, W, 4),
