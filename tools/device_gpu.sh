@@ -17,12 +17,19 @@
 #       weights/random_weights.py's untrained study candidates) with denoise-cuda-bench at
 #       DEVICE_SIZES (1920x1080,3840x2160): the network's kernel-only ms and the alignment's, per
 #       file (GPU to itself, as the bench).
+#       `swin-sweep` checks and times every fused Swin-block kernel built (SWIN_FUSED_KERNELS:
+#       tile plans and register builds; docs/fused.md, "Occupancy variants"): fused_check --quick
+#       (each kernel against the CPU reference, its mma count, bit for bit against the engine's
+#       kernel), then denoise-cuda-bench --swin-sweep (ms per block at the 4K frame's level 0 / 1 /
+#       2 token grids for C 32 / 64 / 128, registers, spills, resident CTAs, and the
+#       SWIN_FUSED_PREFERENCE rows that would make the fastest the engine's): about a minute, GPU
+#       to itself (as the bench); log swin_sweep.log.
 #       `batch` runs only tools/batch_overhead.sh (denoise-batch on one GPU against one ffmpeg
 #       run; wants the GPU to itself, as the bench), which needs Ray: the wheel parts of
 #       tools/device_wheels.sh, carried one a call by earlier calls on the same warm machine
 #       (docs/scale-out.md, "Measuring on the GPU machine").
 # Output, always in $OUT (./device-out when OUT is unset), at most 7 files: device.log (each
-# part's exit status and duration), check_gpu.log, bench.log, batch.log and candidates.log (written as the parts
+# part's exit status and duration), check_gpu.log, bench.log, batch.log, candidates.log and swin_sweep.log (written as the parts
 # run, so that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh, check_batch_exact.sh, bench.sh's and
 # batch_overhead.sh's ffmpeg runs; written after each part).
@@ -71,8 +78,8 @@ if [ "${1:-}" = --pack ]; then
 fi
 
 PARTS=${1:-all}
-case $PARTS in all|check|bench|batch|candidates) ;;
-*) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, candidates, or none for check and bench)" >&2; exit 2 ;;
+case $PARTS in all|check|bench|batch|candidates|swin-sweep) ;;
+*) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, candidates, swin-sweep, or none for check and bench)" >&2; exit 2 ;;
 esac
 OUTDIR=${OUT:-$ROOT/device-out}
 mkdir -p "$OUTDIR" || exit 1
@@ -139,6 +146,26 @@ for w in ${DEVICE_WEIGHTS:-.bench/*.safetensors}; do
         --iters 20 --frames 20 >> "$OUTDIR/candidates.log" 2>&1 || orc=1
 done
 echo "candidates exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+fi
+
+if [ $PARTS = swin-sweep ]; then
+# every fused kernel checked (small maps), then timed at the 4K frame's token grids
+ts=$(date +%s)
+{
+    echo "=== fused_check --quick"
+    timeout -k 5 "${DEVICE_SWEEP_CHECK_TIMEOUT:-120}" build/tests/gpu/fused_check --quick
+    echo "fused_check exit $? after $(( $(date +%s) - ts )) s"
+    echo "=== denoise-cuda-bench --swin-sweep"
+    timeout -k 5 "${DEVICE_SWEEP_TIMEOUT:-150}" build/bin/denoise-cuda-bench --swin-sweep --iters "${DEVICE_SWEEP_ITERS:-20}"
+    echo "swin-sweep exit $? after $(( $(date +%s) - ts )) s"
+} > "$OUTDIR/swin_sweep.log" 2>&1
+grep -q '^fused_check exit 0 ' "$OUTDIR/swin_sweep.log" && grep -q '^swin-sweep exit 0 ' "$OUTDIR/swin_sweep.log" || orc=1
+echo "swin-sweep exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+echo
+echo "===== swin-sweep (full log: swin_sweep.log): fused_check's failures and summary, then the sweep"
+grep -E '^(FAIL|SKIP)' "$OUTDIR/swin_sweep.log" | head -n 30
+grep -E '^[0-9]+ passed, [0-9]+ failed|^fused_check exit' "$OUTDIR/swin_sweep.log"
+sed -n '/^=== denoise-cuda-bench --swin-sweep/,$p' "$OUTDIR/swin_sweep.log"
 fi
 
 if [ $PARTS = check ] || [ $PARTS = all ]; then

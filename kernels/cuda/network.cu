@@ -122,8 +122,10 @@ int Net::put_stage(Ctx &ctx, DevStage *d, const StageW &s) {
     d->C = s.C;
     d->heads = s.heads;
     d->blocks.resize(s.blocks.size());
-    const int sup = swin_block_fused_supported(ctx.device, s.C, s.heads, &d->no_fused);
+    SwinFusedKernel k{};
+    const int sup = swin_block_fused_choice(ctx.device, s.C, s.heads, &k, &d->no_fused);
     if (sup == DENOISE_EDEVICE) return fail(ctx, sup, d->no_fused);
+    d->fused_kernel = sup == 0 ? swin_fused_kernel_name(k) : "";
     for (size_t i = 0; i < s.blocks.size(); ++i) {
         const BlockW &b = s.blocks[i];
         DevBlock &o = d->blocks[i];
@@ -196,7 +198,7 @@ size_t Net::weight_bytes_for(const ModelConfig &c) {
     // the fused kernel's weight image too wherever a kernel is built for the width (the device's
     // shared-memory limit may still refuse it at upload: then this overestimates)
     auto block = [&](size_t C, size_t heads) {
-        const size_t image = swin_fused_tiles((int)C, (int)heads).empty() ? 0 : swin_image_layout((int)C, (int)heads).total();
+        const size_t image = swin_fused_kernels((int)C, (int)heads).empty() ? 0 : swin_image_layout((int)C, (int)heads).total();
         return 4 * C * 4 + lin(C, 3 * C, true) + lin(C, C, true) + lin(C, r * C, true) + lin(r * C, C, true) +
                heads * N * N * 4 + image;
     };
@@ -325,10 +327,15 @@ std::string Net::swin_path() const {
         const char *name;
         const DevStage *s;
     } st[] = {{"enc0", &enc0_}, {"enc1", &enc1_}, {"mid", &mid_}, {"dec1", &dec1_}, {"dec0", &dec0_}};
-    std::string why;
-    for (const auto &x : st)
+    std::string why, kernels;
+    for (const auto &x : st) {
         if (!x.s->no_fused.empty() && !x.s->blocks.empty())
             why += std::string(why.empty() ? "" : "; ") + x.name + " (C " + std::to_string(x.s->C) + "): " + x.s->no_fused;
+        const std::string one = "C " + std::to_string(x.s->C) + " " + x.s->fused_kernel;
+        if (!x.s->fused_kernel.empty() && !x.s->blocks.empty() && kernels.find(one) == std::string::npos)
+            kernels += (kernels.empty() ? " (" : ", ") + one;
+    }
+    s += kernels.empty() ? "" : kernels + ")";
     return why.empty() ? s : s + "; correct-first: " + why;
 }
 

@@ -55,6 +55,7 @@ struct DevStage {
     int C = 0, heads = 0;
     std::vector<DevBlock> blocks;
     std::string no_fused;  // why the fused kernel cannot run this stage ("" when it can)
+    std::string fused_kernel;  // the kernel that runs it (swin_fused_kernel_name), when one can
 };
 
 // GPU time per op kind of the work between marks (benchmarks: the per-kernel table). A mark
@@ -134,8 +135,9 @@ public:
     bool fused() const { return fused_; }
     int swin_blocks() const;  // Swin blocks of the model
     int fused_blocks() const;  // of those, the ones that run fused now
-    // One line: "Swin blocks: fused 11 of 11" / "Swin blocks: correct-first op sequence for all 11
-    // (fused path off)" / "Swin blocks: fused 8 of 11; correct-first: mid (C 128): <reason>".
+    // One line: "Swin blocks: fused 11 of 11 (C 32 1/4 heur, C 64 1/4 heur, C 128 1/8 heur)" (the
+    // kernel per width, swin_fused_kernel_name) / "Swin blocks: correct-first op sequence for all
+    // 11 (fused path off)" / "Swin blocks: fused 8 of 11 (...); correct-first: mid (C 128): <reason>".
     std::string swin_path() const;
     // One line: "patch merges/expands: fused 4 of 4" / "... correct-first ops for all 4 (fused path
     // off)" / "... fused 2 of 4; correct-first: merge1 (C 64): <reason>" (patch_tc.cu's kernels).

@@ -47,10 +47,10 @@ SwinOperand global(const std::string &what) { return SwinOperand{"global", what,
 
 }  // namespace
 
-SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW) {
+SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW, bool QA, int MA) {
     SwinBlockDesc d;
     const int HD = heads > 0 ? C / heads : 0;
-    d.tile = swin_tile(C, HD, TW, NW);
+    d.tile = swin_tile(C, HD, TW, NW, QA, MA);
     if (!d.tile.ok || heads < 1 || C % heads) {
         d.tile.ok = false;
         return d;
@@ -65,21 +65,40 @@ SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW) {
                        "-> smem xs fp32 (" + std::to_string(M) + " x " + Cs + ")"));
     ph.push_back(other("ln1", smem("xs", T.off_xs, T.sx), image(L, kSecLn1G, 0, L.bytes(kSecLn1G) * 2),
                        "fp32 stats -> smem an bf16"));
-    ph.push_back(gemm("qkv", M, 3 * C, C, 1, smem("an (LN1 output)", T.off_an, T.sa),
-                      image(L, kSecQkvW, 0, L.bytes(kSecQkvW)),
-                      "+ qkv_b, q x hd^-0.5 log2(e) -> smem qkv bf16 (stride " + std::to_string(T.sq) + ")"));
+    // qkv_w rows [q | k | v], n-tile-major: head h's q rows are the contiguous units of n-tiles
+    // h HD / 8 .. (h + 1) HD / 8 - 1, k | v the units after the C / 8 n-tiles of q
+    const uint32_t unit_rows = (uint32_t)((C + 31) / 32) * 512u / 8u;  // bytes per weight row
+    if (QA) {
+        ph.push_back(gemm("kv", M, 2 * C, C, 1, smem("an (LN1 output)", T.off_an, T.sa),
+                          image(L, kSecQkvW, unit_rows * C, unit_rows * 2 * C),
+                          "+ qkv_b -> smem k | v bf16 (stride " + std::to_string(T.sq) + ")"));
+        for (int h = 0; h < heads; ++h)
+            ph.push_back(gemm("q h" + std::to_string(h), M, HD, C, 1, smem("an (LN1 output)", T.off_an, T.sa),
+                              image(L, kSecQkvW, unit_rows * h * HD, unit_rows * HD),
+                              "+ qkv_b, x hd^-0.5 log2(e) -> bf16, held in the attention warp, after a barrier -> smem an "
+                              "cols " + std::to_string(h * HD) + "+" + std::to_string(HD) +
+                                  " (where the item's attention output goes)"));
+    } else {
+        ph.push_back(gemm("qkv", M, 3 * C, C, 1, smem("an (LN1 output)", T.off_an, T.sa),
+                          image(L, kSecQkvW, 0, L.bytes(kSecQkvW)),
+                          "+ qkv_b, q x hd^-0.5 log2(e) -> smem qkv bf16 (stride " + std::to_string(T.sq) + ")"));
+    }
     for (int h = 0; h < heads; ++h) {
-        const std::string hs = std::to_string(h), qc = std::to_string(h * HD), kc = std::to_string(C + h * HD),
-                          vc = std::to_string(2 * C + h * HD);
+        const std::string hs = std::to_string(h), qc = std::to_string(h * HD), kc = std::to_string(T.kcol + h * HD),
+                          vc = std::to_string(T.vcol + h * HD);
         SwinPhase s = gemm("scores h" + hs, kSwinTokens, kSwinTokens, HD, TW,
-                           smem("qkv cols " + qc + "+" + std::to_string(HD) + " (q)", T.off_u, T.sq),
-                           smem("qkv cols " + kc + "+" + std::to_string(HD) + " (k)", T.off_u, T.sq),
+                           QA ? smem("an cols " + qc + "+" + std::to_string(HD) + " (q)", T.off_an, T.sa)
+                              : smem("qkv cols " + qc + "+" + std::to_string(HD) + " (q)", T.off_u, T.sq),
+                           smem(std::string(QA ? "kv" : "qkv") + " cols " + kc + "+" + std::to_string(HD) + " (k)", T.off_u,
+                                T.sq),
                            "+ relb (image), shift mask, softmax fp32 -> P bf16 in registers");
         ph.push_back(s);
         ph.push_back(other("bias h" + hs, SwinOperand{},
                            image(L, kSecRelB, (uint32_t)h * 16384u, 16384u), "added to the score accumulators"));
         ph.push_back(gemm("pv h" + hs, kSwinTokens, HD, kSwinTokens, TW, regs("P (score accumulators)"),
-                          smem("qkv cols " + vc + "+" + std::to_string(HD) + " (v, ldmatrix.trans)", T.off_u, T.sq),
+                          smem(std::string(QA ? "kv" : "qkv") + " cols " + vc + "+" + std::to_string(HD) +
+                                   " (v, ldmatrix.trans)",
+                               T.off_u, T.sq),
                           "-> smem an cols " + qc + " bf16 (attention output)"));
     }
     ph.push_back(gemm("proj", M, C, C, 1, smem("an (attention output)", T.off_an, T.sa),
@@ -191,15 +210,16 @@ std::string swin_block_desc_text(const SwinBlockDesc &d) {
     const SwinTile &T = d.tile;
     std::snprintf(line, sizeof line,
                   "fused Swin block C %d, %d heads of %d, tile %d window(s) = %d tokens, %d warps, MLP chunk %d x %d, "
-                  "smem %u B, image %u B\n",
-                  T.C, T.NH, T.HD, T.TW, T.M, T.NW, T.HC, T.NCH, T.smem, d.image.total());
+                  "q %s, at most %d accumulator tiles per warp, smem %u B, image %u B\n",
+                  T.C, T.NH, T.HD, T.TW, T.M, T.NW, T.HC, T.NCH, T.qa ? "in the attention phase" : "through shared memory",
+                  T.ma, T.smem, d.image.total());
     s += line;
     auto grid = [&](const char *n, const SwinWarpGrid &g) {
         std::snprintf(line, sizeof line, "  warps %-4s %d x %d, warp tile %d m-tiles x %d n-tiles in chunks of %d\n", n, g.WM,
                       g.WN, g.MT, g.NTW, g.NT);
         s += line;
     };
-    grid("qkv", T.qkv);
+    grid(T.qa ? "kv" : "qkv", T.qkv);
     grid("proj", T.proj);
     grid("fc1", T.fc1);
     grid("fc2", T.fc2);

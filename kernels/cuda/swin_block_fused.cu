@@ -11,7 +11,11 @@
 //   load   x tokens -> xs (fp32). Window (wy, wx) token (i, j) is map token ((8 wy + i + shift) %
 //          H, (8 wx + j + shift) % W): torch.roll(-shift) + window_partition as index math.
 //   ln1    xs -> an (bf16), one warp per row, two-pass fp32 mean and variance.
-//   qkv    an x Wqkv^T + b -> qkv (bf16, M x 3C), q scaled by HD^-0.5 log2(e).
+//   qkv    an x Wqkv^T + b -> qkv (bf16, M x 3C), q scaled by HD^-0.5 log2(e). With qa (the
+//          tile plan's option): only k | v (M x 2C) here; each attention warp projects q for its
+//          (m-tile, head) items from an, holds it in registers over a barrier and stores it into
+//          an at the item's rows and columns, where the item's output goes (u: 2C + 8 columns
+//          instead of 3C + 8, 8 KB less at C 64, 16 KB at C 128).
 //   attn   per (query m-tile, head), one warp: S = q k^T (16 x 64, accumulators), + bias table
 //          (x log2 e, from the image), keys of another Swin region -> -inf (only windows of the
 //          last window row / column of a shifted block: their local row or column >= 8 - shift
@@ -26,6 +30,18 @@
 //   store  xs -> out (x, or the separate bf16 map) at the tokens it was loaded from (the same
 //          index math undoes the shift).
 // Each CTA reads and writes only its own TW x 64 tokens, so the update in place is race-free.
+//
+// Variants (SWIN_FUSED_KERNELS in swin_block_desc.h; the engine's choice is SWIN_FUSED_PREFERENCE's
+// data, denoise-cuda-bench --swin-sweep times them): the tile (TW, NW), qa, the accumulator tiles
+// per warp at most (ma: fewer registers), pf (each GEMM phase's first weight fragments loaded
+// before the barrier in front of it: their L1/L2 latency passes while the warp waits there, which
+// no compiler does across a barrier) and the register budget (__launch_bounds__' CTAs per SM).
+// None changes an operation or the order of a sum: every variant gives the same bits
+// (swin_block_emu_test and fused_check compare them). Software-pipelining the k loops' ldmatrix
+// and weight loads by hand (double-buffered fragments) was tried and left out: the loops are fully
+// unrolled and ptxas already issues each step's loads ahead of the previous step's mma (CUDA
+// 13.0, sm_90: the same instruction mix and the same median distance from an ldmatrix to its mma,
+// 19-21 instructions at C 64 1/4, with and without it).
 //
 // Value path (where each rounding happens; the CPU engine is fp32 throughout):
 //   x: fp32 (or bf16 with kResBf16: widened exactly on the load) -> LN1 in fp32 -> rounded to
@@ -165,14 +181,25 @@ DN_UNROLL
     }
 }
 
+// The B fragments of a warp's first chunk and k-pair in a GEMM phase (gemm_warp's first load,
+// same arguments): for issuing them before the barrier that precedes the phase, so that their
+// latency (L1 or L2: the weight image does not fit L1 beside the tiles from C 64 on) passes
+// while the warp waits there; a barrier is a fence no load is moved across by the compilers.
+template <int NT, bool KPM, int NTT, int KP>
+DN_DEVI void gemm_first_b(u32x4 (&b)[NT], int n0, int nsec, const uint8_t *sec, int kp0, int lane) {
+DN_UNROLL
+    for (int j = 0; j < NT; ++j) b[j] = ldg4(sec + 512u * swin_gemm_unit(KPM, nsec + n0 + j, kp0, NTT, KP) + 16u * lane);
+}
+
 // One warp's share of a GEMM phase: rows m0 .. m0 + 16 MT - 1 of A (bf16, smem, stride lda) times
 // the n-tiles n0 .. n0 + NTW - 1 of the weight section `sec` (NTT n-tiles x KP k-pairs in fragment
 // order, kp-major if KPM; the phase reads n-tiles from nsec on and k-pairs from kp0 on), K = 16 KS,
-// in chunks of NT n-tiles; epi(row, col, v, v') gets each pair of adjacent accumulators. kCount:
-// lane 0 adds the warp's mma count to *count at the end.
+// in chunks of NT n-tiles; epi(row, col, v, v') gets each pair of adjacent accumulators. first:
+// null, or the B fragments of chunk 0 and k-pair 0 already loaded (gemm_first_b). kCount: lane 0
+// adds the warp's mma count to *count at the end.
 template <int MT, int NT, int NTW, int KS, bool KPM, int NTT, int KP, bool kCount, class Epi>
 DN_DEVI void gemm_warp(const uint16_t *A, int lda, int m0, int n0, int nsec, const uint8_t *sec, int kp0,
-                       unsigned long long *count, int lane, Epi &&epi) {
+                       const u32x4 *first, unsigned long long *count, int lane, Epi &&epi) {
     const int g = lane >> 2, t = lane & 3;
     unsigned cnt = 0;
 DN_UNROLL
@@ -190,8 +217,10 @@ DN_UNROLL
             if ((ks & 1) == 0) {
 DN_UNROLL
                 for (int j = 0; j < NT; ++j)
-                    bq[j] = ldg4(sec + 512u * swin_gemm_unit(KPM, nsec + n0 + c * NT + j, kp0 + ks / 2, NTT, KP) +
-                                 16u * lane);
+                    bq[j] = first && c == 0 && ks == 0
+                                ? first[j]
+                                : ldg4(sec + 512u * swin_gemm_unit(KPM, nsec + n0 + c * NT + j, kp0 + ks / 2, NTT, KP) +
+                                       16u * lane);
             }
             uint32_t af[MT][4];
 DN_UNROLL
@@ -217,125 +246,223 @@ DN_UNROLL
     if (kCount && lane == 0) atomic_add(count, cnt);
 }
 
-// Window attention of the tile: work item (query m-tile mt, head h) -> one warp.
-template <int C, int HD, int TW, int NW, bool kCount>
-DN_DEVI void attention_tile(const KernelArgs &a, int tile, const uint16_t *qkv, int sq, uint16_t *out, int sa,
-                            const float *relb, unsigned long long *count, int warp, int lane) {
-    constexpr int NH = C / HD, MTT = 4 * TW, KQ = HD / 16, NO = HD / 8;
+// The q A fragments of query m-tile rows r0 .. r0 + 15, head h, projected from the LN1 output
+// an (bf16, stride sa) by head h's q rows of qkv_w (n-tiles h HD / 8 .. (h + 1) HD / 8 - 1 of the
+// section's 3C / 8), + bias, x qs, rounded to bf16: the k steps in order, the epilogue of the
+// q | k | v GEMM's q columns, so the bits are those the shared-memory path loads with ldmatrix.
+// The C fragments of n-tiles 2 kk and 2 kk + 1 are the A fragment of k step kk (rows g and g + 8,
+// columns 2t.. and 2t + 8..). Returns the mma issued.
+template <int C, int HD, bool kCount>
+DN_DEVI unsigned q_fragments(const uint16_t *an, int sa, int r0, int h, const uint8_t *wq, const float *bias, float qs,
+                             uint32_t (&qf)[HD / 16][4], int lane) {
+    constexpr int KS = C / 16, NO = HD / 8, NTT = 3 * C / 8, KP = (C + 31) / 32;
+    const int t = lane & 3;
+    float acc[NO][4];
+DN_UNROLL
+    for (int j = 0; j < NO; ++j)
+DN_UNROLL
+        for (int r = 0; r < 4; ++r) acc[j][r] = 0.f;
+    u32x4 bq[NO];
+DN_UNROLL
+    for (int ks = 0; ks < KS; ++ks) {
+        if ((ks & 1) == 0) {
+DN_UNROLL
+            for (int j = 0; j < NO; ++j)
+                bq[j] = ldg4(wq + 512u * swin_gemm_unit(false, h * NO + j, ks / 2, NTT, KP) + 16u * lane);
+        }
+        uint32_t af[4];
+        ldsm_x4(af, an + (r0 + (lane & 15)) * sa + 16 * ks + 8 * (lane >> 4));
+DN_UNROLL
+        for (int j = 0; j < NO; ++j) mma_bf16(acc[j], af, (ks & 1) ? bq[j].z : bq[j].x, (ks & 1) ? bq[j].w : bq[j].y);
+    }
+DN_UNROLL
+    for (int j = 0; j < NO; ++j) {
+        const f32x2 b = ldg2f(bias + h * HD + 8 * j + 2 * t);
+DN_UNROLL
+        for (int r = 0; r < 4; r += 2) {
+            acc[j][r] += b.x;
+            acc[j][r + 1] += b.y;
+            acc[j][r] *= qs;
+            acc[j][r + 1] *= qs;
+        }
+    }
+DN_UNROLL
+    for (int kk = 0; kk < HD / 16; ++kk) {
+        qf[kk][0] = pack_bf16x2(acc[2 * kk][0], acc[2 * kk][1]);
+        qf[kk][1] = pack_bf16x2(acc[2 * kk][2], acc[2 * kk][3]);
+        qf[kk][2] = pack_bf16x2(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+        qf[kk][3] = pack_bf16x2(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+    }
+    return kCount ? (unsigned)(KS * NO) : 0u;
+}
+
+// Attention work item `it` (query m-tile mt = it % (4 TW), head h = it / (4 TW)) of the tile, one
+// warp, from q's A fragments qa: S = q k^T + bias, region mask, softmax, O = P v -> out (bf16,
+// stride sa) rows of the m-tile, head h's columns. k and v: u (bf16, stride sq) columns kcol +
+// h HD.., vcol + h HD... Returns the mma issued.
+template <int C, int HD, int TW, bool kCount>
+DN_DEVI unsigned attend(const KernelArgs &a, int tile, int it, const uint32_t (&qa)[HD / 16][4], const uint16_t *u, int sq,
+                        int kcol, int vcol, uint16_t *out, int sa, const float *relb, int lane) {
+    constexpr int MTT = 4 * TW, KQ = HD / 16, NO = HD / 8;
     const int g = lane >> 2, t = lane & 3;
     unsigned cnt = 0;
-    for (int it = warp; it < MTT * NH; it += NW) {
-        const int mt = it % MTT, h = it / MTT;
-        const int wl = mt >> 2, ml = mt & 3;
-        const int r0 = 16 * mt, kr0 = kSwinTokens * wl;
-        const int gw = tile * TW + wl;
-        bool mrow = false, mcol = false;
-        if (a.shift > 0 && gw < a.nwin) {
-            const int wy = gw / a.nwx, wx = gw - wy * a.nwx;
-            mrow = wy == a.nwy - 1;
-            mcol = wx == a.nwx - 1;
+    const int mt = it % MTT, h = it / MTT;
+    const int wl = mt >> 2, ml = mt & 3;
+    const int r0 = 16 * mt, kr0 = kSwinTokens * wl;
+    const int gw = tile * TW + wl;
+    bool mrow = false, mcol = false;
+    if (a.shift > 0 && gw < a.nwin) {
+        const int wy = gw / a.nwx, wx = gw - wy * a.nwx;
+        mrow = wy == a.nwy - 1;
+        mcol = wx == a.nwx - 1;
+    }
+    float s[8][4];
+DN_UNROLL
+    for (int j = 0; j < 8; ++j) {
+DN_UNROLL
+        for (int r = 0; r < 4; ++r) s[j][r] = 0.f;
+        const uint16_t *kp = u + (kr0 + 8 * j + (lane & 7)) * sq + kcol + h * HD;
+DN_UNROLL
+        for (int kk = 0; kk < KQ; kk += 2) {
+            if (kk + 1 < KQ) {
+                uint32_t kb[4];
+                ldsm_x4(kb, kp + 16 * kk + 8 * (lane >> 3));
+                mma_bf16(s[j], qa[kk], kb[0], kb[1]);
+                mma_bf16(s[j], qa[kk + 1], kb[2], kb[3]);
+                if (kCount) cnt += 2;
+            } else {
+                uint32_t kb[2];
+                ldsm_x2(kb, kp + 16 * kk + 8 * ((lane >> 3) & 1));
+                mma_bf16(s[j], qa[kk], kb[0], kb[1]);
+                if (kCount) ++cnt;
+            }
         }
+    }
+    const float *bp = relb + ((size_t)(h * 4 + ml) * 32 + lane) * 32;
+DN_UNROLL
+    for (int j = 0; j < 8; ++j) {
+        const f32x4 b = ldg4f(bp + 4 * j);
+        s[j][0] += b.x;
+        s[j][1] += b.y;
+        s[j][2] += b.z;
+        s[j][3] += b.w;
+    }
+    if (mrow || mcol) {
+        const int th = kSwinWindow - a.shift;
+DN_UNROLL
+        for (int j = 0; j < 8; ++j)
+DN_UNROLL
+            for (int r = 0; r < 4; ++r) {
+                const int q = 16 * ml + g + 8 * (r >> 1), k = 8 * j + 2 * t + (r & 1);
+                const bool cut = (mrow && (((q >> 3) >= th) != ((k >> 3) >= th))) ||
+                                 (mcol && (((q & 7) >= th) != ((k & 7) >= th)));
+                if (cut) s[j][r] = -INFINITY;
+            }
+    }
+    float mA = s[0][0], mB = s[0][2];
+DN_UNROLL
+    for (int j = 0; j < 8; ++j) {
+        mA = fmaxf(mA, fmaxf(s[j][0], s[j][1]));
+        mB = fmaxf(mB, fmaxf(s[j][2], s[j][3]));
+    }
+    mA = fmaxf(mA, shfl_xor(mA, 1));
+    mA = fmaxf(mA, shfl_xor(mA, 2));
+    mB = fmaxf(mB, shfl_xor(mB, 1));
+    mB = fmaxf(mB, shfl_xor(mB, 2));
+    float sA = 0.f, sB = 0.f;
+DN_UNROLL
+    for (int j = 0; j < 8; ++j) {
+        s[j][0] = exp2_approx(s[j][0] - mA);
+        s[j][1] = exp2_approx(s[j][1] - mA);
+        s[j][2] = exp2_approx(s[j][2] - mB);
+        s[j][3] = exp2_approx(s[j][3] - mB);
+        sA += s[j][0] + s[j][1];
+        sB += s[j][2] + s[j][3];
+    }
+    sA += shfl_xor(sA, 1);
+    sA += shfl_xor(sA, 2);
+    sB += shfl_xor(sB, 1);
+    sB += shfl_xor(sB, 2);
+    const float iA = rcp(sA), iB = rcp(sB);
+    uint32_t pa[4][4];
+DN_UNROLL
+    for (int kk = 0; kk < 4; ++kk) {
+        pa[kk][0] = pack_bf16x2(s[2 * kk][0] * iA, s[2 * kk][1] * iA);
+        pa[kk][1] = pack_bf16x2(s[2 * kk][2] * iB, s[2 * kk][3] * iB);
+        pa[kk][2] = pack_bf16x2(s[2 * kk + 1][0] * iA, s[2 * kk + 1][1] * iA);
+        pa[kk][3] = pack_bf16x2(s[2 * kk + 1][2] * iB, s[2 * kk + 1][3] * iB);
+    }
+    float o[NO][4];
+DN_UNROLL
+    for (int n = 0; n < NO; ++n)
+DN_UNROLL
+        for (int r = 0; r < 4; ++r) o[n][r] = 0.f;
+DN_UNROLL
+    for (int kk = 0; kk < 4; ++kk)
+DN_UNROLL
+        for (int np = 0; np < HD / 16; ++np) {
+            uint32_t vb[4];
+            ldsm_x4_t(vb, u + (kr0 + 16 * kk + (lane & 15)) * sq + vcol + h * HD + 16 * np + 8 * (lane >> 4));
+            mma_bf16(o[2 * np], pa[kk], vb[0], vb[1]);
+            mma_bf16(o[2 * np + 1], pa[kk], vb[2], vb[3]);
+            if (kCount) cnt += 2;
+        }
+DN_UNROLL
+    for (int n = 0; n < NO; ++n) {
+        const int col = h * HD + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t *>(out + (r0 + g) * sa + col) = pack_bf16x2(o[n][0], o[n][1]);
+        *reinterpret_cast<uint32_t *>(out + (r0 + g + 8) * sa + col) = pack_bf16x2(o[n][2], o[n][3]);
+    }
+    return cnt;
+}
+
+// Window attention of the tile: work item (query m-tile mt, head h) -> one warp, items warp,
+// warp + NW, ...; q's A fragments are read with ldmatrix from q (bf16, stride sq) at columns
+// h HD..: without qa, q is u's first C columns (the q | k | v GEMM's output); with qa, each warp
+// first projects q for all of its items (q_fragments, from the LN1 output in an), then, after a
+// barrier (every warp's reads of the LN1 output are done), stores them into an at the item's own
+// rows and columns, the place where the item's attention output goes: only that item reads or
+// writes it from then on, and an needs no second buffer.
+template <int C, int HD, int TW, int NW, bool QA, bool kCount>
+DN_DEVI void attention_tile(const KernelArgs &a, int tile, uint16_t *an, int sa, const uint16_t *u, int sq, int kcol,
+                            int vcol, const float *relb, const uint8_t *wq, const float *bq, unsigned long long *count,
+                            int warp, int lane) {
+    constexpr int MTT = 4 * TW, NIT = MTT * (C / HD), KQ = HD / 16;
+    const int g = lane >> 2, t = lane & 3;
+    unsigned cnt = 0;
+    if constexpr (QA) {
+        constexpr int IPW = (NIT + NW - 1) / NW;  // items per warp
+        uint32_t qf[IPW][KQ][4];
+DN_UNROLL
+        for (int i = 0; i < IPW; ++i) {
+            const int it = warp + i * NW;
+            if (NIT % NW == 0 || it < NIT)
+                cnt += q_fragments<C, HD, kCount>(an, sa, 16 * (it % MTT), it / MTT, wq, bq, a.qscale, qf[i], lane);
+        }
+        sync_cta();
+DN_UNROLL
+        for (int i = 0; i < IPW; ++i) {
+            const int it = warp + i * NW;
+            if (NIT % NW == 0 || it < NIT) {
+                uint16_t *q = an + (16 * (it % MTT) + g) * sa + (it / MTT) * HD + 2 * t;
+DN_UNROLL
+                for (int kk = 0; kk < KQ; ++kk) {
+                    *reinterpret_cast<uint32_t *>(q + 16 * kk) = qf[i][kk][0];
+                    *reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk) = qf[i][kk][1];
+                    *reinterpret_cast<uint32_t *>(q + 16 * kk + 8) = qf[i][kk][2];
+                    *reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk + 8) = qf[i][kk][3];
+                }
+            }
+        }
+    }
+    const uint16_t *q = QA ? an : u;
+    const int sqq = QA ? sa : sq;
+    for (int it = warp; it < NIT; it += NW) {
+        const int r0 = 16 * (it % MTT), h = it / MTT;
         uint32_t qa[KQ][4];
 DN_UNROLL
-        for (int ks = 0; ks < KQ; ++ks)
-            ldsm_x4(qa[ks], qkv + (r0 + (lane & 15)) * sq + h * HD + 16 * ks + 8 * (lane >> 4));
-        float s[8][4];
-DN_UNROLL
-        for (int j = 0; j < 8; ++j) {
-DN_UNROLL
-            for (int r = 0; r < 4; ++r) s[j][r] = 0.f;
-            const uint16_t *kp = qkv + (kr0 + 8 * j + (lane & 7)) * sq + C + h * HD;
-DN_UNROLL
-            for (int kk = 0; kk < KQ; kk += 2) {
-                if (kk + 1 < KQ) {
-                    uint32_t kb[4];
-                    ldsm_x4(kb, kp + 16 * kk + 8 * (lane >> 3));
-                    mma_bf16(s[j], qa[kk], kb[0], kb[1]);
-                    mma_bf16(s[j], qa[kk + 1], kb[2], kb[3]);
-                    if (kCount) cnt += 2;
-                } else {
-                    uint32_t kb[2];
-                    ldsm_x2(kb, kp + 16 * kk + 8 * ((lane >> 3) & 1));
-                    mma_bf16(s[j], qa[kk], kb[0], kb[1]);
-                    if (kCount) ++cnt;
-                }
-            }
-        }
-        const float *bp = relb + ((size_t)(h * 4 + ml) * 32 + lane) * 32;
-DN_UNROLL
-        for (int j = 0; j < 8; ++j) {
-            const f32x4 b = ldg4f(bp + 4 * j);
-            s[j][0] += b.x;
-            s[j][1] += b.y;
-            s[j][2] += b.z;
-            s[j][3] += b.w;
-        }
-        if (mrow || mcol) {
-            const int th = kSwinWindow - a.shift;
-DN_UNROLL
-            for (int j = 0; j < 8; ++j)
-DN_UNROLL
-                for (int r = 0; r < 4; ++r) {
-                    const int q = 16 * ml + g + 8 * (r >> 1), k = 8 * j + 2 * t + (r & 1);
-                    const bool cut = (mrow && (((q >> 3) >= th) != ((k >> 3) >= th))) ||
-                                     (mcol && (((q & 7) >= th) != ((k & 7) >= th)));
-                    if (cut) s[j][r] = -INFINITY;
-                }
-        }
-        float mA = s[0][0], mB = s[0][2];
-DN_UNROLL
-        for (int j = 0; j < 8; ++j) {
-            mA = fmaxf(mA, fmaxf(s[j][0], s[j][1]));
-            mB = fmaxf(mB, fmaxf(s[j][2], s[j][3]));
-        }
-        mA = fmaxf(mA, shfl_xor(mA, 1));
-        mA = fmaxf(mA, shfl_xor(mA, 2));
-        mB = fmaxf(mB, shfl_xor(mB, 1));
-        mB = fmaxf(mB, shfl_xor(mB, 2));
-        float sA = 0.f, sB = 0.f;
-DN_UNROLL
-        for (int j = 0; j < 8; ++j) {
-            s[j][0] = exp2_approx(s[j][0] - mA);
-            s[j][1] = exp2_approx(s[j][1] - mA);
-            s[j][2] = exp2_approx(s[j][2] - mB);
-            s[j][3] = exp2_approx(s[j][3] - mB);
-            sA += s[j][0] + s[j][1];
-            sB += s[j][2] + s[j][3];
-        }
-        sA += shfl_xor(sA, 1);
-        sA += shfl_xor(sA, 2);
-        sB += shfl_xor(sB, 1);
-        sB += shfl_xor(sB, 2);
-        const float iA = rcp(sA), iB = rcp(sB);
-        uint32_t pa[4][4];
-DN_UNROLL
-        for (int kk = 0; kk < 4; ++kk) {
-            pa[kk][0] = pack_bf16x2(s[2 * kk][0] * iA, s[2 * kk][1] * iA);
-            pa[kk][1] = pack_bf16x2(s[2 * kk][2] * iB, s[2 * kk][3] * iB);
-            pa[kk][2] = pack_bf16x2(s[2 * kk + 1][0] * iA, s[2 * kk + 1][1] * iA);
-            pa[kk][3] = pack_bf16x2(s[2 * kk + 1][2] * iB, s[2 * kk + 1][3] * iB);
-        }
-        float o[NO][4];
-DN_UNROLL
-        for (int n = 0; n < NO; ++n)
-DN_UNROLL
-            for (int r = 0; r < 4; ++r) o[n][r] = 0.f;
-DN_UNROLL
-        for (int kk = 0; kk < 4; ++kk)
-DN_UNROLL
-            for (int np = 0; np < HD / 16; ++np) {
-                uint32_t vb[4];
-                ldsm_x4_t(vb, qkv + (kr0 + 16 * kk + (lane & 15)) * sq + 2 * C + h * HD + 16 * np + 8 * (lane >> 4));
-                mma_bf16(o[2 * np], pa[kk], vb[0], vb[1]);
-                mma_bf16(o[2 * np + 1], pa[kk], vb[2], vb[3]);
-                if (kCount) cnt += 2;
-            }
-DN_UNROLL
-        for (int n = 0; n < NO; ++n) {
-            const int col = h * HD + 8 * n + 2 * t;
-            *reinterpret_cast<uint32_t *>(out + (r0 + g) * sa + col) = pack_bf16x2(o[n][0], o[n][1]);
-            *reinterpret_cast<uint32_t *>(out + (r0 + g + 8) * sa + col) = pack_bf16x2(o[n][2], o[n][3]);
-        }
+        for (int ks = 0; ks < KQ; ++ks) ldsm_x4(qa[ks], q + (r0 + (lane & 15)) * sqq + h * HD + 16 * ks + 8 * (lane >> 4));
+        cnt += attend<C, HD, TW, kCount>(a, tile, it, qa, u, sq, kcol, vcol, an, sa, relb, lane);
     }
     if (kCount && lane == 0 && cnt) atomic_add(count, cnt);
 }
@@ -347,52 +474,65 @@ DN_DEVI float gelu_tanh(float v) {
     return hv + hv * tanh_approx(u);
 }
 
-// The whole block for tile `tile` (windows TW tile .. TW tile + TW - 1), thread tid of NW x 32.
-template <int C, int HD, int TW, int NW, int kRes, bool kCount>
+// The whole block for tile `tile` (windows TW tile .. TW tile + TW - 1), thread tid of NW x 32,
+// with the tile plan swin_tile(C, HD, TW, NW, QA, MA). PF: each GEMM phase's first B fragments
+// are loaded before the barrier in front of it (gemm_first_b); the same loads, the same bits.
+template <int C, int HD, int TW, int NW, bool QA, int MA, bool PF, int kRes, bool kCount>
 DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *smem) {
-    constexpr SwinTile T = swin_tile(C, HD, TW, NW);
-    static_assert(T.ok, "no tile plan for this (C, HD, TW, NW)");
+    constexpr SwinTile T = swin_tile(C, HD, TW, NW, QA, MA);
+    static_assert(T.ok, "no tile plan for this (C, HD, TW, NW, QA, MA)");
     constexpr SwinImageLayout L = swin_image_layout(C, C / HD);
     constexpr int M = T.M, SX = T.sx, SA = T.sa, SQ = T.sq, SH = T.sh, HC = T.HC, NCH = T.NCH;
-    constexpr int KPC = (C + 31) / 32;  // k-pairs of a K = C weight
+    constexpr int KPC = (C + 31) / 32;         // k-pairs of a K = C weight
+    constexpr int NQKV = 3 * C / 8, NFC1 = kSwinMlpRatio * C / 8, KPH = kSwinMlpRatio * C / 32;
+    constexpr int Q0 = QA ? C : 0;             // the first qkv column the q | k | v (QA: k | v) GEMM computes
+    constexpr SwinWarpGrid GQ = T.qkv, GP = T.proj, G1 = T.fc1, G2 = T.fc2;
     float *xs = reinterpret_cast<float *>(smem + T.off_xs);
     uint16_t *an = reinterpret_cast<uint16_t *>(smem + T.off_an);
     uint16_t *u = reinterpret_cast<uint16_t *>(smem + T.off_u);
     const uint8_t *img = a.img;
     const int warp = tid >> 5, lane = tid & 31;
     unsigned long long *cnt = a.mma_count;
+    // a phase's warp grid position: first row 16 MT (warp / WN), first n-tile NTW (warp % WN),
+    // computed where used (kept live across the phases they would cost registers)
+    u32x4 fq[GQ.NT], fp[GP.NT], f1[G1.NT], f2[G2.NT];  // PF: the phases' first B fragments
 
     move_tile<C, M, NW * 32, kRes == kResBf16, false>(a, a.x, tile, TW, xs, SX, tid);
     sync_cta();
     layernorm_tile<C, M, NW>(xs, SX, an, SA, reinterpret_cast<const float *>(img + L.off[kSecLn1G]),
                              reinterpret_cast<const float *>(img + L.off[kSecLn1B]), a.eps, warp, lane);
+    if (PF) gemm_first_b<GQ.NT, false, NQKV, KPC>(fq, GQ.NTW * (warp % GQ.WN), Q0 / 8, img + L.off[kSecQkvW], 0, lane);
     sync_cta();
     {
-        constexpr SwinWarpGrid G = T.qkv;
-        const float *bias = reinterpret_cast<const float *>(img + L.off[kSecQkvB]);
+        // q | k | v, or with QA k | v only (the n-tiles after q's C / 8; q: attention_tile)
+        const float *bias = reinterpret_cast<const float *>(img + L.off[kSecQkvB]) + Q0;
         const float qs = a.qscale;
-        gemm_warp<G.MT, G.NT, G.NTW, C / 16, false, 3 * C / 8, KPC, kCount>(
-            an, SA, 16 * G.MT * (warp / G.WN), G.NTW * (warp % G.WN), 0, img + L.off[kSecQkvW], 0, cnt, lane,
+        gemm_warp<GQ.MT, GQ.NT, GQ.NTW, C / 16, false, NQKV, KPC, kCount>(
+            an, SA, 16 * GQ.MT * (warp / GQ.WN), GQ.NTW * (warp % GQ.WN), Q0 / 8, img + L.off[kSecQkvW], 0,
+            PF ? fq : nullptr, cnt, lane,
             [&](int row, int col, float v0, float v1) {
                 const f32x2 b = ldg2f(bias + col);
                 v0 += b.x;
                 v1 += b.y;
-                if (col < C) {
+                if (!QA && col < C) {
                     v0 *= qs;
                     v1 *= qs;
                 }
                 *reinterpret_cast<uint32_t *>(u + row * SQ + col) = pack_bf16x2(v0, v1);
             });
     }
-    sync_cta();
-    attention_tile<C, HD, TW, NW, kCount>(a, tile, u, SQ, an, SA, reinterpret_cast<const float *>(img + L.off[kSecRelB]),
-                                          cnt, warp, lane);
+    if (!QA) sync_cta();  // with QA the barrier is inside attention_tile, after the q projections
+    attention_tile<C, HD, TW, NW, QA, kCount>(a, tile, an, SA, u, SQ, T.kcol, T.vcol,
+                                              reinterpret_cast<const float *>(img + L.off[kSecRelB]),
+                                              img + L.off[kSecQkvW], reinterpret_cast<const float *>(img + L.off[kSecQkvB]),
+                                              cnt, warp, lane);
+    if (PF) gemm_first_b<GP.NT, false, C / 8, KPC>(fp, GP.NTW * (warp % GP.WN), 0, img + L.off[kSecProjW], 0, lane);
     sync_cta();
     {
-        constexpr SwinWarpGrid G = T.proj;
         const float *bias = reinterpret_cast<const float *>(img + L.off[kSecProjB]);
-        gemm_warp<G.MT, G.NT, G.NTW, C / 16, false, C / 8, KPC, kCount>(
-            an, SA, 16 * G.MT * (warp / G.WN), G.NTW * (warp % G.WN), 0, img + L.off[kSecProjW], 0, cnt, lane,
+        gemm_warp<GP.MT, GP.NT, GP.NTW, C / 16, false, C / 8, KPC, kCount>(
+            an, SA, 16 * GP.MT * (warp / GP.WN), GP.NTW * (warp % GP.WN), 0, img + L.off[kSecProjW], 0,
+            PF ? fp : nullptr, cnt, lane,
             [&](int row, int col, float v0, float v1) {
                 const f32x2 b = ldg2f(bias + col);
                 float *p = xs + row * SX + col;
@@ -403,28 +543,32 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
     sync_cta();
     layernorm_tile<C, M, NW>(xs, SX, an, SA, reinterpret_cast<const float *>(img + L.off[kSecLn2G]),
                              reinterpret_cast<const float *>(img + L.off[kSecLn2B]), a.eps, warp, lane);
+    if (PF) gemm_first_b<G1.NT, false, NFC1, KPC>(f1, G1.NTW * (warp % G1.WN), 0, img + L.off[kSecFc1W], 0, lane);
     sync_cta();
     DN_UNROLL_1
     for (int ch = 0; ch < NCH; ++ch) {
         {
-            constexpr SwinWarpGrid G = T.fc1;
             const float *bias = reinterpret_cast<const float *>(img + L.off[kSecFc1B]) + ch * HC;
-            gemm_warp<G.MT, G.NT, G.NTW, C / 16, false, kSwinMlpRatio * C / 8, KPC, kCount>(
-                an, SA, 16 * G.MT * (warp / G.WN), G.NTW * (warp % G.WN), ch * (HC / 8), img + L.off[kSecFc1W], 0, cnt,
-                lane, [&](int row, int col, float v0, float v1) {
+            gemm_warp<G1.MT, G1.NT, G1.NTW, C / 16, false, NFC1, KPC, kCount>(
+                an, SA, 16 * G1.MT * (warp / G1.WN), G1.NTW * (warp % G1.WN), ch * (HC / 8), img + L.off[kSecFc1W], 0,
+                PF ? f1 : nullptr, cnt, lane,
+                [&](int row, int col, float v0, float v1) {
                     const f32x2 b = ldg2f(bias + col);
                     *reinterpret_cast<uint32_t *>(u + row * SH + col) =
                         pack_bf16x2(gelu_tanh(v0 + b.x), gelu_tanh(v1 + b.y));
                 });
         }
+        if (PF)
+            gemm_first_b<G2.NT, true, C / 8, KPH>(f2, G2.NTW * (warp % G2.WN), 0, img + L.off[kSecFc2W], ch * (HC / 32),
+                                                  lane);
         sync_cta();
         {
-            constexpr SwinWarpGrid G = T.fc2;
             const float *bias = reinterpret_cast<const float *>(img + L.off[kSecFc2B]);
             const bool first = ch == 0;
-            gemm_warp<G.MT, G.NT, G.NTW, HC / 16, true, C / 8, kSwinMlpRatio * C / 32, kCount>(
-                u, SH, 16 * G.MT * (warp / G.WN), G.NTW * (warp % G.WN), 0, img + L.off[kSecFc2W], ch * (HC / 32), cnt,
-                lane, [&](int row, int col, float v0, float v1) {
+            gemm_warp<G2.MT, G2.NT, G2.NTW, HC / 16, true, C / 8, KPH, kCount>(
+                u, SH, 16 * G2.MT * (warp / G2.WN), G2.NTW * (warp % G2.WN), 0, img + L.off[kSecFc2W], ch * (HC / 32),
+                PF ? f2 : nullptr, cnt, lane,
+                [&](int row, int col, float v0, float v1) {
                     float *p = xs + row * SX + col;
                     if (first) {
                         const f32x2 b = ldg2f(bias + col);
@@ -435,6 +579,9 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
                     p[1] += v1;
                 });
         }
+        if (PF && ch + 1 < NCH)
+            gemm_first_b<G1.NT, false, NFC1, KPC>(f1, G1.NTW * (warp % G1.WN), (ch + 1) * (HC / 8), img + L.off[kSecFc1W], 0,
+                                                  lane);
         sync_cta();
     }
     move_tile<C, M, NW * 32, kRes != kResFp32, true>(a, a.out, tile, TW, xs, SX, tid);
@@ -460,68 +607,136 @@ using swin_fused::kResFp32;
 using swin_fused::kResFp32ToBf16;
 using swin_fused::kResModes;
 
-// Two builds of the same body: ptxas's default register heuristic, and an explicit minimum of one
-// CTA per SM, which lets ptxas use up to 255 registers (it then keeps more loads in flight; at
-// C = 32 and 64 the occupancy stays what shared memory allows). fused_check times both; the
-// instrumented kernel uses the second (with the default heuristic it spilled its count on sm_89).
-template <int C, int HD, int TW, int NW, int kRes>
-__global__ void __launch_bounds__(NW * 32) swin_block_kernel(const KernelArgs a) {
+// The body compiled for CTAS resident CTAs per SM (swin_min_ctas: __launch_bounds__'s minimum,
+// clamped to what the target's shared memory admits; 0: ptxas's own register heuristic), or
+// instrumented (kCount: built with CTAS 1, so the count never costs the body registers).
+#if defined(__CUDA_ARCH__)
+#define DN_SWIN_SM (__CUDA_ARCH__ / 10)
+#else
+#define DN_SWIN_SM 0
+#endif
+template <int C, int HD, int TW, int NW, int QA, int MA, int PF, int CTAS, int kRes, bool kCount>
+__global__ void __launch_bounds__(NW * 32, swin_min_ctas(CTAS, swin_tile(C, HD, TW, NW, QA, MA).smem, DN_SWIN_SM))
+    swin_block_kernel(const KernelArgs a) {
     extern __shared__ __align__(16) uint8_t smem[];
-    swin_fused::swin_block_tile<C, HD, TW, NW, kRes, false>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
+    swin_fused::swin_block_tile<C, HD, TW, NW, QA != 0, MA, PF != 0, kRes, kCount>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
 }
-
-template <int C, int HD, int TW, int NW, int kRes, bool kCount>
-__global__ void __launch_bounds__(NW * 32, 1) swin_block_kernel_1cta(const KernelArgs a) {
-    extern __shared__ __align__(16) uint8_t smem[];
-    swin_fused::swin_block_tile<C, HD, TW, NW, kRes, kCount>(a, (int)blockIdx.x, (int)threadIdx.x, smem);
-}
+#undef DN_SWIN_SM
 
 using KernelFn = void (*)(const KernelArgs);
 
-enum Build { kDefaultRegs, kOneCta, kCounting, kBuilds };
-
 struct Instance {
-    int C, HD, TW, NW;
-    KernelFn fn[kResModes][kBuilds];  // [residual stream formats][build]
-    uint32_t smem;
+    SwinFusedKernel k;
+    KernelFn fn[kResModes];  // by residual stream form
+    KernelFn counting;       // the instrumented kernel of the tile plan (fp32 stream)
 };
 
-#define SWIN_BUILDS(C, HD, TW, NW, R)                                                                        \
-    swin_block_kernel<C, HD, TW, NW, R>, swin_block_kernel_1cta<C, HD, TW, NW, R, false>,                     \
-        swin_block_kernel_1cta<C, HD, TW, NW, R, true>
-#define SWIN_INSTANCE(C, HD, TW, NW)                                                                         \
-    {C,                                                                                                      \
-     HD,                                                                                                     \
-     TW,                                                                                                     \
-     NW,                                                                                                     \
-     {{SWIN_BUILDS(C, HD, TW, NW, kResFp32)}, {SWIN_BUILDS(C, HD, TW, NW, kResBf16)},                         \
-      {SWIN_BUILDS(C, HD, TW, NW, kResFp32ToBf16)}},                                                        \
-     swin_tile(C, HD, TW, NW).smem},
+#define SWIN_INSTANCE(C, HD, TW, NW, QA, MA, PF, CTAS)                                                              \
+    {{C, HD, TW, NW, QA, MA, PF, CTAS, swin_tile(C, HD, TW, NW, QA, MA).smem},                                       \
+     {swin_block_kernel<C, HD, TW, NW, QA, MA, PF, CTAS, kResFp32, false>,                                           \
+      swin_block_kernel<C, HD, TW, NW, QA, MA, PF, CTAS, kResBf16, false>,                                           \
+      swin_block_kernel<C, HD, TW, NW, QA, MA, PF, CTAS, kResFp32ToBf16, false>},                                    \
+     swin_block_kernel<C, HD, TW, NW, QA, MA, PF, 1, kResFp32, true>},
 
-const Instance g_instances[] = {SWIN_FUSED_TILES(SWIN_INSTANCE)};
+const Instance g_instances[] = {SWIN_FUSED_KERNELS(SWIN_INSTANCE)};
 
 std::string supported_list() {
     std::string s;
     for (const Instance &in : g_instances) {
-        const std::string one = "C " + std::to_string(in.C) + " (head dim " + std::to_string(in.HD) + ")";
+        const std::string one = "C " + std::to_string(in.k.C) + " (head dim " + std::to_string(in.k.HD) + ")";
         if (s.find(one) == std::string::npos) s += (s.empty() ? "" : ", ") + one;
     }
     return s;
 }
 
-// The instance for (C, HD) and the tile asked for in p (0: any; the first listed is the default).
-const Instance *find_instance(int C, int HD, const SwinFusedParams &p) {
+bool same_kernel(const SwinFusedKernel &a, const SwinFusedKernel &b) {
+    return a.C == b.C && a.HD == b.HD && a.tw == b.tw && a.nw == b.nw && a.qa == b.qa && a.ma == b.ma && a.pf == b.pf &&
+           a.ctas == b.ctas;
+}
+
+bool matches(const SwinFusedKernel &k, const SwinFusedParams &p) {
+    return (p.tw == 0 || k.tw == p.tw) && (p.nw == 0 || k.nw == p.nw) && (p.qa < 0 || k.qa == p.qa) &&
+           (p.ma == 0 || k.ma == p.ma) && (p.pf < 0 || k.pf == p.pf) && (p.ctas < 0 || k.ctas == p.ctas);
+}
+
+bool unconstrained(const SwinFusedParams &p) { return !p.tw && !p.nw && p.qa < 0 && !p.ma && p.pf < 0 && p.ctas < 0; }
+
+// The kernels for (C, HD) in the engine's order of preference on a device of compute capability
+// sm: SWIN_FUSED_PREFERENCE's rows for sm, then for any device, then SWIN_FUSED_KERNELS's order;
+// each once, only those built.
+std::vector<const Instance *> preference(int sm, int C, int HD) {
+    std::vector<const Instance *> v;
+    auto add = [&](const SwinFusedKernel &k) {
+        for (const Instance &i : g_instances)
+            if (same_kernel(i.k, k)) {
+                for (const Instance *j : v)
+                    if (j == &i) return;
+                v.push_back(&i);
+                return;
+            }
+    };
+    for (int pass = 0; pass < 2; ++pass) {
+#define SWIN_PREF(SM, C_, HD_, TW, NW, QA, MA, PF, CTAS) \
+    if ((pass == 0 ? SM == sm && sm != 0 : SM == 0) && C_ == C && HD_ == HD) add({C_, HD_, TW, NW, QA, MA, PF, CTAS, 0});
+        SWIN_FUSED_PREFERENCE(SWIN_PREF)
+#undef SWIN_PREF
+    }
     for (const Instance &i : g_instances)
-        if (i.C == C && i.HD == HD && (p.tw == 0 || i.TW == p.tw) && (p.nw == 0 || i.NW == p.nw)) return &i;
+        if (i.k.C == C && i.k.HD == HD) add(i.k);
+    return v;
+}
+
+struct DeviceLimits {
+    int sm = 0, smem_optin = 0;
+};
+
+int device_limits(Ctx &ctx, int device, DeviceLimits *d) {
+    int major = 0, minor = 0;
+    TRY(cuda_check(ctx, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute"));
+    TRY(cuda_check(ctx, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute"));
+    TRY(cuda_check(ctx, cudaDeviceGetAttribute(&d->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                   "cudaDeviceGetAttribute"));
+    d->sm = 10 * major + minor;
+    return 0;
+}
+
+// The kernel for (C, HD) that p selects on a device with limits d: with p unconstrained the
+// engine's choice (the first in preference order whose shared memory the device allows), else the
+// first in that order that matches every field p sets. Null if none.
+const Instance *find_instance(int C, int HD, const SwinFusedParams &p, const DeviceLimits &d) {
+    const bool any = unconstrained(p);
+    for (const Instance *i : preference(d.sm, C, HD))
+        if (any ? (int)i->k.smem <= d.smem_optin : matches(i->k, p)) return i;
     return nullptr;
+}
+
+std::string params_text(const SwinFusedParams &p) {
+    if (unconstrained(p)) return "";
+    std::string s = " and tile";
+    if (p.tw) s += " tw " + std::to_string(p.tw);
+    if (p.nw) s += " nw " + std::to_string(p.nw);
+    if (p.qa >= 0) s += " qa " + std::to_string(p.qa);
+    if (p.ma) s += " ma " + std::to_string(p.ma);
+    if (p.pf >= 0) s += " pf " + std::to_string(p.pf);
+    if (p.ctas >= 0) s += " ctas " + std::to_string(p.ctas);
+    return s;
 }
 
 }  // namespace
 
-std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads) {
-    std::vector<SwinFusedTile> v;
+std::string swin_fused_kernel_name(const SwinFusedKernel &k) {
+    std::string s = std::to_string(k.tw) + "/" + std::to_string(k.nw);
+    if (k.qa) s += " qa";
+    if (k.ma != 16) s += " ma" + std::to_string(k.ma);
+    if (k.pf) s += " pf";
+    s += k.ctas ? " x" + std::to_string(k.ctas) : " heur";
+    return s;
+}
+
+std::vector<SwinFusedKernel> swin_fused_kernels(int C, int heads) {
+    std::vector<SwinFusedKernel> v;
     for (const Instance &in : g_instances)
-        if (in.C == C && heads > 0 && C % heads == 0 && in.HD == C / heads) v.push_back({in.TW, in.NW, (int)in.smem});
+        if (in.k.C == C && heads > 0 && C % heads == 0 && in.k.HD == C / heads) v.push_back(in.k);
     return v;
 }
 
@@ -537,18 +752,22 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     DN_REQUIRE(((uintptr_t)x & 15) == 0 && ((uintptr_t)image & 15) == 0 && ((uintptr_t)p.bf16_out & 15) == 0,
                "x, the weight image and bf16_out must be 16-byte aligned");
     DN_REQUIRE(!p.bf16_out || !bf16_residual, "bf16_out needs an fp32 residual stream x");
+    DN_REQUIRE(!p.mma_count || (!bf16_residual && !p.bf16_out), "the instrumented kernel is built for the fp32 stream in place");
     const int HD = C / heads;
-    const Instance *in = find_instance(C, HD, p);
-    DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads" +
-                       (p.tw || p.nw ? " and tile " + std::to_string(p.tw) + " window(s) / " + std::to_string(p.nw) + " warps" : "") +
+    DeviceLimits d;
+    TRY(device_limits(ctx, ctx.device, &d));
+    const Instance *in = find_instance(C, HD, p, d);
+    DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads" + params_text(p) +
+                       (unconstrained(p) ? " within the device's " + std::to_string(d.smem_optin) +
+                                               " bytes of shared memory per block"
+                                         : "") +
                        " (built: " + supported_list() + ")");
     const int64_t nwx = W / kSwinWindow, nwy = H / kSwinWindow, nwin = nwx * nwy;
-    const int64_t ctas = (nwin + in->TW - 1) / in->TW;
+    const int64_t ctas = (nwin + in->k.tw - 1) / in->k.tw;
     DN_REQUIRE(nwin <= 0x7fffffffLL && ctas <= 0x7fffffffLL && (int64_t)H * W <= (int64_t)1 << 40, "map too large");
     const int rb = p.bf16_out ? kResFp32ToBf16 : bf16_residual ? kResBf16 : kResFp32;
-    const int ci = p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs;
-    KernelFn fn = in->fn[rb][ci];
-    TRY(smem_kernel(ctx, (const void *)fn, "swin_block_kernel", in->NW * 32, in->smem));
+    KernelFn fn = p.mma_count ? in->counting : in->fn[rb];
+    TRY(smem_kernel(ctx, (const void *)fn, "swin_block_kernel", in->k.nw * 32, in->k.smem));
     KernelArgs a;
     a.x = x;
     a.out = p.bf16_out ? static_cast<void *>(p.bf16_out) : x;
@@ -562,46 +781,61 @@ int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps
     a.qscale = (float)(1.4426950408889634 / std::sqrt((double)HD));
     a.eps = eps;
     a.mma_count = p.mma_count;
-    fn<<<(unsigned)ctas, in->NW * 32, in->smem, ctx.stream>>>(a);
+    fn<<<(unsigned)ctas, in->k.nw * 32, in->k.smem, ctx.stream>>>(a);
     return launch_check(ctx, "swin_block_kernel");
 }
 
-int swin_block_fused_supported(int device, int C, int heads, std::string *why) {
+int swin_block_fused_choice(int device, int C, int heads, SwinFusedKernel *k, std::string *why) {
     if (heads < 1 || C % heads) {
         *why = "C " + std::to_string(C) + " is not a multiple of heads " + std::to_string(heads);
         return DENOISE_EINVAL;
     }
-    const Instance *in = find_instance(C, C / heads, SwinFusedParams{});
-    if (!in) {
+    Ctx probe;  // only for the error text of the attribute queries
+    DeviceLimits d;
+    if (device_limits(probe, device, &d)) {
+        cudaGetLastError();
+        *why = probe.err;
+        return DENOISE_EDEVICE;
+    }
+    const std::vector<const Instance *> pref = preference(d.sm, C, C / heads);
+    if (pref.empty()) {
         *why = "no fused kernel for C " + std::to_string(C) + " with head dim " + std::to_string(C / heads) +
                " (built: " + supported_list() + ")";
         return DENOISE_EINVAL;
     }
-    int optin = 0;
-    const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        *why = std::string("cudaDeviceGetAttribute: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
-        return DENOISE_EDEVICE;
-    }
-    if ((int)in->smem > optin) {
-        *why = "the fused kernel for C " + std::to_string(C) + " needs " + std::to_string(in->smem) +
-               " bytes of shared memory per block, device " + std::to_string(device) + " allows " + std::to_string(optin);
+    const Instance *in = find_instance(C, C / heads, SwinFusedParams{}, d);
+    if (!in) {
+        uint32_t least = pref[0]->k.smem;
+        for (const Instance *i : pref) least = std::min(least, i->k.smem);
+        *why = "the fused kernels for C " + std::to_string(C) + " need at least " + std::to_string(least) +
+               " bytes of shared memory per block, device " + std::to_string(device) + " allows " + std::to_string(d.smem_optin);
         return DENOISE_EINVAL;
     }
+    if (k) *k = in->k;
     why->clear();
     return 0;
 }
 
-int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
-                               int *ctas_per_sm) {
+int swin_block_fused_supported(int device, int C, int heads, std::string *why) {
+    return swin_block_fused_choice(device, C, heads, nullptr, why);
+}
+
+int swin_block_fused_kernel_info(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
+                                 SwinFusedKernelInfo *info) {
     const SwinFusedParams p = params ? *params : SwinFusedParams{};
-    *ctas_per_sm = 0;
+    *info = SwinFusedKernelInfo{};
     DN_REQUIRE(heads >= 1 && C % heads == 0, "C " + std::to_string(C) + " is not a multiple of heads " + std::to_string(heads));
-    const Instance *in = find_instance(C, C / heads, p);
-    DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads");
-    const void *fn = (const void *)in->fn[bf16_residual ? kResBf16 : kResFp32][p.mma_count ? kCounting : p.one_cta_regs ? kOneCta : kDefaultRegs];
-    return smem_kernel(ctx, fn, "swin_block_kernel", in->NW * 32, in->smem, ctas_per_sm);
+    DeviceLimits d;
+    TRY(device_limits(ctx, ctx.device, &d));
+    const Instance *in = find_instance(C, C / heads, p, d);
+    DN_REQUIRE(in, "no fused kernel for C " + std::to_string(C) + " with " + std::to_string(heads) + " heads" + params_text(p));
+    const void *fn = (const void *)(p.mma_count ? in->counting : in->fn[bf16_residual ? kResBf16 : kResFp32]);
+    cudaFuncAttributes fa;
+    TRY(cuda_check(ctx, cudaFuncGetAttributes(&fa, fn), "cudaFuncGetAttributes (swin_block_kernel)"));
+    info->kernel = in->k;
+    info->registers = fa.numRegs;
+    info->local_bytes = (int)fa.localSizeBytes;
+    return smem_kernel(ctx, fn, "swin_block_kernel", in->k.nw * 32, in->k.smem, &info->ctas_per_sm);
 }
 
 int swin_weight_image_upload(Ctx &ctx, const BlockW &b, int C, int heads, uint8_t **image, size_t *bytes) {

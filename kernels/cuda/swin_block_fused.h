@@ -16,15 +16,28 @@
 namespace denoise {
 namespace cuda {
 
-// Options of one call. Defaults: the default tile for C, the plain kernel.
+// One of the kernels built (SWIN_FUSED_KERNELS in swin_block_desc.h): the tile plan
+// swin_tile(C, HD, tw, nw, qa, ma), pf (the GEMM phases' first weight fragments loaded before
+// their barriers) and the build (ctas: 0 ptxas's register heuristic, n for n resident CTAs per SM,
+// swin_min_ctas); smem: its dynamic shared memory per CTA in bytes.
+struct SwinFusedKernel {
+    int C, HD, tw, nw, qa, ma, pf, ctas;
+    uint32_t smem;
+};
+
+// Options of one call. Defaults: the engine's kernel for (C, heads) on this device
+// (swin_block_fused_choice). Each kernel field set narrows the choice to the first kernel in the
+// engine's order of preference that matches all fields set (the checks and the sweep force one so).
 struct SwinFusedParams {
-    int tw = 0;  // windows per CTA (0: the default for C)
-    int nw = 0;  // warps per CTA (0: the default for C)
-    // the build compiled with __launch_bounds__(threads, 1) (ptxas may use up to 255 registers)
-    // instead of ptxas's default register heuristic; same math
-    bool one_cta_regs = false;
-    // non-null: run the instrumented kernel, which adds the number of mma.sync it issued to this
-    // device counter (swin_block_desc.h: it must equal mma_per_cta x CTAs)
+    int tw = 0;     // windows per CTA (0: any)
+    int nw = 0;     // warps per CTA (0: any)
+    int qa = -1;    // q through shared memory (0) or projected in the attention phase (1); -1: any
+    int ma = 0;     // accumulator tiles per warp at most (0: any)
+    int pf = -1;    // first weight fragments of each GEMM phase before its barrier (1) or not (0); -1: any
+    int ctas = -1;  // the build: 0 ptxas's register heuristic, n: for n CTAs per SM (-1: any)
+    // non-null: run the instrumented kernel of the tile plan (fp32 stream in place only), which
+    // adds the number of mma.sync it issued to this device counter (swin_block_desc.h: it must
+    // equal mma_per_cta x CTAs)
     unsigned long long *mma_count = nullptr;
     // non-null (x fp32, not bf16_residual): the block's output rounded to bf16, (H, W, C), 16-byte
     // aligned, is written here and x is left unchanged (the U-Net's last block writes the bf16
@@ -32,12 +45,12 @@ struct SwinFusedParams {
     uint16_t *bf16_out = nullptr;
 };
 
-struct SwinFusedTile {
-    int tw, nw, smem_bytes;
-};
+// The kernels built for (C, heads), in SWIN_FUSED_KERNELS's order; empty when none is.
+std::vector<SwinFusedKernel> swin_fused_kernels(int C, int heads);
 
-// The tiles built for (C, heads), the default first; empty when none is.
-std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
+// A short name of a kernel for tables: "1/4 qa ma8 pf x5" (tile TW / NW, qa, ma if not 16, pf,
+// then "x" CTAS, or "heur" for ptxas's register heuristic).
+std::string swin_fused_kernel_name(const SwinFusedKernel &k);
 
 // x (H, W, C), fp32 or (bf16_residual) bf16 bits, 16-byte aligned, in place (or into
 // params->bf16_out); image: the block's weight image on the device (swin_weight_image_upload);
@@ -48,17 +61,30 @@ std::vector<SwinFusedTile> swin_fused_tiles(int C, int heads);
 int swin_block_fused(Ctx &ctx, const uint8_t *image, int C, int heads, float eps, void *x, bool bf16_residual, int H,
                      int W, int shift, const SwinFusedParams *params = nullptr);
 
-// Whether swin_block_fused() runs (C, heads) with its default tile on CUDA device `device`: 0, or
+// The engine's kernel for (C, heads) on CUDA device `device`: the first in SWIN_FUSED_PREFERENCE's
+// order for the device's compute capability (then any device's rows, then SWIN_FUSED_KERNELS's
+// order) whose shared memory the device allows per block, into *k (may be null). 0, or
 // DENOISE_EINVAL with *why naming what is missing (no kernel built for the width and head dim, or
-// more shared memory per block than the device allows: sm_89's 99 KB refuses C >= 128),
-// DENOISE_EDEVICE with the runtime's message when the device cannot be queried.
+// none within the device's shared memory per block), DENOISE_EDEVICE with the runtime's message
+// when the device cannot be queried.
+int swin_block_fused_choice(int device, int C, int heads, SwinFusedKernel *k, std::string *why);
+
+// Whether swin_block_fused() runs (C, heads) on CUDA device `device`: swin_block_fused_choice
+// without the kernel.
 int swin_block_fused_supported(int device, int C, int heads, std::string *why);
 
-// CTAs per SM of the kernel that `params` selects for (C, heads) on the current device, from
-// cudaOccupancyMaxActiveBlocksPerMultiprocessor with its dynamic shared memory (registers and
-// shared memory both count): *ctas_per_sm. 0, DENOISE_EINVAL or DENOISE_EDEVICE.
-int swin_block_fused_occupancy(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
-                               int *ctas_per_sm);
+struct SwinFusedKernelInfo {
+    SwinFusedKernel kernel{};
+    int registers = 0;    // per thread (cudaFuncGetAttributes)
+    int local_bytes = 0;  // local memory per thread: > 0 when ptxas spilled
+    int ctas_per_sm = 0;  // resident CTAs per SM with its shared memory (registers and shared memory both count)
+};
+
+// The kernel `params` selects for (C, heads) and the residual form on the current device, with its
+// registers, local memory and resident CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+// 0, DENOISE_EINVAL or DENOISE_EDEVICE.
+int swin_block_fused_kernel_info(Ctx &ctx, int C, int heads, bool bf16_residual, const SwinFusedParams *params,
+                                 SwinFusedKernelInfo *info);
 
 // Pack block b (swin_weight_image_pack) and copy it to a new device allocation *image of ctx's
 // (free it with dev_free(ctx, *image)), *bytes its size (may be null); the copy is queued on

@@ -19,17 +19,36 @@
 
 namespace swin_ref {
 
-// A tile of the fused block kernel: C channels, head dim HD, TW windows per CTA, NW warps.
+// A tile plan of the fused block kernel (swin_tile): C channels, head dim HD, TW windows per CTA,
+// NW warps, QA 1: q projected in the attention phase, MA: accumulator tiles per warp at most.
 struct FusedTile {
-    int C, HD, TW, NW;
+    int C, HD, TW, NW, QA = 0, MA = 16;
+};
+// A kernel built (SWIN_FUSED_KERNELS): its tile plan, PF (first weight fragments before the
+// barriers) and CTAS (0: ptxas's register heuristic, n: built for n CTAs per SM).
+struct FusedKernel {
+    FusedTile t;
+    int PF = 0, CTAS = 0;
 };
 
-// The tiles kernels/cuda/swin_block_fused.cu instantiates (SWIN_FUSED_TILES), in its order.
+// The kernels kernels/cuda/swin_block_fused.cu builds (SWIN_FUSED_KERNELS), in its order.
+inline std::vector<FusedKernel> instantiated_kernels() {
+    std::vector<FusedKernel> v;
+#define SWIN_REF_KERNEL(C, HD, TW, NW, QA, MA, PF, CTAS) v.push_back({{C, HD, TW, NW, QA, MA}, PF, CTAS});
+    SWIN_FUSED_KERNELS(SWIN_REF_KERNEL)
+#undef SWIN_REF_KERNEL
+    return v;
+}
+
+// Their tile plans, each once, in that order.
 inline std::vector<FusedTile> instantiated_tiles() {
     std::vector<FusedTile> v;
-#define SWIN_REF_TILE(C, HD, TW, NW) v.push_back({C, HD, TW, NW});
-    SWIN_FUSED_TILES(SWIN_REF_TILE)
-#undef SWIN_REF_TILE
+    for (const FusedKernel &k : instantiated_kernels()) {
+        bool seen = false;
+        for (const FusedTile &t : v)
+            seen = seen || (t.C == k.t.C && t.HD == k.t.HD && t.TW == k.t.TW && t.NW == k.t.NW && t.QA == k.t.QA && t.MA == k.t.MA);
+        if (!seen) v.push_back(k.t);
+    }
     return v;
 }
 

@@ -9,7 +9,9 @@
 // memory poisoned with 0xFF bytes (NaN) before every CTA, fp32 and bf16 residual stream in place
 // and fp32 in with the output in a separate bf16 map (poisoned, the input checked untouched); pass:
 // relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; mma issued ==
-// mma_per_cta x CTAs.
+// mma_per_cta x CTAs. Then every tile plan of a width against that width's default plan on the
+// same input: the output bit for bit the same (the plans differ in which warp computes what, where
+// q passes and when loads are issued, never in an operation or its order).
 #define DENOISE_WARP_EMULATION 1
 #include "warp_emu.h"
 
@@ -32,9 +34,9 @@ namespace {
 constexpr float kEps = 1e-5f;
 
 // out: x (in place) or, with kRes kResFp32ToBf16, the separate bf16 map
-template <int C, int HD, int TW, int NW, int kRes>
+template <int C, int HD, int TW, int NW, int QA, int MA, int PF, int kRes>
 unsigned long long emulate(const std::vector<uint8_t> &img, void *x, void *out, int H, int W, int shift) {
-    constexpr SwinTile T = swin_tile(C, HD, TW, NW);
+    constexpr SwinTile T = swin_tile(C, HD, TW, NW, QA, MA);
     swin_fused::KernelArgs a{};
     unsigned long long count = 0;
     a.x = x;
@@ -55,14 +57,14 @@ unsigned long long emulate(const std::vector<uint8_t> &img, void *x, void *out, 
     for (int b = 0; b < ctas; ++b) {
         std::memset(sm, 0xFF, T.smem);
         warp_emu::run_cta(NW * 32, sm, T.smem, [&](int tid) {
-            swin_fused::swin_block_tile<C, HD, TW, NW, kRes, true>(a, b, tid, sm);
+            swin_fused::swin_block_tile<C, HD, TW, NW, QA != 0, MA, PF != 0, kRes, true>(a, b, tid, sm);
         });
     }
     return count;
 }
 
 // res: swin_fused::ResMode (false / true: the fp32 / bf16 stream in place)
-template <int C, int HD, int TW, int NW>
+template <int C, int HD, int TW, int NW, int QA = 0, int MA = 16, int PF = 0>
 void check(int H, int W, int shift, int res, uint32_t seed) {
     const bool bf16 = res == swin_fused::kResBf16;
     const int heads = C / HD;
@@ -81,24 +83,26 @@ void check(int H, int W, int shift, int res, uint32_t seed) {
     if (bf16) {
         std::vector<uint16_t> xb(n);
         for (size_t i = 0; i < n; ++i) xb[i] = bf16_host::from_float(x0[i]);
-        cnt = emulate<C, HD, TW, NW, swin_fused::kResBf16>(img, xb.data(), xb.data(), H, W, shift);
+        cnt = emulate<C, HD, TW, NW, QA, MA, PF, swin_fused::kResBf16>(img, xb.data(), xb.data(), H, W, shift);
         for (size_t i = 0; i < n; ++i) out[i] = bf16_host::to_float(xb[i]);
     } else if (res == swin_fused::kResFp32ToBf16) {
         // the input map must come back untouched, the output only in the bf16 map (poisoned first)
         std::vector<float> x = x0;
         std::vector<uint16_t> ob(n, 0xFFFF);
-        cnt = emulate<C, HD, TW, NW, swin_fused::kResFp32ToBf16>(img, x.data(), ob.data(), H, W, shift);
+        cnt = emulate<C, HD, TW, NW, QA, MA, PF, swin_fused::kResFp32ToBf16>(img, x.data(), ob.data(), H, W, shift);
         EXPECT_EQ(std::memcmp(x.data(), x0.data(), n * sizeof(float)), 0) << "the fp32 input map was written";
         for (size_t i = 0; i < n; ++i) out[i] = bf16_host::to_float(ob[i]);
     } else {
         out = x0;
-        cnt = emulate<C, HD, TW, NW, swin_fused::kResFp32>(img, out.data(), out.data(), H, W, shift);
+        cnt = emulate<C, HD, TW, NW, QA, MA, PF, swin_fused::kResFp32>(img, out.data(), out.data(), H, W, shift);
     }
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
-    const SwinBlockDesc d = swin_block_desc(C, heads, TW, NW);
+    const SwinBlockDesc d = swin_block_desc(C, heads, TW, NW, QA, MA);
     const int64_t ctas = ((int64_t)(H / 8) * (W / 8) + TW - 1) / TW;
-    std::printf("C %3d hd %2d tile %d/%d %3dx%-3d shift %d %s: rel L2 %.2e, change rel L2 %.2e, max abs %.2e, mma %llu\n",
-                C, HD, TW, NW, W, H, shift, bf16 ? "bf16" : res ? "fp32 -> bf16 out" : "fp32", e.rel_l2, e.delta_rel_l2, e.max_abs, cnt);
+    std::printf("C %3d hd %2d tile %d/%d%s ma %2d%s %3dx%-3d shift %d %s: rel L2 %.2e, change rel L2 %.2e, max abs %.2e, mma "
+                "%llu\n",
+                C, HD, TW, NW, QA ? " qa" : "", MA, PF ? " pf" : "", W, H, shift, bf16 ? "bf16" : res ? "fp32 -> bf16 out" : "fp32",
+                e.rel_l2, e.delta_rel_l2, e.max_abs, cnt);
     EXPECT_EQ(e.nonfinite, 0) << "non-finite outputs, the first at element " << e.first_nonfinite << " (token "
                               << e.first_nonfinite / C << ")";
     EXPECT_EQ(e.ref_nonfinite, 0) << "non-finite reference values";
@@ -106,6 +110,39 @@ void check(int H, int W, int shift, int res, uint32_t seed) {
     EXPECT_LT(e.delta_rel_l2, swin_ref::kDeltaRelL2);
     EXPECT_EQ((int64_t)cnt, d.mma_per_cta * ctas) << "mma issued vs descriptor x CTAs";
 }
+
+// The fp32 output of tile plan (TW, NW, QA, MA, PF) on block `rb` and map x0 (in place).
+template <int C, int HD, int TW, int NW, int QA, int MA, int PF>
+std::vector<float> plan_output(const std::vector<uint8_t> &img, const std::vector<float> &x0, int H, int W, int shift) {
+    std::vector<float> out = x0;
+    emulate<C, HD, TW, NW, QA, MA, PF, swin_fused::kResFp32>(img, out.data(), out.data(), H, W, shift);
+    return out;
+}
+
+// Every plan in `outs` equals the first bit for bit (names: the plans, for the message).
+void expect_bitwise(const std::vector<std::vector<float>> &outs, const std::vector<const char *> &names) {
+    for (size_t i = 1; i < outs.size(); ++i) {
+        size_t differ = 0, first = 0;
+        for (size_t k = 0; k < outs[0].size(); ++k)
+            if (std::memcmp(&outs[i][k], &outs[0][k], 4) != 0 && differ++ == 0) first = k;
+        EXPECT_EQ(differ, 0u) << names[i] << " differs from " << names[0] << " in " << differ << " values, the first at "
+                              << first;
+        std::printf("  %-24s vs %-12s: %zu of %zu values differ\n", names[i], names[0], differ, outs[0].size());
+    }
+}
+
+// A random block of width C and head dim HD packed into its weight image, and a random H x W map.
+template <int C, int HD>
+struct Block {
+    swin_ref::RandomBlock rb;
+    std::vector<uint8_t> img;
+    std::vector<float> x0;
+    Block(int H, int W, int shift, uint32_t seed)
+        : rb(C, C / HD, shift, seed), x0(swin_ref::random_map((size_t)H * W * C, seed + 1)) {
+        std::string err;
+        EXPECT_EQ(swin_weight_image_pack(rb.w, C, C / HD, &img, &err), 0) << err;
+    }
+};
 
 }  // namespace
 
@@ -150,4 +187,58 @@ TEST(SwinBlockEmu, OtherWidths) {
     check<96, 32, 1, 4>(8, 16, 4, false, 44);
     check<192, 32, 1, 8>(8, 16, 4, false, 45);
     check<256, 32, 1, 8>(8, 16, 4, true, 46);
+}
+
+// The occupancy variants' plans on their own: q in the attention phase (one and several items per
+// warp, head dims 16 / 32 / 48, items not a multiple of the warps), 4 and 8 accumulator tiles,
+// 8 warps on one window, the first weight fragments before the barriers
+TEST(SwinBlockEmu, OccupancyPlans) {
+    check<32, 32, 1, 4, 0, 8, 1>(8, 16, 4, false, 61);
+    check<32, 32, 1, 8>(8, 24, 4, true, 62);
+    check<64, 32, 1, 4, 0, 8, 1>(8, 24, 4, false, 63);
+    check<64, 32, 1, 4, 1, 8>(16, 16, 4, false, 64);
+    check<64, 32, 1, 4, 1, 8>(8, 24, 0, swin_fused::kResFp32ToBf16, 65);
+    check<64, 32, 1, 8, 1>(8, 16, 4, true, 66);
+    check<64, 32, 2, 8, 0, 8>(8, 24, 4, false, 67);
+    check<128, 32, 1, 8, 1, 16, 0>(8, 8, 4, false, 68);
+    check<128, 32, 1, 8, 0, 16, 1>(8, 8, 4, true, 69);
+    check<48, 16, 1, 8, 1, 4>(16, 8, 4, false, 70);  // 12 items on 8 warps
+    check<48, 48, 1, 4, 1>(8, 16, 4, false, 71);     // head dim 48: 3 k steps of q
+    check<16, 16, 1, 4, 1, 4, 1>(8, 16, 4, false, 72);
+}
+
+// Every plan built for C 32 / 64 / 128 gives the default plan's output bit for bit (shifted maps,
+// the last window column masked, a tile tail for the 2-window tile).
+TEST(SwinBlockEmu, PlansAgreeBitwise) {
+    {
+        constexpr int H = 8, W = 24;
+        Block<32, 32> b(H, W, 4, 81);
+        expect_bitwise({plan_output<32, 32, 1, 4, 0, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<32, 32, 1, 4, 0, 16, 1>(b.img, b.x0, H, W, 4),
+                        plan_output<32, 32, 1, 4, 0, 8, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<32, 32, 1, 8, 0, 16, 1>(b.img, b.x0, H, W, 4),
+                        plan_output<32, 32, 2, 8, 0, 16, 0>(b.img, b.x0, H, W, 4)},
+                       {"C 32 1/4", "1/4 pf", "1/4 ma8", "1/8 pf", "2/8"});
+    }
+    {
+        constexpr int H = 8, W = 24;
+        Block<64, 32> b(H, W, 4, 82);
+        expect_bitwise({plan_output<64, 32, 1, 4, 0, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 1, 4, 0, 16, 1>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 1, 4, 0, 8, 1>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 1, 4, 1, 8, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 1, 8, 0, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 1, 8, 1, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<64, 32, 2, 8, 0, 8, 0>(b.img, b.x0, H, W, 4)},
+                       {"C 64 1/4", "1/4 pf", "1/4 ma8 pf", "1/4 qa ma8", "1/8", "1/8 qa", "2/8 ma8"});
+    }
+    {
+        constexpr int H = 8, W = 8;  // one window: all four regions meet in it
+        Block<128, 32> b(H, W, 4, 83);
+        expect_bitwise({plan_output<128, 32, 1, 8, 0, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<128, 32, 1, 8, 0, 16, 1>(b.img, b.x0, H, W, 4),
+                        plan_output<128, 32, 1, 4, 0, 16, 0>(b.img, b.x0, H, W, 4),
+                        plan_output<128, 32, 1, 8, 1, 16, 0>(b.img, b.x0, H, W, 4)},
+                       {"C 128 1/8", "1/8 pf", "1/4", "1/8 qa"});
+    }
 }

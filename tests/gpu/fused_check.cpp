@@ -6,7 +6,8 @@
 // The device side (buffers, transfers, the block's weights, the op sequence, guarded maps) is
 // tests/gpu/swin_block_dev.h.
 //
-// Checks (every instantiated tile, fp32 and bf16 residual stream, shift 0 and 4):
+// Checks (every kernel built, SWIN_FUSED_KERNELS: tile plan and build; fp32 and bf16 residual
+// stream, shift 0 and 4):
 //  1. against the CPU reference block (kernels/cpu ops as kernels/cpu/unet.cpp runs them) on fresh
 //     random inputs x ~ N(0, 1) and random weights scaled like trained ones (tests/common/swin_ref.h), on
 //     maps where the masked (wrapped) windows matter (one window; 3 windows wide; odd window counts
@@ -20,7 +21,9 @@
 //     The last block's form (fp32 in, the output rounded to bf16 into a separate map, bf16_out):
 //     bit for bit the in-place output rounded to nearest even, the input map untouched;
 //  2. the instrumented kernel's mma count == the descriptor's mma_per_cta x CTAs, and its output
-//     equals the plain kernel's;
+//     equals the plain kernel's; every kernel of a width gives the engine's kernel's output bit for
+//     bit (the plans and builds differ in which warp computes what, where q passes, when loads
+//     are issued and how many registers ptxas may use, never in an operation or its order);
 //  3. bad calls refused with DENOISE_EINVAL and a message;
 //  4. (full mode) the correct-first op sequence (kernels/cuda/ops.h) that the timings compare
 //     against, against the same CPU reference: as one chunk, and in chunks of a few windows /
@@ -36,8 +39,9 @@
 // against a host reference and the op sequence, and refusals (section "patch merge / patch expand"
 // below). With --head: instead of all that, the head's checks (5.) only. Both flags together run
 // both sets.
-// Usage: fused_check [--quick] [--merge] [--head]   (--quick: checks on small maps only,
-//   for compute-sanitizer memcheck / racecheck)
+// Usage: fused_check [--quick] [--merge] [--head]   (--quick: checks on small maps only, the
+//   builds of a tile plan other than its plain one in the fp32 form only, one mma count per
+//   instrumented kernel: for compute-sanitizer memcheck / racecheck)
 // Exit: 0 all passed, 1 a check failed, 77 no usable GPU (nothing run).
 #include <cuda_runtime.h>
 
@@ -98,8 +102,8 @@ int64_t unchanged_tokens(const std::vector<float> &out, const std::vector<float>
     return u;
 }
 
-void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t seed, bool one_cta = false) {
-    const int C = t.C, heads = C / t.HD;
+void check_vs_cpu(const Kernel &k, int H, int W, int shift, bool bf16, uint32_t seed) {
+    const int C = k.t.C, heads = C / k.t.HD;
     const size_t n = (size_t)H * W * C;
     swin_ref::RandomBlock rb(C, heads, shift, seed);
     DevBlock B(rb);
@@ -110,7 +114,7 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
     swin_ref::reference_block(rb.w, C, heads, ref.data(), H, W, kEps);
     std::vector<float> out;
     bool guards = false;
-    run_fused(B, x0, H, W, shift, bf16, t, one_cta, &out, &guards, nullptr);
+    run_fused(B, x0, H, W, shift, bf16, k, &out, &guards, nullptr);
     const swin_ref::Error e = swin_ref::compare(out.data(), ref.data(), x0.data(), (int64_t)n);
     const int64_t same = unchanged_tokens(out, x0, C);
     const bool ok = swin_ref::passes(e) && guards && same == 0;
@@ -121,9 +125,9 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
                  std::to_string((H / 8) * (W / 8)) + " windows), worst finite at " + where(e.worst, W, C);
     }
     result(ok,
-           "fused C %3d hd %2d tile %d/%d%s %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
+           "fused %s %4dx%-4d shift %d %s vs CPU: rel L2 %.2e (< %.0e), change rel L2 %.2e (< %.0e), "
            "max abs %.2e, non-finite %lld, unwritten tokens %lld, guards %s%s",
-           C, t.HD, t.TW, t.NW, one_cta ? " 1-CTA build" : "", W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2,
+           kernel_name(k).c_str(), W, H, shift, bf16 ? "bf16" : "fp32", e.rel_l2,
            swin_ref::kRelL2, e.delta_rel_l2, swin_ref::kDeltaRelL2, e.max_abs, (long long)e.nonfinite, (long long)same,
            guards ? "intact" : "WRITTEN", detail.c_str());
 }
@@ -131,20 +135,18 @@ void check_vs_cpu(const Tile &t, int H, int W, int shift, bool bf16, uint32_t se
 // The U-Net's last block (SwinFusedParams::bf16_out): fp32 x in, the output rounded to bf16 into a
 // separate map. Pass: that map is bit for bit the in-place fp32 run's output rounded to nearest
 // even, the input map is untouched, both maps' guard bands intact.
-void check_bf16_out(const Tile &t, int H, int W, int shift, uint32_t seed) {
-    const int C = t.C, heads = C / t.HD;
+void check_bf16_out(const Kernel &k, int H, int W, int shift, uint32_t seed) {
+    const int C = k.t.C, heads = C / k.t.HD;
     const size_t n = (size_t)H * W * C;
     swin_ref::RandomBlock rb(C, heads, shift, seed);
     DevBlock B(rb);
     const std::vector<float> x0 = swin_ref::random_map(n, seed + 1);
     std::vector<float> inplace;
     bool g_in = false;
-    run_fused(B, x0, H, W, shift, false, t, false, &inplace, &g_in, nullptr);
+    run_fused(B, x0, H, W, shift, false, k, &inplace, &g_in, nullptr);
     GuardedMap x(4 * n), o(2 * n);
     h2d(x.map(), x0.data(), 4 * n);
-    SwinFusedParams p;
-    p.tw = t.TW;
-    p.nw = t.NW;
+    SwinFusedParams p = params_of(k);
     p.bf16_out = static_cast<uint16_t *>(o.map());
     ok_or_die(swin_block_fused(g_ctx, B.image, C, heads, kEps, x.map(), false, H, W, shift, &p), "swin_block_fused (bf16_out)");
     ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel (bf16_out)");
@@ -158,13 +160,14 @@ void check_bf16_out(const Tile &t, int H, int W, int shift, uint32_t seed) {
     const bool untouched = std::memcmp(xa.data(), x0.data(), 4 * n) == 0;
     const bool guards = g_in && x.guards_intact() && o.guards_intact();
     result(differ == 0 && untouched && guards,
-           "fused C %3d tile %d/%d %4dx%-4d shift %d fp32 -> bf16 out: %lld of %zu values differ from the in-place "
+           "fused %s %4dx%-4d shift %d fp32 -> bf16 out: %lld of %zu values differ from the in-place "
            "output rounded (first at %s), input map %s, guards %s",
-           C, t.TW, t.NW, W, H, shift, (long long)differ, n, where(first, W, C).c_str(), untouched ? "untouched" : "WRITTEN",
+           kernel_name(k).c_str(), W, H, shift, (long long)differ, n, where(first, W, C).c_str(), untouched ? "untouched" : "WRITTEN",
            guards ? "intact" : "WRITTEN");
 }
 
-void check_mma_count(const Tile &t, int H, int W) {
+void check_mma_count(const Kernel &k, int H, int W) {
+    const Tile &t = k.t;
     const int C = t.C, heads = C / t.HD;
     swin_ref::RandomBlock rb(C, heads, 4, 900 + C);
     DevBlock B(rb);
@@ -172,16 +175,41 @@ void check_mma_count(const Tile &t, int H, int W) {
     std::vector<float> plain, counted;
     bool g1 = false, g2 = false;
     unsigned long long mma = 0;
-    run_fused(B, x0, H, W, 4, false, t, true, &plain, &g1, nullptr);
-    run_fused(B, x0, H, W, 4, false, t, true, &counted, &g2, &mma);
-    const SwinBlockDesc d = swin_block_desc(C, heads, t.TW, t.NW);
+    run_fused(B, x0, H, W, 4, false, k, &plain, &g1, nullptr);
+    run_fused(B, x0, H, W, 4, false, k, &counted, &g2, &mma);
+    const SwinBlockDesc d = swin_block_desc(C, heads, t.TW, t.NW, t.QA, t.MA);
     const int64_t ctas = ((int64_t)(H / 8) * (W / 8) + t.TW - 1) / t.TW;
     const unsigned long long want = (unsigned long long)(d.mma_per_cta * ctas);
     const swin_ref::Error e = swin_ref::compare(counted.data(), plain.data(), x0.data(), (int64_t)x0.size());
     result(mma == want && e.nonfinite == 0 && e.rel_l2 < 1e-6,
-           "mma count C %3d tile %d/%d %dx%d: kernel issued %llu, descriptor %lld x %lld CTAs = %llu; instrumented vs "
-           "plain (1-CTA build) output rel L2 %.1e",
-           C, t.TW, t.NW, W, H, mma, (long long)d.mma_per_cta, (long long)ctas, want, e.rel_l2);
+           "mma count %s %dx%d: kernel issued %llu, descriptor %lld x %lld CTAs = %llu; instrumented vs "
+           "plain output rel L2 %.1e",
+           kernel_name(k).c_str(), W, H, mma, (long long)d.mma_per_cta, (long long)ctas, want, e.rel_l2);
+}
+
+// Every kernel built for (C, head dim) gives the engine's kernel's output bit for bit on an H x W
+// map (fp32 stream, shifted: the masked windows and tile tails included).
+void check_kernels_agree(int C, int HD, int H, int W, uint32_t seed) {
+    const int heads = C / HD;
+    swin_ref::RandomBlock rb(C, heads, 4, seed);
+    DevBlock B(rb);
+    const std::vector<float> x0 = swin_ref::random_map((size_t)H * W * C, seed + 1);
+    const Kernel e = engine_kernel(C, heads);
+    std::vector<float> ref;
+    bool g = false;
+    run_fused(B, x0, H, W, 4, false, e, &ref, &g, nullptr);
+    for (const SwinFusedKernel &sk : swin_fused_kernels(C, heads)) {
+        const Kernel k = kernel_of(sk);
+        std::vector<float> out;
+        bool gk = false;
+        run_fused(B, x0, H, W, 4, false, k, &out, &gk, nullptr);
+        int64_t differ = 0, first = -1;
+        for (size_t i = 0; i < out.size(); ++i)
+            if (std::memcmp(&out[i], &ref[i], 4) != 0 && differ++ == 0) first = (int64_t)i;
+        result(differ == 0 && g && gk, "kernel %s vs the engine's (%s) %dx%d shift 4 fp32: %lld of %zu values differ (first at %s), guards %s",
+               kernel_name(k).c_str(), kernel_name(e).c_str(), W, H, (long long)differ, out.size(), where(first, W, C).c_str(),
+               g && gk ? "intact" : "WRITTEN");
+    }
 }
 
 void check_refusals() {
@@ -233,6 +261,21 @@ void check_refusals() {
     const int rc = swin_block_fused(g_ctx, B.image, 64, 2, kEps, x.p, false, 16, 16, 0, &p);
     result(rc == 0, "C 64 tile 2/8 (built) accepted: rc %d %s", rc, g_ctx.err.c_str());
     ck(cudaStreamSynchronize(g_ctx.stream), "fused kernel");
+    SwinFusedParams q;
+    q.tw = 1;
+    q.nw = 4;
+    q.ctas = 7;
+    g_ctx.err.clear();
+    int rq = swin_block_fused(g_ctx, B.image, 64, 2, kEps, x.p, false, 16, 16, 0, &q);
+    result(rq == DENOISE_EINVAL && !g_ctx.err.empty(), "refuses C 64 tile 1/4 built for 7 CTAs (not built): rc %d, \"%s\"", rq,
+           g_ctx.err.c_str());
+    SwinFusedParams c;
+    Dev cnt(8);
+    c.mma_count = cnt.as<unsigned long long>();
+    g_ctx.err.clear();
+    rq = swin_block_fused(g_ctx, B.image, 64, 2, kEps, x.p, true, 16, 16, 0, &c);
+    result(rq == DENOISE_EINVAL && !g_ctx.err.empty(), "refuses the instrumented kernel on a bf16 stream: rc %d, \"%s\"", rq,
+           g_ctx.err.c_str());
 }
 
 // wper / tper: windows / tokens per chunk (0: the whole map in one chunk).
@@ -894,18 +937,19 @@ int main(int argc, char **argv) {
 
     // 1. against the CPU reference
     uint32_t seed = 1;
-    for (const Tile &t : swin_ref::instantiated_tiles()) {
-        const bool two = t.TW == 2;
-        check_vs_cpu(t, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
-        check_vs_cpu(t, 16, 24, 4, true, seed += 10);
-        check_vs_cpu(t, 8, 8, 4, true, seed += 10, true);
-        check_vs_cpu(t, 16, 24, 4, false, seed += 10, true);
-        check_bf16_out(t, 16, 24, 4, seed += 10);
+    // --quick (the sanitizer runs): the other builds of a tile plan (CTAS, PF) only in the fp32 form
+    for (const Kernel &k : swin_ref::instantiated_kernels()) {
+        const bool two = k.t.TW == 2, plain = k.CTAS == 0 && k.PF == 0;
+        check_vs_cpu(k, 8, 8, 4, false, seed += 10);  // one window: all four regions meet in it
+        if (!quick || plain) {
+            check_vs_cpu(k, 16, 24, 4, true, seed += 10);
+            check_bf16_out(k, 16, 24, 4, seed += 10);
+        }
         if (!quick) {
-            check_vs_cpu(t, 16, 24, 0, false, seed += 10);
-            check_vs_cpu(t, two ? 24 : 8, two ? 40 : 24, 4, false, seed += 10);  // odd window count
-            check_vs_cpu(t, 40, 56, 4, true, seed += 10);
-            check_vs_cpu(t, 40, 56, 0, false, seed += 10);
+            check_vs_cpu(k, 16, 24, 0, false, seed += 10);
+            check_vs_cpu(k, two ? 24 : 8, two ? 40 : 24, 4, false, seed += 10);  // odd window count
+            check_vs_cpu(k, 40, 56, 4, true, seed += 10);
+            check_vs_cpu(k, 40, 56, 0, false, seed += 10);
         }
     }
     if (!quick) {
@@ -915,23 +959,30 @@ int main(int argc, char **argv) {
         } v1[] = {{32, 544, 960}, {64, 272, 480}, {128, 136, 240}};
         for (const auto &s : v1)
             for (int sh : {0, 4})
-                for (bool bf : {false, true}) {
-                    const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / 32);
-                    check_vs_cpu(Tile{s.C, 32, ts[0].tw, ts[0].nw}, s.H, s.W, sh, bf, seed += 10);
-                }
+                for (bool bf : {false, true}) check_vs_cpu(engine_kernel(s.C, s.C / 32), s.H, s.W, sh, bf, seed += 10);
         // the other widths on the 1080p grid of a level a wider model would put them at (C 64 at
         // level 0: wide64's)
         const struct {
             int C, HD, H, W;
         } wide[] = {{48, 48, 544, 960}, {64, 32, 544, 960}, {96, 32, 272, 480}, {192, 32, 136, 240}, {256, 32, 136, 240}};
         for (const auto &s : wide) {
-            const std::vector<SwinFusedTile> ts = swin_fused_tiles(s.C, s.C / s.HD);
-            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 4, false, seed += 10);
-            check_vs_cpu(Tile{s.C, s.HD, ts[0].tw, ts[0].nw}, s.H, s.W, 0, true, seed += 10);
+            check_vs_cpu(engine_kernel(s.C, s.C / s.HD), s.H, s.W, 4, false, seed += 10);
+            check_vs_cpu(engine_kernel(s.C, s.C / s.HD), s.H, s.W, 0, true, seed += 10);
         }
     }
-    // 2. mma count
-    for (const Tile &t : swin_ref::instantiated_tiles()) check_mma_count(t, 24, 40);
+    // 2. mma count (--quick: once per instrumented kernel, i.e. per tile plan and pf); every kernel
+    // of a width that has several against the engine's, bit for bit (a 1080p level-1 grid: several
+    // waves of CTAs; small maps with --quick)
+    std::vector<std::string> counted;
+    for (const Kernel &k : swin_ref::instantiated_kernels()) {
+        const std::string plan = kernel_name(Kernel{k.t, k.PF, 1});
+        if (quick && std::find(counted.begin(), counted.end(), plan) != counted.end()) continue;
+        counted.push_back(plan);
+        check_mma_count(k, 24, 40);
+    }
+    for (const auto &w : {std::pair<int, int>{32, 32}, {48, 48}, {64, 32}, {96, 32}, {128, 32}, {192, 32}, {256, 32}})
+        if (swin_fused_kernels(w.first, w.first / w.second).size() > 1)
+            check_kernels_agree(w.first, w.second, quick ? 16 : 272, quick ? 24 : 480, 700 + w.first);
     // 3. refusals
     check_refusals();
     // 5. the head (tensor-core vs two-pass vs CPU)

@@ -189,6 +189,35 @@ inline int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, S
 inline const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
 
 using Tile = swin_ref::FusedTile;
+using Kernel = swin_ref::FusedKernel;
+
+// The parameters that force kernel k (every field of its row).
+inline SwinFusedParams params_of(const Kernel &k) {
+    SwinFusedParams p;
+    p.tw = k.t.TW;
+    p.nw = k.t.NW;
+    p.qa = k.t.QA;
+    p.ma = k.t.MA;
+    p.pf = k.PF;
+    p.ctas = k.CTAS;
+    return p;
+}
+inline Kernel kernel_of(const SwinFusedKernel &k) { return Kernel{{k.C, k.HD, k.tw, k.nw, k.qa, k.ma}, k.pf, k.ctas}; }
+// "1/4 qa ma8 x5" (swin_fused_kernel_name), and with the width "C 64 hd 32 1/4 qa ma8 x5"
+inline std::string kernel_tag(const Kernel &k) {
+    return swin_fused_kernel_name(SwinFusedKernel{k.t.C, k.t.HD, k.t.TW, k.t.NW, k.t.QA, k.t.MA, k.PF, k.CTAS, 0});
+}
+inline std::string kernel_name(const Kernel &k) {
+    return "C " + std::to_string(k.t.C) + " hd " + std::to_string(k.t.HD) + " " + kernel_tag(k);
+}
+// The engine's kernel for (C, heads) on the context's device (swin_block_fused_choice).
+inline Kernel engine_kernel(int C, int heads) {
+    SwinFusedKernel k{};
+    std::string why;
+    if (swin_block_fused_choice(g_ctx.device, C, heads, &k, &why))
+        fatal("swin_block_fused_choice C " + std::to_string(C) + ": " + why);
+    return kernel_of(k);
+}
 
 // The residual map on the device between two guard bands of 0xFF bytes.
 struct GuardedMap {
@@ -208,9 +237,10 @@ struct GuardedMap {
     }
 };
 
-// x0 (H, W, C) through the fused block on the GPU -> out (fp32 values). bf16: x0 is bf16-exact.
-inline void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, int shift, bool bf16, const Tile &t,
-               bool one_cta, std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
+// x0 (H, W, C) through kernel k of the fused block on the GPU -> out (fp32 values). bf16: x0 is
+// bf16-exact. mma: non-null runs k's instrumented kernel and gives its count.
+inline void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, int W, int shift, bool bf16, const Kernel &k,
+                      std::vector<float> *out, bool *guards_ok, unsigned long long *mma) {
     const size_t n = x0.size(), es = bf16 ? 2 : 4;
     GuardedMap m(n * es);
     std::vector<uint16_t> xb;
@@ -222,10 +252,7 @@ inline void run_fused(const DevBlock &B, const std::vector<float> &x0, int H, in
     }
     Dev cnt(8);
     fill(cnt.p, 0, 8);
-    SwinFusedParams p;
-    p.tw = t.TW;
-    p.nw = t.NW;
-    p.one_cta_regs = one_cta;
+    SwinFusedParams p = params_of(k);
     p.mma_count = mma ? cnt.as<unsigned long long>() : nullptr;
     ok_or_die(swin_block_fused(g_ctx, B.image, B.C, B.heads, kEps, m.map(), bf16, H, W, shift, &p), "swin_block_fused");
     ck(cudaStreamSynchronize(g_ctx.stream), "fused Swin block kernel");

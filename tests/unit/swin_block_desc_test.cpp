@@ -1,6 +1,6 @@
 // The fused Swin block's descriptor and weight image (kernels/cuda/swin_block_desc.h,
 // swin_weight_image.h), on the CPU:
-//  - for every instantiated tile (SWIN_FUSED_TILES) and a few more: the descriptor's phase FLOPs
+//  - for every tile plan built (SWIN_FUSED_KERNELS) and a few more: the descriptor's phase FLOPs
 //    equal the block's FLOP count computed here from the module shapes, mma = FLOP / 4096, the
 //    image sections tile the image exactly and the GEMM phases read each weight byte once
 //    (swin_block_desc_check), the warp grids split every GEMM evenly over all warps;
@@ -10,6 +10,7 @@
 //  - what cannot be built is refused (tile plans, packer shapes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -46,11 +47,14 @@ TEST(SwinBlockDesc, InstantiatedTilesAreConsistent) {
     cfgs.push_back({160, 32, 1, 8});
     cfgs.push_back({224, 32, 1, 8});
     cfgs.push_back({64, 64, 2, 8});
+    cfgs.push_back({48, 16, 1, 8, 1, 16});   // q in the attention phase: 12 items on 8 warps
+    cfgs.push_back({48, 48, 1, 4, 1, 4});    // head dim 48, 4 accumulator tiles
+    cfgs.push_back({256, 32, 1, 16, 1, 8});
     for (const Cfg &c : cfgs) {
         SCOPED_TRACE("C " + std::to_string(c.C) + " hd " + std::to_string(c.HD) + " tile " + std::to_string(c.TW) + "/" +
-                     std::to_string(c.NW));
+                     std::to_string(c.NW) + " qa " + std::to_string(c.QA) + " ma " + std::to_string(c.MA));
         const int heads = c.C / c.HD;
-        const SwinBlockDesc d = swin_block_desc(c.C, heads, c.TW, c.NW);
+        const SwinBlockDesc d = swin_block_desc(c.C, heads, c.TW, c.NW, c.QA, c.MA);
         ASSERT_TRUE(d.tile.ok);
         std::string why;
         EXPECT_TRUE(swin_block_desc_check(d, &why)) << why;
@@ -63,17 +67,21 @@ TEST(SwinBlockDesc, InstantiatedTilesAreConsistent) {
         const struct {
             SwinWarpGrid g;
             int NTT;
-        } gemms[] = {{d.tile.qkv, 3 * c.C / 8}, {d.tile.proj, c.C / 8}, {d.tile.fc1, d.tile.HC / 8}, {d.tile.fc2, c.C / 8}};
+        } gemms[] = {{d.tile.qkv, (c.QA ? 2 : 3) * c.C / 8}, {d.tile.proj, c.C / 8}, {d.tile.fc1, d.tile.HC / 8}, {d.tile.fc2, c.C / 8}};
         for (const auto &x : gemms) {
             EXPECT_EQ(x.g.WM * x.g.WN, c.NW);
             EXPECT_EQ(x.g.MT * x.g.WM, MTT);
             EXPECT_EQ(x.g.NTW * x.g.WN, x.NTT);
             ASSERT_GT(x.g.NT, 0);
             EXPECT_EQ(x.g.NTW % x.g.NT, 0);
-            EXPECT_LE(x.g.MT * x.g.NT, 16);
+            EXPECT_LE(x.g.MT * x.g.NT, c.MA);
         }
+        // shared memory: u holds q | k | v, or with qa k | v, or the MLP chunk, whichever is wider
+        const int ucols = std::max((c.QA ? 2 : 3) * c.C, d.tile.HC);
+        EXPECT_EQ(d.tile.smem, 64u * c.TW * (4u * (c.C + 8) + 2u * (c.C + 8) + 2u * (ucols + 8)));
     }
     std::printf("%s", swin_block_desc_text(swin_block_desc(32, 1, 2, 8)).c_str());
+    std::printf("%s", swin_block_desc_text(swin_block_desc(64, 2, 1, 4, true, 8)).c_str());
 }
 
 TEST(SwinBlockDesc, FlopFormula) {
@@ -92,6 +100,44 @@ TEST(SwinBlockDesc, RefusesWhatCannotBeBuilt) {
     EXPECT_FALSE(swin_tile(256, 32, 2, 8).ok);    // 400 KB of shared memory
     EXPECT_FALSE(swin_tile(272, 16, 1, 4).ok);    // C > 256
     EXPECT_FALSE(swin_block_desc(64, 3, 1, 4).tile.ok);  // 64 / 3 heads
+    EXPECT_FALSE(swin_tile(64, 32, 1, 4, false, 6).ok);  // 6 accumulator tiles per warp
+    EXPECT_FALSE(swin_tile(64, 32, 1, 4, false, 2).ok);  // MT 4 needs 4 at least
+}
+
+// What the occupancy variants rest on: shared memory per CTA and what it admits per SM.
+TEST(SwinBlockDesc, OccupancyVariants) {
+    EXPECT_EQ(swin_tile(64, 32, 1, 4).smem, 53248u);
+    EXPECT_EQ(swin_tile(64, 32, 1, 4, true).smem, 45056u);   // k | v only: 5 CTAs fit sm_90, 2 sm_89
+    EXPECT_EQ(swin_tile(128, 32, 1, 8).smem, 102400u);
+    EXPECT_EQ(swin_tile(128, 32, 1, 8, true).smem, 86016u);  // within sm_89's 99 KB per block
+    EXPECT_EQ(swin_tile(32, 32, 1, 4, true).smem, swin_tile(32, 32, 1, 4).smem);  // the MLP chunk is wider
+    EXPECT_EQ(swin_min_ctas(4, 53248, 90), 4);
+    EXPECT_EQ(swin_min_ctas(5, 53248, 90), 4);   // clamped to what shared memory admits
+    EXPECT_EQ(swin_min_ctas(5, 45056, 90), 5);
+    EXPECT_EQ(swin_min_ctas(4, 53248, 80), 3);
+    EXPECT_EQ(swin_min_ctas(4, 53248, 89), 1);
+    EXPECT_EQ(swin_min_ctas(5, 45056, 89), 2);
+    EXPECT_EQ(swin_min_ctas(4, 53248, 0), 4);    // host pass: as given
+    EXPECT_EQ(swin_min_ctas(0, 53248, 90), 0);   // no minimum
+    // ma 8 halves the live accumulators of C 64's fc1 (4 m-tiles x 4 n-tiles -> chunks of 2)
+    EXPECT_EQ(swin_tile(64, 32, 1, 4).fc1.MT * swin_tile(64, 32, 1, 4).fc1.NT, 16);
+    EXPECT_EQ(swin_tile(64, 32, 1, 4, false, 8).fc1.MT * swin_tile(64, 32, 1, 4, false, 8).fc1.NT, 8);
+    // every preference row names a kernel that is built
+    int rows = 0, found = 0;
+    const std::vector<swin_ref::FusedKernel> ks = swin_ref::instantiated_kernels();
+#define PREF_ROW(SM_, C_, HD_, TW_, NW_, QA_, MA_, PF_, CTAS_)                                                        \
+    ++rows;                                                                                                            \
+    for (const swin_ref::FusedKernel &k : ks)                                                                          \
+        if (k.t.C == C_ && k.t.HD == HD_ && k.t.TW == TW_ && k.t.NW == NW_ && k.t.QA == QA_ && k.t.MA == MA_ &&        \
+            k.PF == PF_ && k.CTAS == CTAS_) {                                                                          \
+            ++found;                                                                                                   \
+            break;                                                                                                     \
+        }
+    SWIN_FUSED_PREFERENCE(PREF_ROW)
+#undef PREF_ROW
+    EXPECT_GT(rows, 0);
+    EXPECT_EQ(found, rows) << "a SWIN_FUSED_PREFERENCE row names a kernel SWIN_FUSED_KERNELS does not build";
+    for (const swin_ref::FusedKernel &k : ks) EXPECT_TRUE(swin_tile(k.t.C, k.t.HD, k.t.TW, k.t.NW, k.t.QA, k.t.MA).ok);
 }
 
 TEST(SwinWeightImage, FragmentOrderMatchesThePtxLayout) {

@@ -100,6 +100,7 @@ int bench_head(int w, int h, int iters, int c0);                  // head.cpp
 int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory mem, int64_t cap);  // api.cpp
 void print_plans(const Model &M, int W, int H);                   // api.cpp
 int bench_swin(int iters);                                        // swin.cpp
+int bench_swin_sweep(int iters);                                  // swin.cpp
 
 }  // namespace cuda_bench
 

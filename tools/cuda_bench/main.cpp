@@ -36,15 +36,19 @@
 // --patch times the patch merges and expands alone, the op sequence vs the fused kernels, on the
 // token grids of --sizes (bench_patch), then the kernels line and per-op table of each size, and
 // nothing else.
-// --swin times the fused Swin block alone (swin.cpp: per tile and build on model v1's stage grids
+// --swin times the fused Swin block alone (swin.cpp: every kernel built on model v1's stage grids
 // at 540p, 1080p and 4K, the op sequence's per-op split, the size sweep; --sizes is not used) and
-// nothing else.
+// nothing else. --swin-sweep times every fused kernel built for C 32 / 64 / 128 on the 4K frame's
+// level 0 / 1 / 2 token grids, one table per width with registers, spills, resident CTAs and the
+// ratio to the engine's kernel, and prints the SWIN_FUSED_PREFERENCE rows that would make the
+// fastest the engine's on this GPU (bench_swin_sweep; about 20 s).
 // Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
 //        denoise-cuda-bench --plans [--weights FILE] [--sizes WxH,...]
 //        denoise-cuda-bench --fusion-conv [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --head [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --patch [--weights FILE] [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --swin [--iters N]
+//        denoise-cuda-bench --swin-sweep [--iters N]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include "cuda_bench.h"
 
@@ -55,7 +59,7 @@ int main(int argc, char **argv) {
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;
-    bool plans = false, fusion_conv = false, head = false, patch = false, swin = false;
+    bool plans = false, fusion_conv = false, head = false, patch = false, swin = false, swin_sweep = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--plans") plans = true;
@@ -63,6 +67,7 @@ int main(int argc, char **argv) {
         else if (a == "--head") head = true;
         else if (a == "--patch") patch = true;
         else if (a == "--swin") swin = true;
+        else if (a == "--swin-sweep") swin_sweep = true;
         else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
@@ -76,7 +81,7 @@ int main(int argc, char **argv) {
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch | --swin] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch | --swin | --swin-sweep] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -109,6 +114,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     if (swin) return bench_swin(iters);
+    if (swin_sweep) return bench_swin_sweep(iters);
     if (fusion_conv || head) {
         int rc = 0;
         for (auto &d : dims)
