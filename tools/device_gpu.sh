@@ -5,7 +5,10 @@
 #   here (the build machine):   ./configure && make && tools/device_gpu.sh --pack DEVICE_LIBS_SH
 #       packs build/bin, build/lib, build/tests/gpu/ (the GPU check programs) into .device/build.tar.xz and the Debian
 #       libraries the GPU machine lacks into .devlibs/libs.tar.xz (made by DEVICE_LIBS_SH, the
-#       workplace's device-libs.sh, or $DEVICE_LIBS_SH); both folders are git-ignored.
+#       workplace's device-libs.sh, or $DEVICE_LIBS_SH); both folders are git-ignored. When the two
+#       do not fit one call beside the working tree, .devlibs/libs.tar.xz is split into
+#       .devlibs/libs.tar.xz.part-N, each carried by a call of its own on the same warm machine
+#       (the output says how); the first part run there joins them.
 #   there (repository root, .device and .devlibs carried):   bash tools/device_gpu.sh [check|bench|batch]
 #       unpacks, runs tools/check_gpu.sh then tools/bench.sh and prints the failures, the key
 #       checks and the bench summary last; `check` or `bench` runs that part alone (the checks
@@ -70,10 +73,21 @@ if [ "${1:-}" = --pack ]; then
     (cd "$work" && sh "$libs") || { rm -rf "$work"; exit 1; }
     rm -rf .devlibs && mv "$work/.devlibs" . && rm -rf "$work"
     du -ch .device/build.tar.xz .devlibs/libs.tar.xz
-    total=$(du -cb .device/build.tar.xz .devlibs/libs.tar.xz | tail -n 1 | cut -f1)
     tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
-    echo "device_gpu: carry .device .devlibs ($((total >> 20)) MiB) + the working tree ($((tree >> 20)) MiB); the limit is 64 MiB"
-    [ $((total + tree)) -lt $((64 << 20)) ] || { echo "device_gpu: too large for one call" >&2; exit 1; }
+    room=$(((64 << 20) - tree - (1 << 20)))   # what one call may carry beside the working tree
+    dev=$(stat -c %s .device/build.tar.xz)
+    libs=$(stat -c %s .devlibs/libs.tar.xz)
+    echo "device_gpu: the working tree is $((tree >> 20)) MiB; a call carries 64 MiB in all"
+    [ "$dev" -lt "$room" ] || { echo "device_gpu: .device/build.tar.xz ($((dev >> 20)) MiB) does not fit beside the working tree" >&2; exit 1; }
+    if [ $((dev + libs)) -lt "$room" ]; then
+        echo "device_gpu: carry .device and .devlibs in one call ($(((dev + libs) >> 20)) MiB)"
+    else
+        # the libraries in parts, each carried by a call of its own on the same warm machine (carried
+        # paths stay there while it is held); the check/bench call joins them (below)
+        split -b "$room" -d -a 1 .devlibs/libs.tar.xz .devlibs/libs.tar.xz.part- && rm .devlibs/libs.tar.xz || exit 1
+        n=$(ls .devlibs/libs.tar.xz.part-* | wc -l)
+        echo "device_gpu: .devlibs split into $n parts: carry [\".devlibs/libs.tar.xz.part-0\"], ... one a call, then [\".device\"]"
+    fi
     exit 0
 fi
 
@@ -86,6 +100,12 @@ mkdir -p "$OUTDIR" || exit 1
 # per-run logs (many small files) live outside $OUTDIR and come back as logs.tar.gz
 WORK=$(mktemp -d /tmp/device-work.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# .devlibs in parts (--pack splits it when it does not fit beside .device): joined here once every part came
+if [ ! -f .devlibs/libs.tar.xz ] && ls .devlibs/libs.tar.xz.part-* > /dev/null 2>&1; then
+    cat $(ls .devlibs/libs.tar.xz.part-* | sort -V) > .devlibs/libs.tar.xz.tmp && xz -t .devlibs/libs.tar.xz.tmp &&
+        mv .devlibs/libs.tar.xz.tmp .devlibs/libs.tar.xz ||
+        { echo "device_gpu: joining .devlibs/libs.tar.xz.part-* failed (a part missing?)" | tee "$OUTDIR/device.log"; rm -f .devlibs/libs.tar.xz.tmp; exit 1; }
+fi
 [ -f .device/build.tar.xz ] && [ -f .devlibs/libs.tar.xz ] || {
     echo "device_gpu: .device/build.tar.xz or .devlibs/libs.tar.xz missing (tools/device_gpu.sh --pack, then carry both)" |
         tee "$OUTDIR/device.log"
