@@ -197,8 +197,18 @@ DN_HOSTDEV constexpr int swin_min_ctas(int ctas, uint32_t smem, int sm) {
 // SM 0: the tiles measured fastest on the H200 (docs/fused.md: at 1080p C 32 1/4 beat 2/8 by 14%,
 // C 64 1/4 beat 2/8 by 22%, C 128 1/8 beat 1/4), then C 128's qa tile, which fits sm_86 / sm_89's
 // 99 KB per block where the 100 KB of 1/8 does not. Rows per SM: from denoise-cuda-bench
-// --swin-sweep (docs/fused.md, "Occupancy variants"); none measured yet.
+// --swin-sweep (docs/fused.md, "Occupancy variants").
+// SM 90: the sweep on an H100 (2026-12-08, ms per block at the 4K frame's token grids, each
+// kernel bitwise equal to the SM 0 choice): C 32 1/8 pf for 4 CTAs 0.934 ms at level 0 against
+// 1.039 (-10%); C 64 1/8 2.408 ms at levels 0 + 1 against 2.921 (-18%); C 128 1/8 pf 0.328 at
+// level 2 against 0.330. The qa kernels of C 64 (1/4 qa ma 8 for 5 CTAs timed fastest, 2.338) are
+// left out: racecheck reported shared-memory hazards in them on the same machine.
 #define SWIN_FUSED_PREFERENCE(X)     \
+    X(90, 32, 32, 1, 8, 0, 16, 1, 4) \
+    X(90, 32, 32, 1, 4, 0, 8, 1, 6)  \
+    X(90, 64, 32, 1, 8, 0, 16, 0, 0) \
+    X(90, 64, 32, 1, 4, 0, 8, 1, 4)  \
+    X(90, 128, 32, 1, 8, 0, 16, 1, 0) \
     X(0, 32, 32, 1, 4, 0, 16, 0, 0)  \
     X(0, 64, 32, 1, 4, 0, 16, 0, 0)  \
     X(0, 128, 32, 1, 8, 0, 16, 0, 0) \
