@@ -14,12 +14,19 @@
 # veryfast -crf 18, else -c:v ffv1 -slices 16) serve both runs; denoise-batch runs with
 # --segment-frames BO_SEGMENT_FRAMES (400) and BO_BATCH_ARGS (more options).
 # Order: a 10-frame warm-up run, the single run, denoise-batch, the single run again; each timed
-# from start to exit (date +%s.%N). Then two diagnostic runs that no bar reads: segment 0's own
-# ffmpeg command (the first line of its log in denoise-batch's kept work folder) run again
-# outside Ray, and the single run with sigma=auto's estimate read in the push that made it
-# (DENOISE_SIGMA_AUTO_DEFER=0, the engine's order before 2026-12-07), so that a gap between the
-# single run and the segments can be put on Ray's environment, the segment's command form or
-# sigma=auto's host wait. Prints per run its wall time and frames/s, then
+# from start to exit (date +%s.%N), with its CPU time (user and sys seconds of the run and what it
+# waited for: the shell's `times`, POSIX, since Ubuntu's images have no /usr/bin/time; for
+# denoise-batch's segments the `# times:` line each writes in its log) and the cores that is.
+# Then diagnostic rows that no bar reads, to put a gap between the single run and the segments on
+# Ray's process context (docs/scale-out.md, "Measuring on the GPU machine"): segment 0 in Ray (its
+# log: wall and CPU time, and its worker's context line: its environment variables, affinity, nice,
+# cgroup, stdin), then segment 0's own ffmpeg command (its log's first line) run again outside
+# Ray as it is, with the worker's variables exported (threads, libraries, allocator: its context
+# line's env part), with OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1, with stdin </dev/null, and
+# with OPENBLAS_NUM_THREADS=$(nproc) (OpenBLAS's threads as the CUDA engine had them before it set
+# one, kernels/common/parallel.h), each about 400 frames; last the single run with sigma=auto's
+# estimate read in the push that made it (DENOISE_SIGMA_AUTO_DEFER=0, the engine's order before
+# 2026-12-07). Prints per run its wall time, frames/s and CPU, then
 #   single: F frames/s (the mean of the two runs)
 #   denoise-batch: F frames/s, the whole command (Ray's start, probing, the joins included)
 #   denoise-batch job: F frames/s (its own progress line: from the first task to the last join)
@@ -63,9 +70,30 @@ if ! python3 -c 'import ray' 2>/dev/null; then
 fi
 echo "$TEST_NAME: ray $(python3 -c 'import ray; print(ray.__version__)'), $(nproc) CPUs, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 
-# now FILE: seconds since the epoch with fractions; rate FRAMES SECONDS
+# now: seconds since the epoch with fractions; rate FRAMES SECONDS
 now() { date +%s.%N; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.2f", n / s }'; }
+# timed NAME CMD...: runs CMD in this shell (not in $(...): `times` there would count only the
+# command substitution's children), stdout and stderr to $L/NAME.log; sets T_WALL (start to exit)
+# and T_USER, T_SYS (CPU seconds of CMD and of what it waited for); returns CMD's status
+timed() {
+    _n=$1
+    shift
+    times >"$TMP/times0"
+    _t0=$(now)
+    "$@" >"$L/$_n.log" 2>&1
+    _rc=$?
+    _t1=$(now)
+    times >"$TMP/times1"
+    T_WALL=$(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%.3f", b - a }')
+    # `times`' second line: the children's user and sys time, as 1m2.5s (dash) or 1m2.500s (bash)
+    _c=$(cat "$TMP/times0" "$TMP/times1" | awk 'NR % 2 == 0 { split($1, u, "m"); split($2, s, "m"); printf "%s %s ", u[1] * 60 + u[2], s[1] * 60 + s[2] }')
+    T_USER=$(echo "$_c" | awk '{ printf "%.1f", $3 - $1 }')
+    T_SYS=$(echo "$_c" | awk '{ printf "%.1f", $4 - $2 }')
+    return $_rc
+}
+# cpu WALL USER SYS: "CPU U s user + S s sys (C cores)"
+cpu() { awk -v w="$1" -v u="$2" -v s="$3" 'BEGIN { printf "CPU %.1f s user + %.1f s sys (%.2f cores)", u, s, (u + s) / w }'; }
 
 run "$L/src.log" "$FFMPEG" -nostdin -y -stream_loop -1 -i "$SAMPLE_8BIT" -frames:v "$N" \
     -vf "scale=$(echo "$SIZE" | tr x :):flags=bicubic,noise=alls=12:allf=t,format=yuv420p" $SRCENC -an "$TMP/src.mkv" ||
@@ -81,14 +109,15 @@ if ! "$FFMPEG" -nostdin -y -v error -i "$TMP/src.mkv" -frames:v 10 -vf "$CHAIN" 
     finish
 fi
 
-single() { # single NAME: one ffmpeg run; prints its seconds
-    _t0=$(now)
-    "$FFMPEG" -nostdin -y -v error -i "$TMP/src.mkv" -vf "$CHAIN" -fps_mode passthrough $ENC -an "$TMP/$1.mkv" \
-        >"$L/$1.log" 2>&1 || { cat "$L/$1.log" >&2; return 1; }
-    awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'
+single() { # single NAME [VAR=VALUE...]: one ffmpeg run of the clip, with those variables set
+    _s=$1
+    shift
+    timed "$_s" env "$@" "$FFMPEG" -nostdin -y -v error -i "$TMP/src.mkv" -vf "$CHAIN" -fps_mode passthrough $ENC \
+        -an "$TMP/$_s.mkv" || { cat "$L/$_s.log" >&2; return 1; }
 }
-s1=$(single single1) || die "the single run failed (log $L/single1.log)"
-echo "single run 1: $s1 s, $(rate "$N" "$s1") frames/s"
+single single1 || die "the single run failed (log $L/single1.log)"
+s1=$T_WALL
+echo "single run 1: $s1 s, $(rate "$N" "$s1") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
 t0=$(now)
 python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --keep-work \
@@ -101,29 +130,53 @@ nb=$(count_frames "$TMP/batch.mkv")
 [ "$nb" = "$N" ] || fail "denoise-batch's output has $nb frames, not $N"
 job=$(sed -n 's/.* \([0-9.]*\) frames\/s, .*/\1/p' "$L/batch.log" | tail -n 1)
 segs=$(sed -n 's/.*done: .*(\([0-9]*\) frames, \([0-9]*\) segments).*/\2/p' "$L/batch.log")
-echo "denoise-batch: $sb s, $(rate "$N" "$sb") frames/s ($segs segments; its progress line: ${job:-?} frames/s)"
+# the segments' own times (the `# times:` line of each log, tools/denoise_batch/segment.py)
+work=$TMP/batch.mkv.denoise-batch
+segt=$(cat "$work"/seg-*.log 2>/dev/null | sed -n 's/^# times: wall \([0-9.]*\) s, cpu user \([0-9.]*\) s, sys \([0-9.]*\) s$/\1 \2 \3/p' |
+    awk '{ w += $1; u += $2; s += $3 } END { if (NR) printf "%.3f %.1f %.1f", w, u, s }')
+echo "denoise-batch: $sb s, $(rate "$N" "$sb") frames/s ($segs segments; its progress line: ${job:-?} frames/s)${segt:+; its ffmpeg runs: $(echo "$segt" | awk '{ printf "%.1f", $1 }') s, $(cpu $segt)}"
 
-s2=$(single single2) || die "the second single run failed (log $L/single2.log)"
-echo "single run 2: $s2 s, $(rate "$N" "$s2") frames/s"
+single single2 || die "the second single run failed (log $L/single2.log)"
+s2=$T_WALL
+echo "single run 2: $s2 s, $(rate "$N" "$s2") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
-# diagnostics (no bar): segment 0's command outside Ray; the single run in the old sigma=auto order
-seglog=$(ls "$TMP"/batch.mkv.denoise-batch/seg-00000.log 2>/dev/null | head -n 1)
-if [ -n "$seglog" ]; then
+# diagnostics (no bar): segment 0 in Ray and its worker's context, its command again outside Ray
+# in several contexts, the single run in the old sigma=auto order
+seglog=$work/seg-00000.log
+if [ -f "$seglog" ]; then
     segcmd=$(head -n 1 "$seglog")
     segout=$(echo "$segcmd" | awk '{print $NF}')
-    _t0=$(now)
-    if (eval "$segcmd") >"$L/segment0_direct.log" 2>&1; then
-        st=$(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
-        sn=$(count_frames "$segout")
-        echo "diagnostic: segment 0's command outside Ray: $st s, $(rate "$sn" "$st") frames/s ($sn frames written)"
-    else
-        echo "diagnostic: segment 0's command outside Ray failed (log $L/segment0_direct.log)"
-    fi
+    # the attempt's name (seg-00000.attempt-HOST-PID-NS.EXT) -> the segment's file
+    sn=$(count_frames "$(echo "$segout" | sed 's/\.attempt-.*\(\.[^.]*\)$/\1/')")
+    t=$(sed -n 's/^# times: wall \([0-9.]*\) s, cpu user \([0-9.]*\) s, sys \([0-9.]*\) s$/\1 \2 \3/p' "$seglog")
+    [ -n "$t" ] && echo "diagnostic: segment 0 in Ray: $(echo "$t" | awk '{ print $1 }') s, $(rate "$sn" "${t%% *}") frames/s ($sn frames); $(cpu $t)"
+    ctx=$(sed -n '2s/^# context: //p' "$seglog")
+    echo "diagnostic: segment 0's Ray worker: ${ctx:-no context line}"
+    # the worker's variables of threads, libraries, allocator (shell quoted by segment.py), '-' if none
+    wenv=$(echo "$ctx" | sed -n 's/^env \(.*\); RAY_\* .*/\1/p')
+    [ "$wenv" = - ] && wenv=
+    replay() { # replay NAME WHAT [VAR=VALUE...]: segment 0's command outside Ray; prints its row
+        _r=$1 _w=$2
+        shift 2
+        if timed "$_r" env "$@" sh -c "$segcmd"; then
+            _f=$(count_frames "$segout")
+            echo "diagnostic: segment 0's command outside Ray$_w: $T_WALL s, $(rate "$_f" "$T_WALL") frames/s ($_f frames written); $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
+        else
+            echo "diagnostic: segment 0's command outside Ray$_w failed (log $L/$_r.log)"
+        fi
+    }
+    replay segment0_direct ""
+    what=", the worker's variables exported (${wenv:--})"
+    eval "replay segment0_worker_env \"\$what\" $wenv"
+    replay segment0_omp1 ", OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+    replay segment0_devnull ", stdin </dev/null" </dev/null
+    replay segment0_blas_all ", OPENBLAS_NUM_THREADS=$(nproc) (OpenBLAS's threads before the engine's one)" \
+        OPENBLAS_NUM_THREADS="$(nproc)"
 else
     echo "diagnostic: no segment log in denoise-batch's work folder"
 fi
-s3=$(export DENOISE_SIGMA_AUTO_DEFER=0; single single_old_order) &&
-    echo "diagnostic: single run, sigma=auto's estimate read in its own push (DENOISE_SIGMA_AUTO_DEFER=0): $s3 s, $(rate "$N" "$s3") frames/s"
+single single_old_order DENOISE_SIGMA_AUTO_DEFER=0 &&
+    echo "diagnostic: single run, sigma=auto's estimate read in its own push (DENOISE_SIGMA_AUTO_DEFER=0): $T_WALL s, $(rate "$N" "$T_WALL") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 fs=$(awk -v n="$N" -v a="$s1" -v b="$s2" 'BEGIN { printf "%.2f", n / ((a + b) / 2) }')
 fb=$(rate "$N" "$sb")
 r=$(awk -v b="$fb" -v s="$fs" 'BEGIN { printf "%.3f", b / s }')

@@ -4,9 +4,12 @@
 // every worker that joined the generation has left it.
 #include "parallel.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -120,5 +123,31 @@ void set_num_threads(int n) { pool().set_threads(n); }
 int num_threads() { return pool().threads(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) { pool().run(n, grain, fn); }
+
+namespace {
+std::mutex blas_m;
+int blas_at_load = 0;          // OpenBLAS's count before any engine set one (0: not read yet)
+bool blas_cpu_engine = false;  // a CPU engine of this process has set the count
+
+void note_load_count() {
+    if (!blas_at_load) blas_at_load = std::max(1, openblas_get_num_threads());
+}
+}  // namespace
+
+void blas_threads_for_cpu_engine(int n) {
+    std::lock_guard<std::mutex> l(blas_m);
+    note_load_count();
+    blas_cpu_engine = true;
+    openblas_set_num_threads(n > 0 ? n : blas_at_load);
+}
+
+void blas_threads_for_gpu_engine() {
+    std::lock_guard<std::mutex> l(blas_m);
+    note_load_count();
+    const char *env = std::getenv("OPENBLAS_NUM_THREADS");
+    if (!blas_cpu_engine && !(env && *env)) openblas_set_num_threads(1);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace denoise

@@ -33,6 +33,24 @@ inline int64_t grain_for(int64_t n) {
     return g > 0 ? g : 1;
 }
 
+// OpenBLAS's thread count, process-wide as well: OpenBLAS takes it from OPENBLAS_NUM_THREADS, else
+// OMP_NUM_THREADS, else the core count, when it loads. Its pthread workers spin-yield for tens of
+// ms after every threaded call (the note above), and OpenBLAS (0.3.21, Debian 12's) threads even
+// the small calls inside LAPACK's dsyevr on a 49 x 49 matrix: sigma=auto's eigenproblems (about 6
+// per frame, noise_estimate.cpp) then keep all cores but one spinning for the whole run (2 cores,
+// one call every 5 ms: 5 ms of CPU per call; 0.06 ms with one thread), beside the decoder and
+// the encoder. Ray's workers set OMP_NUM_THREADS=1, so a denoise-batch segment never had them
+// (docs/scale-out.md, "Measuring on the GPU machine").
+// A CPU engine sets the count for its GEMMs: n > 0, or 0 for the count OpenBLAS chose when it
+// loaded. A GPU engine, whose only BLAS work is those eigenproblems, sets 1 unless a CPU engine of
+// this process has set it (its GEMMs then keep their threads) or OPENBLAS_NUM_THREADS is set (the
+// user's choice, kept: tools/batch_overhead.sh times the old behaviour so). One thread also makes
+// the eigenvalues, and so sigma=auto's estimate, the same whatever the machine's core count.
+void blas_threads_for_cpu_engine(int n);
+void blas_threads_for_gpu_engine();
+// OpenBLAS's current thread count (openblas_get_num_threads), for tests and logs.
+int blas_threads();
+
 }  // namespace denoise
 
 #endif

@@ -19,8 +19,6 @@
 // features and outputs are reused. With align, scratch for 2r moved frames (4 x 5.5 MB), the two
 // moved feature maps (2 x 14.7 MB) and block_match's luma planes (4.8 MB), and 2 shift maps per
 // feature map (hp/align_tile x wp/align_tile x 2 int32 each).
-#include <cblas.h>
-
 #include <map>
 #include <new>
 #include <vector>
@@ -347,11 +345,10 @@ private:
 
 std::unique_ptr<Backend> cpu_backend_new(const Model &m, const StreamSpec &spec, std::string *err, int *code) {
     // Process-wide: the engine's pool (common/parallel.h) and OpenBLAS's have no per-engine thread
-    // counts; 0 leaves both at the number of cores.
-    if (spec.threads > 0) {
-        set_num_threads(spec.threads);
-        openblas_set_num_threads(spec.threads);
-    }
+    // counts; 0: the pool at the number of cores, OpenBLAS at its count at load (set back where a
+    // GPU engine opened before set 1).
+    if (spec.threads > 0) set_num_threads(spec.threads);
+    blas_threads_for_cpu_engine(spec.threads);
     try {
         return std::unique_ptr<Backend>(new CpuBackend(m, spec));
     } catch (const std::bad_alloc &) {

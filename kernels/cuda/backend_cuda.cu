@@ -16,6 +16,8 @@
 #include <cstring>
 #include <new>
 
+#include "../common/parallel.h"
+
 namespace denoise {
 namespace cuda {
 
@@ -292,6 +294,9 @@ std::unique_ptr<Backend> cuda_backend_new(const Model &m, const StreamSpec &spec
             *code = DENOISE_ENOMEM;
             return nullptr;
         }
+        // the host's only BLAS work is sigma=auto's eigenproblems: OpenBLAS on one thread
+        // (common/parallel.h), unless a CPU engine of this process set its count
+        blas_threads_for_gpu_engine();
         return std::unique_ptr<Backend>(b.release());
     } catch (const std::bad_alloc &) {
         *err = "CUDA backend: out of host memory";

@@ -1,6 +1,12 @@
 """One segment's ffmpeg run (on a worker): decode from the keyframe, feed the context and the
 segment's frames to the chain, keep the segment's frames, encode them into the work folder.
 
+The segment's log (seg-NNNNN.log in the work folder) holds the ffmpeg command line (line 1, shell
+quoted: it can be run again as is), the worker's process context (line 2, process_context()),
+ffmpeg's own messages, and last, once ffmpeg has exited, its times:
+  # times: wall W s, cpu user U s, sys S s (ffmpeg's, from the worker's RUSAGE_CHILDREN)
+Lines of ours start with "# "; a failure's reason is taken from the others.
+
 The file appears under its final name only when it is complete (written under a name of its
 own for this attempt, then renamed), so a killed or failed attempt never leaves a file that
 looks finished, and two attempts of one segment never write the same file.
@@ -10,8 +16,10 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import resource
 import signal
 import socket
+import stat
 import subprocess
 import time
 
@@ -79,6 +87,66 @@ def frames_done(progress: str) -> int:
     return n
 
 
+# environment variables that change ffmpeg's process: thread pools (libgomp, OpenBLAS, MKL), the
+# GPUs it sees, the libraries and allocator it loads (Ray preloads its jemalloc into some of its
+# processes); a Ray worker sets OMP_NUM_THREADS to its task's CPUs (1 by default) where unset
+CONTEXT_ENV = re.compile(r"^(OMP_|GOMP_|KMP_|OPENBLAS_|GOTO_|MKL_|MALLOC_|CUDA_VISIBLE_DEVICES$|LD_PRELOAD$"
+                         r"|LD_LIBRARY_PATH$|GLIBC_TUNABLES$)")
+NOTE_PREFIX = "# "  # the log's lines of ours (the context, the times), not ffmpeg's
+CONTEXT_PREFIX = NOTE_PREFIX + "context: "
+
+
+def process_context() -> str:
+    """One line for the segment's log: what in this process (the Ray worker; ffmpeg inherits all
+    but stdin, which is /dev/null) can change ffmpeg's speed:
+      # context: env NAME=VALUE ... (CONTEXT_ENV's variables, shell quoted; '-' if none);
+      RAY_* names only (their values are Ray's addresses and ids); cpus A of N (sched_getaffinity,
+      os.cpu_count); nice K; cgroup cpu.max Q P (cgroup v2, '?' where unreadable); stdin KIND
+      (tty, pipe, file, devnull, closed, other: the worker's own)
+    tools/batch_overhead.sh exports the env part to replay segment 0 in the worker's environment."""
+    env = sorted(k for k in os.environ if CONTEXT_ENV.match(k))
+    ray = sorted(k for k in os.environ if k.startswith("RAY_"))
+    try:
+        affinity = str(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        affinity = "?"
+    try:
+        nice = str(os.nice(0))
+    except OSError:
+        nice = "?"
+    return (CONTEXT_PREFIX + "env " + (" ".join(f"{k}={_quote(os.environ[k])}" for k in env) or "-")
+            + "; RAY_* " + (" ".join(ray) or "-") + f"; cpus {affinity} of {os.cpu_count()}; nice {nice}"
+            + f"; cgroup cpu.max {_cgroup_cpu_max()}; stdin {_stdin_kind()}")
+
+
+def _cgroup_cpu_max() -> str:
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((l.split(":", 2)[2].strip() for l in f if l.startswith("0::")), None)
+        if path is None:
+            return "?"
+        with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cpu.max")) as f:
+            return f.read().strip()
+    except (OSError, IndexError):
+        return "?"
+
+
+def _stdin_kind() -> str:
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return "closed"
+    if os.isatty(0):
+        return "tty"
+    if stat.S_ISFIFO(st.st_mode):
+        return "pipe"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    if stat.S_ISCHR(st.st_mode) and os.path.realpath("/proc/self/fd/0") == "/dev/null":
+        return "devnull"
+    return "socket" if stat.S_ISSOCK(st.st_mode) else "other"
+
+
 def device_index(gpu_ids: list) -> int:
     """The filter's device= for the GPU Ray assigned: Ray sets CUDA_VISIBLE_DEVICES to the
     assigned GPUs, which the process then sees as 0..n-1; without it the id is the device."""
@@ -105,13 +173,19 @@ def run(job: dict, seg: dict, chain: str) -> dict:
     t0 = time.monotonic()
     with open(log, "w") as lf:
         lf.write(" ".join(_quote(a) for a in cmd) + "\n")
+        lf.write(process_context() + "\n")
         lf.flush()
+        # a worker runs one task at a time: the children's CPU time added meanwhile is ffmpeg's
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             rc = subprocess.run(cmd, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL,
                                 preexec_fn=_die_with_parent, check=False).returncode
         except OSError as e:
             raise SegmentError(f"cannot run {cmd[0]}: {e}") from e
-    seconds = time.monotonic() - t0
+        seconds = time.monotonic() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        lf.write(f"{NOTE_PREFIX}times: wall {seconds:.3f} s, cpu user {r1.ru_utime - r0.ru_utime:.2f} s, "
+                 f"sys {r1.ru_stime - r0.ru_stime:.2f} s\n")
     try:
         if rc != 0:
             why = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
@@ -151,7 +225,8 @@ def ffmpeg_reason(stderr: str, lines: int = 3) -> str:
 def _tail(log: str) -> str:
     try:
         with open(log) as f:
-            return ffmpeg_reason("\n".join(f.read().splitlines()[1:]))
+            lines = f.read().splitlines()[1:]  # ffmpeg's messages: not the command, not our notes
+            return ffmpeg_reason("\n".join(l for l in lines if not l.startswith(NOTE_PREFIX)))
     except OSError:
         return "(no log)"
 
