@@ -65,6 +65,16 @@ CXXSRCS += $(if $(HAVE_CUDA),$(filter-out $(SWIN_HOST_SRCS),$(sort $(wildcard $(
 CUDA_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 \
                    -gencode arch=compute_89,code=sm_89 \
                    -gencode arch=compute_90,code=[sm_90,compute_90]
+# kernels/cuda/swin_mlp_wgmma.cu (the Hopper MLP probe, docs/fused.md) is wgmma code, which only
+# the architecture-specific sm_90a target has: that file alone is built for sm_90a (CUDA 12.0 or
+# newer has it) and DENOISE_SM90A tells its host code so; with an older nvcc it is built like the
+# rest, without a kernel body, and reports itself unsupported at run time. Every other file keeps
+# CUDA_ARCH_FLAGS.
+NVCC_MAJOR := $(if $(HAVE_CUDA),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9]*\)\..*/\1/p'))
+CUDA_SM90A_FLAGS := $(if $(filter-out 0 1 2 3 4 5 6 7 8 9 10 11,$(NVCC_MAJOR)),-gencode arch=compute_90a$(comma)code=sm_90a -DDENOISE_SM90A=1,$(CUDA_ARCH_FLAGS))
+# the targets of one object: CUDA_ARCH_FLAGS unless the object sets its own
+NVCC_ARCH = $(CUDA_ARCH_FLAGS)
+$(OBJ)/kernels/cuda/swin_mlp_wgmma.cu.o: NVCC_ARCH = $(CUDA_SM90A_FLAGS)
 CUDA_DEFS := $(if $(HAVE_CUDA),-DDENOISE_HAVE_CUDA=1 -I$(CUDA_HOME)/include)
 # cuBLASLt is a shared library outside ld.so's paths on these machines: RUNPATH to the toolkit
 CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt)
@@ -73,7 +83,7 @@ CUDA_LIBS := $(if $(HAVE_CUDA),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(C
 OPENMP_CFLAGS := -fopenmp
 OPENMP_LIBS := -lgomp
 CXXFLAGS_DENOISE := -std=c++17 -O2 -g -fPIC -Wall -Wextra $(OPENMP_CFLAGS) -I$(TOP)/kernels $(PLACEBO_CFLAGS) $(CUDA_DEFS) $(EXTRA_CXXFLAGS)
-NVCCFLAGS_DENOISE := -std=c++17 -O2 $(CUDA_ARCH_FLAGS) -Xcompiler -fPIC,-fopenmp -I$(TOP)/kernels $(PLACEBO_CFLAGS) $(CUDA_DEFS)
+NVCCFLAGS_DENOISE := -std=c++17 -O2 -Xcompiler -fPIC,-fopenmp -I$(TOP)/kernels $(PLACEBO_CFLAGS) $(CUDA_DEFS)
 # what anything linking libdenoise.a needs after it (libplacebo: colour matrices, blue noise)
 ENGINE_LIBS := $(CUDA_LIBS) -lopenblas $(PLACEBO_LIBS) $(OPENMP_LIBS) -lstdc++ -lm -lpthread
 # what libavfilter needs for the denoise filter (goes into libavfilter.pc's Libs.private)
@@ -89,7 +99,7 @@ $(1): FORCE
 	$$(shell mkdir -p $$(dir $$@))$$(file >$$@.tmp,$$($(2)))
 	@cmp -s $$@.tmp $$@ && rm -f $$@.tmp || mv -f $$@.tmp $$@
 endef
-LIB_FLAGS_TEXT = $(CXX) $(CXXFLAGS_DENOISE) $(NVCC) $(NVCCFLAGS_DENOISE) $(LIB_OBJS)
+LIB_FLAGS_TEXT = $(CXX) $(CXXFLAGS_DENOISE) $(NVCC) $(NVCCFLAGS_DENOISE) $(CUDA_ARCH_FLAGS) $(CUDA_SM90A_FLAGS) $(LIB_OBJS)
 $(eval $(call flags_file,$(OBJ)/cxxflags,LIB_FLAGS_TEXT))
 
 $(OBJ)/%.cpp.o: $(TOP)/%.cpp $(OBJ)/cxxflags
@@ -98,7 +108,7 @@ $(OBJ)/%.cpp.o: $(TOP)/%.cpp $(OBJ)/cxxflags
 
 $(OBJ)/%.cu.o: $(TOP)/%.cu $(OBJ)/cxxflags
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS_DENOISE) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS_DENOISE) $(NVCC_ARCH) -MMD -MP -c $< -o $@
 
 $(LIBDENOISE): $(LIB_OBJS) $(OBJ)/cxxflags
 	@mkdir -p $(dir $@)

@@ -27,12 +27,19 @@
 #       2 token grids for C 32 / 64 / 128, registers, spills, resident CTAs, and the
 #       SWIN_FUSED_PREFERENCE rows that would make the fastest the engine's): about a minute, GPU
 #       to itself (as the bench); log swin_sweep.log.
+#       `mlp-probe` checks and times the Hopper MLP probe (kernels/cuda/swin_mlp_wgmma.cu, sm_90a
+#       only; docs/fused.md, "Hopper path: first probe"): build/tests/gpu/mlp_wgmma_check (every
+#       wgmma kernel against the CPU reference, the correct-first sequence, bit for bit across
+#       grids; refusals), then denoise-cuda-bench --mlp-probe (ms and TFLOP/s at the 4K frame's
+#       level 0 / 1 / 2 token grids and an L2-resident map for C 64 and C 128, against cuBLASLt's
+#       two GEMMs alone, the correct-first MLP sequence and the fused block): about a minute on an
+#       H100 or H200, GPU to itself (as the bench); log mlp_probe.log. On another GPU both say SKIP.
 #       `batch` runs only tools/batch_overhead.sh (denoise-batch on one GPU against one ffmpeg
 #       run; wants the GPU to itself, as the bench), which needs Ray: the wheel parts of
 #       tools/device_wheels.sh, carried one a call by earlier calls on the same warm machine
 #       (docs/scale-out.md, "Measuring on the GPU machine").
-# Output, always in $OUT (./device-out when OUT is unset), at most 7 files: device.log (each
-# part's exit status and duration), check_gpu.log, bench.log, batch.log, candidates.log and swin_sweep.log (written as the parts
+# Output, always in $OUT (./device-out when OUT is unset), at most 8 files: device.log (each
+# part's exit status and duration), check_gpu.log, bench.log, batch.log, candidates.log, swin_sweep.log and mlp_probe.log (written as the parts
 # run, so that a run stopped from outside still leaves them), the tile crops (tile_crop_*.png) and
 # logs.tar.gz (the per-run logs of check_cuda_frames.sh, check_batch_exact.sh, bench.sh's and
 # batch_overhead.sh's ffmpeg runs; written after each part).
@@ -46,7 +53,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 
 if [ "${1:-}" = --pack ]; then
-    for f in build/bin/ffmpeg build/bin/denoise-cuda-bench build/tests/gpu/ops_check build/tests/gpu/fused_check build/lib/libavfilter.so; do
+    for f in build/bin/ffmpeg build/bin/denoise-cuda-bench build/tests/gpu/ops_check build/tests/gpu/fused_check \
+        build/tests/gpu/mlp_wgmma_check build/lib/libavfilter.so; do
         [ -e "$f" ] || { echo "device_gpu: $f missing: run ./configure && make first" >&2; exit 1; }
     done
     mkdir -p .device
@@ -92,8 +100,8 @@ if [ "${1:-}" = --pack ]; then
 fi
 
 PARTS=${1:-all}
-case $PARTS in all|check|bench|batch|candidates|swin-sweep) ;;
-*) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, candidates, swin-sweep, or none for check and bench)" >&2; exit 2 ;;
+case $PARTS in all|check|bench|batch|candidates|swin-sweep|mlp-probe) ;;
+*) echo "device_gpu: unknown part '$PARTS' (check, bench, batch, candidates, swin-sweep, mlp-probe, or none for check and bench)" >&2; exit 2 ;;
 esac
 OUTDIR=${OUT:-$ROOT/device-out}
 mkdir -p "$OUTDIR" || exit 1
@@ -186,6 +194,30 @@ echo "===== swin-sweep (full log: swin_sweep.log): fused_check's failures and su
 grep -E '^(FAIL|SKIP)' "$OUTDIR/swin_sweep.log" | head -n 30
 grep -E '^[0-9]+ passed, [0-9]+ failed|^fused_check exit' "$OUTDIR/swin_sweep.log"
 sed -n '/^=== denoise-cuda-bench --swin-sweep/,$p' "$OUTDIR/swin_sweep.log"
+fi
+
+if [ $PARTS = mlp-probe ]; then
+# the wgmma MLP probe checked, then timed against cuBLASLt, the op sequence and the fused block
+ts=$(date +%s)
+{
+    echo "=== mlp_wgmma_check"
+    timeout -k 5 "${DEVICE_MLP_CHECK_TIMEOUT:-150}" build/tests/gpu/mlp_wgmma_check
+    echo "mlp_wgmma_check exit $? after $(( $(date +%s) - ts )) s"
+    echo "=== denoise-cuda-bench --mlp-probe"
+    if grep -q 'did not finish within' "$OUTDIR/mlp_probe.log"; then
+        echo "mlp-probe exit 1 after $(( $(date +%s) - ts )) s: not run, the check saw the kernel hang"
+    else
+        timeout -k 5 "${DEVICE_MLP_BENCH_TIMEOUT:-150}" build/bin/denoise-cuda-bench --mlp-probe --iters "${DEVICE_MLP_ITERS:-20}"
+        echo "mlp-probe exit $? after $(( $(date +%s) - ts )) s"
+    fi
+} > "$OUTDIR/mlp_probe.log" 2>&1
+grep -q '^mlp_wgmma_check exit 0 ' "$OUTDIR/mlp_probe.log" && grep -q '^mlp-probe exit 0 ' "$OUTDIR/mlp_probe.log" || orc=1
+echo "mlp-probe exit $orc after $(( $(date +%s) - ts )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$OUTDIR/device.log"
+echo
+echo "===== mlp-probe (full log: mlp_probe.log): the check's failures, kernels and summary, then the bench's"
+grep -E '^(FAIL|SKIP|kernel |device: )' "$OUTDIR/mlp_probe.log" | cut -c1-220 | head -n 40
+grep -E '^[0-9]+ passed, [0-9]+ failed|^mlp_wgmma_check exit|^mlp-probe' "$OUTDIR/mlp_probe.log"
+sed -n '/^mlp-probe summary/,$p' "$OUTDIR/mlp_probe.log"
 fi
 
 if [ $PARTS = check ] || [ $PARTS = all ]; then

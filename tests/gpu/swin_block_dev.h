@@ -186,6 +186,26 @@ inline int unfused_block(const DevBlock &B, float *x, int H, int W, int shift, S
     mark();
     return 0;
 }
+// The MLP half of that sequence alone on x (n, C) in place, in chunks of ws.tper tokens:
+// layernorm_rows -> fc1 (cuBLASLt, fp32 out, + bias) -> gelu_tanh (bf16 out) -> fc2 (+ bias, added
+// to x). The reference the Hopper MLP probe (swin_mlp_wgmma) is checked and timed against.
+inline int unfused_mlp(const DevBlock &B, float *x, int64_t n, SeqWs &ws) {
+    Ctx &ctx = g_ctx;
+    const int C = B.C, Ch = 4 * C;
+    bf16 *tb = ws.tb.as<bf16>(), *hid = ws.hid.as<bf16>();
+    float *hidf = ws.hidf.as<float>();
+    int rc;
+    for (int64_t t0 = 0; t0 < n; t0 += ws.tper) {
+        const int64_t nc = std::min(n, t0 + ws.tper) - t0;
+        float *xt = x + t0 * C;
+        if ((rc = layernorm_rows(ctx, xt, nc, C, B.n2g, B.n2b, kEps, tb))) return rc;
+        if ((rc = linear(ctx, tb, nc, C, C, B.fc1_w, B.fc1_b32, Ch, hidf, true, Ch, 0.f))) return rc;
+        if ((rc = gelu_tanh(ctx, hidf, nc, Ch, nullptr, hid))) return rc;
+        if ((rc = linear(ctx, hid, nc, Ch, Ch, B.fc2_w, B.fc2_b32, C, xt, true, C, 1.f))) return rc;
+    }
+    return 0;
+}
+
 inline const char *const kSeqOps[9] = {"ln1+gather", "qkv", "attention", "proj", "scatter-add", "ln2", "fc1", "gelu", "fc2+res"};
 
 using Tile = swin_ref::FusedTile;

@@ -101,6 +101,7 @@ int bench_api(const std::string &wpath, int W, int H, int frames, DenoiseMemory 
 void print_plans(const Model &M, int W, int H);                   // api.cpp
 int bench_swin(int iters);                                        // swin.cpp
 int bench_swin_sweep(int iters);                                  // swin.cpp
+int bench_mlp_probe(int iters);                                   // mlp_probe.cpp
 
 }  // namespace cuda_bench
 

@@ -42,6 +42,10 @@
 // level 0 / 1 / 2 token grids, one table per width with registers, spills, resident CTAs and the
 // ratio to the engine's kernel, and prints the SWIN_FUSED_PREFERENCE rows that would make the
 // fastest the engine's on this GPU (bench_swin_sweep; about 20 s).
+// --mlp-probe times the Hopper MLP probe (kernels/cuda/swin_mlp_wgmma.cu, sm_90a: the MLP half of a
+// Swin block on wgmma) for C 64 and 128 on the 4K frame's level 0 / 1 / 2 token grids and an
+// L2-resident map, against cuBLASLt's two GEMMs alone, the correct-first MLP sequence and the
+// fused block's estimated MLP share (bench_mlp_probe; exit 77 on a GPU other than sm_90).
 // Usage: denoise-cuda-bench [--weights FILE] [--iters N] [--frames N] [--sizes WxH,...] [--cap WxH=MIB]...
 //        denoise-cuda-bench --plans [--weights FILE] [--sizes WxH,...]
 //        denoise-cuda-bench --fusion-conv [--iters N] [--sizes WxH,...]
@@ -49,6 +53,7 @@
 //        denoise-cuda-bench --patch [--weights FILE] [--iters N] [--sizes WxH,...]
 //        denoise-cuda-bench --swin [--iters N]
 //        denoise-cuda-bench --swin-sweep [--iters N]
+//        denoise-cuda-bench --mlp-probe [--iters N]
 // Exit: 0, 1 on an error, 77 without a usable GPU.
 #include "cuda_bench.h"
 
@@ -59,7 +64,7 @@ int main(int argc, char **argv) {
     int iters = 30, frames = 30;
     std::string sizes = "960x540,1920x1080,3840x2160";
     std::map<std::string, int64_t> caps;
-    bool plans = false, fusion_conv = false, head = false, patch = false, swin = false, swin_sweep = false;
+    bool plans = false, fusion_conv = false, head = false, patch = false, swin = false, swin_sweep = false, mlp_probe = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--plans") plans = true;
@@ -68,6 +73,7 @@ int main(int argc, char **argv) {
         else if (a == "--patch") patch = true;
         else if (a == "--swin") swin = true;
         else if (a == "--swin-sweep") swin_sweep = true;
+        else if (a == "--mlp-probe") mlp_probe = true;
         else if (a == "--weights" && i + 1 < argc) wpath = argv[++i];
         else if (a == "--iters" && i + 1 < argc) iters = std::max(3, std::atoi(argv[++i]));
         else if (a == "--frames" && i + 1 < argc) frames = std::max(4, std::atoi(argv[++i]));
@@ -81,7 +87,7 @@ int main(int argc, char **argv) {
             }
             caps[v.substr(0, e)] = (int64_t)std::atoll(v.c_str() + e + 1) << 20;
         } else {
-            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch | --swin | --swin-sweep] [--weights FILE] [--iters N] [--frames N] "
+            std::fprintf(stderr, "usage: denoise-cuda-bench [--plans | --fusion-conv | --head | --patch | --swin | --swin-sweep | --mlp-probe] [--weights FILE] [--iters N] [--frames N] "
                                  "[--sizes WxH,...] [--cap WxH=MIB]...\n");
             return 2;
         }
@@ -115,6 +121,7 @@ int main(int argc, char **argv) {
     }
     if (swin) return bench_swin(iters);
     if (swin_sweep) return bench_swin_sweep(iters);
+    if (mlp_probe) return bench_mlp_probe(iters);
     if (fusion_conv || head) {
         int rc = 0;
         for (auto &d : dims)
