@@ -261,6 +261,10 @@ else
             pass "racecheck: $what: ${verdict#========= }"
         else
             grep -E '^=========' "$log" 2>/dev/null | head -n 20
+            # every kernel with a race report, not only those in the 20 lines above
+            sed -nE 's/^========= (Warning|Error): Race reported between (Read|Write) access at (.*)\+0x[0-9a-f]+$/\3/p' \
+                "$log" 2>/dev/null | sed -E 's/\(denoise::cuda::swin_fused::KernelArgs\)$//; s/\((int|bool)\)//g' |
+                sort | uniq -c | sed 's/^ */racecheck: race reports (read sites) in /'
             fail "racecheck: $what (exit $rrc; 99: hazards found, 124: budget of ${CHECK_RACE_TIMEOUT:-240} s; ${nf:-0} checks failed; ${verdict:-no racecheck summary})"
         fi
     done

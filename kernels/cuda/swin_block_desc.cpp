@@ -77,7 +77,7 @@ SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW, bool QA, int MA)
                               image(L, kSecQkvW, unit_rows * h * HD, unit_rows * HD),
                               "+ qkv_b, x hd^-0.5 log2(e) -> bf16, held in the attention warp, after a barrier -> smem an "
                               "cols " + std::to_string(h * HD) + "+" + std::to_string(HD) +
-                                  " (where the item's attention output goes)"));
+                                  " (where the item's attention output goes), then a warp barrier"));
     } else {
         ph.push_back(gemm("qkv", M, 3 * C, C, 1, smem("an (LN1 output)", T.off_an, T.sa),
                           image(L, kSecQkvW, 0, L.bytes(kSecQkvW)),
@@ -99,7 +99,8 @@ SwinBlockDesc swin_block_desc(int C, int heads, int TW, int NW, bool QA, int MA)
                           smem(std::string(QA ? "kv" : "qkv") + " cols " + vc + "+" + std::to_string(HD) +
                                    " (v, ldmatrix.trans)",
                                T.off_u, T.sq),
-                          "-> smem an cols " + qc + " bf16 (attention output)"));
+                          "-> smem an cols " + qc + " bf16 (attention output" +
+                              (QA ? std::string(", over the item's q after a warp barrier)") : std::string(")"))));
     }
     ph.push_back(gemm("proj", M, C, C, 1, smem("an (attention output)", T.off_an, T.sa),
                       image(L, kSecProjW, 0, L.bytes(kSecProjW)), "+ proj_b, xs += (fp32 residual)"));

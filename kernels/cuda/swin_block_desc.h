@@ -11,7 +11,11 @@
 //    section with byte offset and size) and mma.sync.m16n8k16 count; the totals per CTA.
 // swin_block_desc_check() verifies that the phases' FLOPs add up to the analytic FLOP count of
 // the block, that mma = FLOP / 4096, that the weight-image sections tile the image exactly and
-// that the GEMM phases' weight ranges cover each weight section exactly once. The kernel's
+// that the GEMM phases' weight ranges cover each weight section exactly once. The phases name
+// their shared-memory operands but not the bytes each lane touches nor the barriers between
+// (a race between two lanes inside one phase, as the qa plan had, is below this level): the
+// kernel's shared-memory hazards are checked on the kernel itself, in the warp emulator
+// (tests/emu/warp_emu.h, every SWIN_FUSED_KERNELS kernel in swin_block_emu_test). The kernel's
 // instrumented instantiation (kCount) counts the mma it issues; tests/gpu/fused_check.cpp (GPU) and
 // tests/emu/swin_block_emu_test.cpp (CPU warp emulator) compare that count with mma_per_cta x CTAs.
 #ifndef DENOISE_CUDA_SWIN_BLOCK_DESC_H
@@ -76,8 +80,12 @@ struct SwinTile {
     // row strides in elements: xs fp32 (C + 8), an bf16 (C + 8), u bf16 as q | k | v (3C + 8) or,
     // with qa, k | v (2C + 8), hid bf16 (HC + 8); kcol, vcol: the first column of k and of v in u
     int sx = 0, sa = 0, sq = 0, sh = 0, kcol = 0, vcol = 0;
-    // shared memory: xs (residual tile, fp32) | an (LN output / attention output, bf16) | u (q | k |
-    // v or k | v, later the MLP hidden chunk, bf16)
+    // shared memory: xs (residual tile, fp32) | an (LN output / attention output, bf16; with qa
+    // also q, each (m-tile, head) item's q where its output goes, a warp barrier between the
+    // item's ldmatrix reads of q and its output's stores) | u (q | k | v or k | v, later the MLP
+    // hidden chunk, bf16). Which phase may touch which bytes when, barriers included, is not
+    // described here: tests/emu/swin_block_emu_test.cpp runs every kernel's own accesses through
+    // the warp emulator's hazard check.
     uint32_t off_xs = 0, off_an = 0, off_u = 0, smem = 0;
     SwinWarpGrid qkv, proj, fc1, fc2;  // qkv: the q | k | v GEMM, with qa the k | v GEMM
     bool ok = false;
@@ -202,7 +210,9 @@ DN_HOSTDEV constexpr int swin_min_ctas(int ctas, uint32_t smem, int sm) {
 // kernel bitwise equal to the SM 0 choice): C 32 1/8 pf for 4 CTAs 0.934 ms at level 0 against
 // 1.039 (-10%); C 64 1/8 2.408 ms at levels 0 + 1 against 2.921 (-18%); C 128 1/8 pf 0.328 at
 // level 2 against 0.330. The qa kernels of C 64 (1/4 qa ma 8 for 5 CTAs timed fastest, 2.338) are
-// left out: racecheck reported shared-memory hazards in them on the same machine.
+// left out: racecheck reported shared-memory hazards in them on the same machine (a missing warp
+// barrier, fixed since: docs/fused.md, "The qa race"; their racecheck rerun and timing are
+// pending, on a GPU).
 #define SWIN_FUSED_PREFERENCE(X)     \
     X(90, 32, 32, 1, 8, 0, 16, 1, 4) \
     X(90, 32, 32, 1, 4, 0, 8, 1, 6)  \

@@ -15,7 +15,8 @@
 //          tile plan's option): only k | v (M x 2C) here; each attention warp projects q for its
 //          (m-tile, head) items from an, holds it in registers over a barrier and stores it into
 //          an at the item's rows and columns, where the item's output goes (u: 2C + 8 columns
-//          instead of 3C + 8, 8 KB less at C 64, 16 KB at C 128).
+//          instead of 3C + 8, 8 KB less at C 64, 16 KB at C 128); a warp barrier after those
+//          stores and one before the output's stores over them (attention_tile).
 //   attn   per (query m-tile, head), one warp: S = q k^T (16 x 64, accumulators), + bias table
 //          (x log2 e, from the image), keys of another Swin region -> -inf (only windows of the
 //          last window row / column of a shifted block: their local row or column >= 8 - shift
@@ -112,7 +113,7 @@ DN_DEVI void move_tile(const KernelArgs &a, void *gmap, int tile, int TW, float 
         float *s = xs + r * sx + cv * VEC;
         if (gw >= a.nwin) {
             if (!kStore)
-                for (int i = 0; i < VEC; ++i) s[i] = 0.f;
+                for (int i = 0; i < VEC; ++i) DN_STS(s + i, 0.f);
             continue;
         }
         const size_t el = map_token(a, gw, r & 63) * C + (size_t)cv * VEC;
@@ -123,27 +124,27 @@ DN_DEVI void move_tile(const KernelArgs &a, void *gmap, int tile, int TW, float 
                 const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 DN_UNROLL
                 for (int i = 0; i < 4; ++i) {
-                    s[2 * i] = bf16_lo(w[i]);
-                    s[2 * i + 1] = bf16_hi(w[i]);
+                    DN_STS(s + 2 * i, bf16_lo(w[i]));
+                    DN_STS(s + 2 * i + 1, bf16_hi(w[i]));
                 }
             } else {
                 u32x4 q;
-                q.x = pack_bf16x2(s[0], s[1]);
-                q.y = pack_bf16x2(s[2], s[3]);
-                q.z = pack_bf16x2(s[4], s[5]);
-                q.w = pack_bf16x2(s[6], s[7]);
+                q.x = pack_bf16x2(DN_LDS(s), DN_LDS(s + 1));
+                q.y = pack_bf16x2(DN_LDS(s + 2), DN_LDS(s + 3));
+                q.z = pack_bf16x2(DN_LDS(s + 4), DN_LDS(s + 5));
+                q.w = pack_bf16x2(DN_LDS(s + 6), DN_LDS(s + 7));
                 st4(g, q);
             }
         } else {
             float *g = static_cast<float *>(gmap) + el;
             if (!kStore) {
                 const f32x4 q = ld4f(g);
-                s[0] = q.x;
-                s[1] = q.y;
-                s[2] = q.z;
-                s[3] = q.w;
+                DN_STS(s, q.x);
+                DN_STS(s + 1, q.y);
+                DN_STS(s + 2, q.z);
+                DN_STS(s + 3, q.w);
             } else {
-                st4f(g, f32x4{s[0], s[1], s[2], s[3]});
+                st4f(g, f32x4{DN_LDS(s), DN_LDS(s + 1), DN_LDS(s + 2), DN_LDS(s + 3)});
             }
         }
     }
@@ -161,7 +162,7 @@ DN_DEVI void layernorm_tile(const float *xs, int sx, uint16_t *an, int sa, const
 DN_UNROLL
         for (int i = 0; i < CPL; ++i) {
             const int c = lane + 32 * i;
-            v[i] = c < C ? xs[r * sx + c] : 0.f;
+            v[i] = c < C ? DN_LDS(xs + r * sx + c) : 0.f;
             s += v[i];
         }
         const float mean = warp_sum(s) / C;
@@ -176,7 +177,7 @@ DN_UNROLL
 DN_UNROLL
         for (int i = 0; i < CPL; ++i) {
             const int c = lane + 32 * i;
-            if (c < C) an[r * sa + c] = (uint16_t)(pack_bf16x2((v[i] - mean) * rstd * g[c] + b[c], 0.f) & 0xffffu);
+            if (c < C) DN_STS(an + r * sa + c, (uint16_t)(pack_bf16x2((v[i] - mean) * rstd * g[c] + b[c], 0.f) & 0xffffu));
         }
     }
 }
@@ -299,8 +300,9 @@ DN_UNROLL
 // Attention work item `it` (query m-tile mt = it % (4 TW), head h = it / (4 TW)) of the tile, one
 // warp, from q's A fragments qa: S = q k^T + bias, region mask, softmax, O = P v -> out (bf16,
 // stride sa) rows of the m-tile, head h's columns. k and v: u (bf16, stride sq) columns kcol +
-// h HD.., vcol + h HD... Returns the mma issued.
-template <int C, int HD, int TW, bool kCount>
+// h HD.., vcol + h HD... kOverQ: the item's q was read by ldmatrix from where O goes (qa), so a
+// warp barrier precedes the stores. Returns the mma issued.
+template <int C, int HD, int TW, bool kOverQ, bool kCount>
 DN_DEVI unsigned attend(const KernelArgs &a, int tile, int it, const uint32_t (&qa)[HD / 16][4], const uint16_t *u, int sq,
                         int kcol, int vcol, uint16_t *out, int sa, const float *relb, int lane) {
     constexpr int MTT = 4 * TW, KQ = HD / 16, NO = HD / 8;
@@ -407,11 +409,14 @@ DN_UNROLL
             mma_bf16(o[2 * np + 1], pa[kk], vb[2], vb[3]);
             if (kCount) cnt += 2;
         }
+    // kOverQ: out holds this item's q, whose rows the other lanes' ldmatrix read (lane 8i + r gives
+    // row r of 8x8 matrix i, lane 4g + t stores into row g): their reads before any lane's store
+    if (kOverQ) sync_warp();
 DN_UNROLL
     for (int n = 0; n < NO; ++n) {
         const int col = h * HD + 8 * n + 2 * t;
-        *reinterpret_cast<uint32_t *>(out + (r0 + g) * sa + col) = pack_bf16x2(o[n][0], o[n][1]);
-        *reinterpret_cast<uint32_t *>(out + (r0 + g + 8) * sa + col) = pack_bf16x2(o[n][2], o[n][3]);
+        DN_STS(reinterpret_cast<uint32_t *>(out + (r0 + g) * sa + col), pack_bf16x2(o[n][0], o[n][1]));
+        DN_STS(reinterpret_cast<uint32_t *>(out + (r0 + g + 8) * sa + col), pack_bf16x2(o[n][2], o[n][3]));
     }
     return cnt;
 }
@@ -421,8 +426,15 @@ DN_UNROLL
 // h HD..: without qa, q is u's first C columns (the q | k | v GEMM's output); with qa, each warp
 // first projects q for all of its items (q_fragments, from the LN1 output in an), then, after a
 // barrier (every warp's reads of the LN1 output are done), stores them into an at the item's own
-// rows and columns, the place where the item's attention output goes: only that item reads or
-// writes it from then on, and an needs no second buffer.
+// rows and columns, the place where the item's attention output goes: only that item's warp reads
+// or writes it from then on, and an needs no second buffer. Within the warp the lanes share those
+// bytes (lane 4g + t stores rows g and g + 8 of q and of O, ldmatrix reads row r through lane r
+// and 16 + r), so two warp barriers order them: after the q stores (before ldmatrix reads q) and
+// in attend before the O stores (after every lane's ldmatrix read q). Without the second,
+// racecheck reported the O stores against the q reads (docs/fused.md, "The qa race"): each O value
+// is computed from the q row it overwrites, so the outputs were right, but only a warp barrier
+// orders one lane's shared-memory access before another lane's. tests/emu's hazard check finds
+// either one missing.
 template <int C, int HD, int TW, int NW, bool QA, bool kCount>
 DN_DEVI void attention_tile(const KernelArgs &a, int tile, uint16_t *an, int sa, const uint16_t *u, int sq, int kcol,
                             int vcol, const float *relb, const uint8_t *wq, const float *bq, unsigned long long *count,
@@ -447,13 +459,15 @@ DN_UNROLL
                 uint16_t *q = an + (16 * (it % MTT) + g) * sa + (it / MTT) * HD + 2 * t;
 DN_UNROLL
                 for (int kk = 0; kk < KQ; ++kk) {
-                    *reinterpret_cast<uint32_t *>(q + 16 * kk) = qf[i][kk][0];
-                    *reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk) = qf[i][kk][1];
-                    *reinterpret_cast<uint32_t *>(q + 16 * kk + 8) = qf[i][kk][2];
-                    *reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk + 8) = qf[i][kk][3];
+                    DN_STS(reinterpret_cast<uint32_t *>(q + 16 * kk), qf[i][kk][0]);
+                    DN_STS(reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk), qf[i][kk][1]);
+                    DN_STS(reinterpret_cast<uint32_t *>(q + 16 * kk + 8), qf[i][kk][2]);
+                    DN_STS(reinterpret_cast<uint32_t *>(q + 8 * sa + 16 * kk + 8), qf[i][kk][3]);
                 }
             }
         }
+        // lane 4g + t stored rows g, g + 8; ldmatrix below reads row r through lane r (and 16 + r)
+        sync_warp();
     }
     const uint16_t *q = QA ? an : u;
     const int sqq = QA ? sa : sq;
@@ -462,7 +476,7 @@ DN_UNROLL
         uint32_t qa[KQ][4];
 DN_UNROLL
         for (int ks = 0; ks < KQ; ++ks) ldsm_x4(qa[ks], q + (r0 + (lane & 15)) * sqq + h * HD + 16 * ks + 8 * (lane >> 4));
-        cnt += attend<C, HD, TW, kCount>(a, tile, it, qa, u, sq, kcol, vcol, an, sa, relb, lane);
+        cnt += attend<C, HD, TW, QA, kCount>(a, tile, it, qa, u, sq, kcol, vcol, an, sa, relb, lane);
     }
     if (kCount && lane == 0 && cnt) atomic_add(count, cnt);
 }
@@ -518,7 +532,7 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
                     v0 *= qs;
                     v1 *= qs;
                 }
-                *reinterpret_cast<uint32_t *>(u + row * SQ + col) = pack_bf16x2(v0, v1);
+                DN_STS(reinterpret_cast<uint32_t *>(u + row * SQ + col), pack_bf16x2(v0, v1));
             });
     }
     if (!QA) sync_cta();  // with QA the barrier is inside attention_tile, after the q projections
@@ -536,8 +550,8 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
             [&](int row, int col, float v0, float v1) {
                 const f32x2 b = ldg2f(bias + col);
                 float *p = xs + row * SX + col;
-                p[0] += v0 + b.x;
-                p[1] += v1 + b.y;
+                DN_STS_ADD(p, v0 + b.x);
+                DN_STS_ADD(p + 1, v1 + b.y);
             });
     }
     sync_cta();
@@ -554,8 +568,8 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
                 PF ? f1 : nullptr, cnt, lane,
                 [&](int row, int col, float v0, float v1) {
                     const f32x2 b = ldg2f(bias + col);
-                    *reinterpret_cast<uint32_t *>(u + row * SH + col) =
-                        pack_bf16x2(gelu_tanh(v0 + b.x), gelu_tanh(v1 + b.y));
+                    DN_STS(reinterpret_cast<uint32_t *>(u + row * SH + col),
+                        pack_bf16x2(gelu_tanh(v0 + b.x), gelu_tanh(v1 + b.y)));
                 });
         }
         if (PF)
@@ -575,8 +589,8 @@ DN_DEVI void swin_block_tile(const KernelArgs &a, int tile, int tid, uint8_t *sm
                         v0 += b.x;
                         v1 += b.y;
                     }
-                    p[0] += v0;
-                    p[1] += v1;
+                    DN_STS_ADD(p, v0);
+                    DN_STS_ADD(p + 1, v1);
                 });
         }
         if (PF && ch + 1 < NCH)

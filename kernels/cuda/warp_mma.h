@@ -1,8 +1,19 @@
 // Warp-level primitives of the fused kernels: tensor-core mma.sync.m16n8k16 (bf16 in, fp32
-// accumulate), ldmatrix, shuffles, the CTA barrier, 16-byte loads and the fast fp32 functions, as
-// inline PTX for sm_80..sm_90 (nvcc), or, with DENOISE_WARP_EMULATION defined, as declarations
-// that a CPU warp emulator implements (tests/emu/warp_emu.h), so that the same kernel source runs on
-// the CPU in `make check`.
+// accumulate), ldmatrix, shuffles, the CTA and warp barriers, plain shared-memory loads and stores
+// (DN_LDS, DN_STS, DN_STS_ADD), 16-byte loads and the fast fp32 functions, as inline PTX for
+// sm_80..sm_90 (nvcc), or, with DENOISE_WARP_EMULATION defined, as declarations that a CPU warp
+// emulator implements (tests/emu/warp_emu.h), so that the same kernel source runs on the CPU in
+// `make check`. A kernel that makes every shared-memory access through ldmatrix and these macros
+// gets the emulator's hazard check (warp_emu.h): accesses of two threads to a byte, one a write,
+// with no barrier between that both passed (bar.sync; for lanes of one warp also bar.warp.sync)
+// fail its test. Under nvcc the macros are the plain expressions *p, *p = v and *p += v, so that
+// a kernel compiles to the same code as it did with plain pointers.
+//
+// Memory ordering between lanes of one warp: only the warp barrier (sync_warp, __syncwarp) orders
+// one lane's shared-memory access before another lane's. ldmatrix, mma.sync and shfl.sync
+// synchronize execution, not memory, and a lane's ldmatrix reads the rows whose addresses the
+// other lanes give: data that a lane stores where other lanes' ldmatrix read (or read where they
+// stored) needs a warp barrier between, as compute-sanitizer's racecheck reports.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"), lane
 // l = 4 g + t: A (16 x 16, row-major) a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..),
@@ -23,6 +34,9 @@
 #define DN_HD inline
 #define DN_UNROLL
 #define DN_UNROLL_1
+#define DN_LDS(p) ::denoise::cuda::warp::lds(p)
+#define DN_STS(p, v) ::denoise::cuda::warp::sts((p), (v))
+#define DN_STS_ADD(p, v) ::denoise::cuda::warp::sts_add((p), (v))
 #else
 #include <cuda_runtime.h>
 #define DN_DEVI __device__ __forceinline__
@@ -30,6 +44,9 @@
 #define DN_HD __host__ __device__ __forceinline__
 #define DN_UNROLL _Pragma("unroll")
 #define DN_UNROLL_1 _Pragma("unroll 1")
+#define DN_LDS(p) (*(p))
+#define DN_STS(p, v) ((void)(*(p) = (v)))
+#define DN_STS_ADD(p, v) ((void)(*(p) += (v)))
 #endif
 
 namespace denoise {
@@ -59,6 +76,15 @@ void ldsm_x2(uint32_t (&r)[2], const void *smem_row);
 void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 float shfl_xor(float v, int lane_mask);
 void sync_cta();
+void sync_warp();
+// a plain shared-memory load / store (DN_LDS / DN_STS; the emulator checks it for hazards, then
+// makes it)
+template <class T>
+T lds(const T *p);
+template <class T>
+void sts(T *p, T v);
+template <class T>
+void sts_add(T *p, T v);  // *p += v: a load, then a store
 
 inline u32x4 ldg4(const void *p) {
     u32x4 v;
@@ -130,6 +156,7 @@ DN_DEVI void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
 }
 DN_DEVI float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 DN_DEVI void sync_cta() { __syncthreads(); }
+DN_DEVI void sync_warp() { __syncwarp(); }
 
 // read-only data (the weight image): the non-coherent path
 DN_DEVI u32x4 ldg4(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }

@@ -9,9 +9,12 @@
 // memory poisoned with 0xFF bytes (NaN) before every CTA, fp32 and bf16 residual stream in place
 // and fp32 in with the output in a separate bf16 map (poisoned, the input checked untouched); pass:
 // relative L2 of the output < 1e-2 and of the block's change < 3e-2, all finite; mma issued ==
-// mma_per_cta x CTAs. Then every tile plan of a width against that width's default plan on the
-// same input: the output bit for bit the same (the plans differ in which warp computes what, where
-// q passes and when loads are issued, never in an operation or its order).
+// mma_per_cta x CTAs; no shared-memory hazard (warp_emu.h: two threads' accesses to a byte, one a
+// write, without a barrier between that orders them, whichever ran first here). Then every tile
+// plan of a width against that width's default plan on the same input: the output bit for bit the
+// same (the plans differ in which warp computes what, where q passes and when loads are issued,
+// never in an operation or its order). And every kernel that swin_block_fused.cu builds
+// (SWIN_FUSED_KERNELS) once more on masked windows, for its hazards above all.
 #define DENOISE_WARP_EMULATION 1
 #include "warp_emu.h"
 
@@ -32,6 +35,35 @@ using namespace denoise::cuda;
 namespace {
 
 constexpr float kEps = 1e-5f;
+
+// Where byte `off` of the tile plan T's shared memory lies: buffer, row and element column.
+std::string smem_place(const SwinTile &T, size_t off) {
+    struct Buf {
+        const char *name;
+        uint32_t at;
+        int elem, stride;
+    };
+    const Buf bufs[] = {{"xs", T.off_xs, 4, T.sx},
+                        {"an", T.off_an, 2, T.sa},
+                        {T.qa ? "u (k | v)" : "u (q | k | v)", T.off_u, 2, T.sq}};
+    for (int i = 2; i >= 0; --i)
+        if (off >= bufs[i].at) {
+            const size_t e = (off - bufs[i].at) / bufs[i].elem;
+            return std::string(bufs[i].name) + " row " + std::to_string(e / bufs[i].stride) + " col " +
+                   std::to_string(e % bufs[i].stride) + (i == 2 ? " (as hid: row " + std::to_string(e / T.sh) + " col " +
+                                                                      std::to_string(e % T.sh) + ")"
+                                                                : "");
+        }
+    return "?";
+}
+
+// No shared-memory hazard was logged since the last clear (the first ones printed, with where).
+void expect_no_hazards(const SwinTile &T, const char *what) {
+    const warp_emu::HazardLog &h = warp_emu::hazards();
+    std::string list;
+    for (const warp_emu::Hazard &z : h.first) list += "\n  " + warp_emu::hazard_text(z) + ": " + smem_place(T, z.offset);
+    EXPECT_EQ(h.count, 0u) << what << ": shared-memory hazards (the first " << h.first.size() << "):" << list;
+}
 
 // out: x (in place) or, with kRes kResFp32ToBf16, the separate bf16 map
 template <int C, int HD, int TW, int NW, int QA, int MA, int PF, int kRes>
@@ -54,12 +86,16 @@ unsigned long long emulate(const std::vector<uint8_t> &img, void *x, void *out, 
     std::vector<warp::u32x4> smem(T.smem / 16);
     uint8_t *sm = reinterpret_cast<uint8_t *>(smem.data());
     const int ctas = (a.nwin + TW - 1) / TW;
+    warp_emu::hazards().clear();
     for (int b = 0; b < ctas; ++b) {
         std::memset(sm, 0xFF, T.smem);
         warp_emu::run_cta(NW * 32, sm, T.smem, [&](int tid) {
             swin_fused::swin_block_tile<C, HD, TW, NW, QA != 0, MA, PF != 0, kRes, true>(a, b, tid, sm);
         });
     }
+    const std::string what = "C " + std::to_string(C) + " hd " + std::to_string(HD) + " tile " + std::to_string(TW) + "/" +
+                             std::to_string(NW) + (QA ? " qa" : "") + " ma " + std::to_string(MA) + (PF ? " pf" : "");
+    expect_no_hazards(T, what.c_str());
     return count;
 }
 
@@ -241,4 +277,17 @@ TEST(SwinBlockEmu, PlansAgreeBitwise) {
                         plan_output<128, 32, 1, 8, 1, 16, 0>(b.img, b.x0, H, W, 4)},
                        {"C 128 1/8", "1/8 pf", "1/4", "1/8 qa"});
     }
+}
+
+// Every kernel of SWIN_FUSED_KERNELS (its tile plan; CTAS is a register budget, not a change of
+// the body), on a shifted map whose windows are all masked (one window row) with a tile tail
+// for the 2-window tiles: against the reference, and above all without a shared-memory hazard
+// (emulate). The first GPU racecheck of the qa kernels (C 64 1/4 qa ma 8) reported the one this
+// would have found: q's ldmatrix reads and the attention output's stores over them, lanes of one
+// warp with no warp barrier between.
+TEST(SwinBlockEmu, EveryKernelHazardFree) {
+    uint32_t seed = 90;
+#define SWIN_EMU_KERNEL(C, HD, TW, NW, QA, MA, PF, CTAS) check<C, HD, TW, NW, QA, MA, PF>(8, 8 * (2 * TW - 1), 4, false, seed++);
+    SWIN_FUSED_KERNELS(SWIN_EMU_KERNEL)
+#undef SWIN_EMU_KERNEL
 }

@@ -11,6 +11,18 @@
 // shuffle's lane mask is the same on all lanes, and a CTA that stops making progress (deadlock)
 // aborts. Values: mma multiplies bf16 exactly in fp32 and sums in fp32, k in order, then adds C.
 //
+// Shared-memory hazards (as compute-sanitizer's racecheck finds them on a GPU, here for every
+// thread order at once): each byte of the CTA's shared memory keeps its last write (thread, CTA
+// barrier epoch, warp barrier epoch) and the readers since (warps; lanes, while one warp reads
+// it), from ldmatrix (each lane reads the 16-byte row whose address it gives) and the kernels'
+// DN_LDS / DN_STS / DN_STS_ADD (warp_mma.h). Two accesses of different threads to a byte, one a write, are a hazard unless a CTA
+// barrier lies between them, or, for lanes of one warp, a warp barrier (sync_warp): ldmatrix, mma
+// and shuffles order no memory. Which thread ran first in the emulation does not matter, only the
+// barriers between, so a hazard is found even where every schedule the emulator (or a GPU) runs
+// happens to give the right bits. Hazards are counted and the first kMaxHazards kept (hazards()),
+// for the test to check and print; a kernel that uses plain pointers instead of those macros is
+// checked on its ldmatrix reads only (no hazard can show: they are all reads).
+//
 // Include after defining DENOISE_WARP_EMULATION and before the kernel source; one translation unit.
 #ifndef DENOISE_TESTS_WARP_EMU_H
 #define DENOISE_TESTS_WARP_EMU_H
@@ -27,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cuda/warp_mma.h"
@@ -44,12 +57,55 @@
 
 namespace warp_emu {
 
-enum Kind { kNone, kLdsmX4, kLdsmX4T, kLdsmX2, kMma, kShfl, kSync };
+enum Kind { kNone, kLdsmX4, kLdsmX4T, kLdsmX2, kMma, kShfl, kSync, kSyncWarp };
 
 inline const char *kind_name(int k) {
-    static const char *const n[] = {"none", "ldmatrix.x4", "ldmatrix.x4.trans", "ldmatrix.x2", "mma", "shfl.xor", "bar.sync"};
-    return k >= 0 && k <= kSync ? n[k] : "?";
+    static const char *const n[] = {"none", "ldmatrix.x4", "ldmatrix.x4.trans", "ldmatrix.x2", "mma", "shfl.xor", "bar.sync",
+                                    "bar.warp.sync"};
+    return k >= 0 && k <= kSyncWarp ? n[k] : "?";
 }
+
+// One hazard: thread `tid` accessed shared byte `offset` (a write if `write`) after `other` did (a
+// thread, or -1 with other_warp: some lane of that warp; a write if `other_write`), with no
+// barrier between that orders them.
+struct Hazard {
+    size_t offset = 0;
+    int tid = 0, other = -1, other_warp = -1;
+    bool write = false, other_write = false;
+};
+constexpr int kMaxHazards = 16;
+struct HazardLog {
+    uint64_t count = 0;
+    std::vector<Hazard> first;  // the first kMaxHazards
+    void clear() {
+        count = 0;
+        first.clear();
+    }
+};
+inline HazardLog &hazards() {
+    static HazardLog h;
+    return h;
+}
+inline std::string hazard_text(const Hazard &h) {
+    char b[256];
+    const char *what = h.other_write ? (h.write ? "write-after-write" : "read-after-write") : "write-after-read";
+    if (h.other >= 0)
+        std::snprintf(b, sizeof b, "%s at byte %zu: thread %d (warp %d lane %d) after thread %d (warp %d lane %d)", what,
+                      h.offset, h.tid, h.tid / 32, h.tid % 32, h.other, h.other / 32, h.other % 32);
+    else
+        std::snprintf(b, sizeof b, "%s at byte %zu: thread %d (warp %d lane %d) after a lane of warp %d", what, h.offset, h.tid,
+                      h.tid / 32, h.tid % 32, h.other_warp);
+    return b;
+}
+
+// The hazard state of one byte of shared memory (see the top): the last write, and the reads in
+// CTA epoch r_epoch since it: the warps that read (bits), and while only one warp did, its lanes
+// since its warp epoch r_wepoch.
+struct ShadowByte {
+    int32_t w_tid = -1;
+    uint32_t w_epoch = 0, w_wepoch = 0;
+    uint32_t r_epoch = 0, r_wepoch = 0, r_warps = 0, r_lanes = 0;
+};
 
 struct Slot {
     int kind = kNone, arrived = 0, need = 32;
@@ -83,6 +139,10 @@ struct Cta {
     const std::function<void(int)> *body = nullptr;
     const void *sched_stack = nullptr;
     size_t sched_stack_size = 0;
+    // hazard check: CTA barriers passed, warp barriers passed per warp, per-byte state
+    uint32_t epoch = 0;
+    std::vector<uint32_t> wepoch;
+    std::vector<ShadowByte> shadow;
 };
 
 constexpr size_t kStack = 256 * 1024;
@@ -210,6 +270,8 @@ inline void arrive(Slot &s, int kind, int need) {
     }
     if (++s.arrived == s.need) {
         complete(s, c);
+        if (kind == kSync) ++c.epoch;
+        if (kind == kSyncWarp) ++c.wepoch[me.tid / 32];
         s.arrived = 0;
         ++s.gen;
         return;
@@ -225,6 +287,66 @@ inline Slot &warp_slot(int *lane) {
     const int tid = c.fibers[c.cur].tid;
     *lane = tid & 31;
     return c.warps[tid >> 5];
+}
+
+// The calling thread accesses bytes [p, p + n) of shared memory: check them against the earlier
+// accesses (hazards, see the top), then record this one.
+inline void note_access(const void *p, size_t n, bool write) {
+    Cta &c = *current();
+    const uint8_t *q = static_cast<const uint8_t *>(p);
+    if (q < c.smem || q + n > c.smem + c.smem_bytes) die("shared-memory access outside the CTA's shared memory");
+    const int tid = c.fibers[c.cur].tid, w = tid / 32, l = tid % 32;
+    const uint32_t E = c.epoch, S = c.wepoch[w], wbit = 1u << w;
+    HazardLog &log = hazards();
+    bool found = false;  // one hazard per access, at its first byte that has one
+    auto report = [&](size_t off, int other, int other_warp, bool other_write) {
+        if (found) return;
+        found = true;
+        if (log.count++ < (uint64_t)kMaxHazards) {
+            Hazard h;
+            h.offset = off;
+            h.tid = tid;
+            h.other = other;
+            h.other_warp = other_warp;
+            h.write = write;
+            h.other_write = other_write;
+            log.first.push_back(h);
+        }
+    };
+    for (size_t i = 0; i < n; ++i) {
+        const size_t off = (size_t)(q - c.smem) + i;
+        ShadowByte &b = c.shadow[off];
+        // the last write: ordered before this access by a CTA barrier since, or a warp barrier
+        // since if it was another lane of this warp
+        if (b.w_tid >= 0 && b.w_tid != tid && b.w_epoch == E && !(b.w_tid / 32 == w && b.w_wepoch != S))
+            report(off, b.w_tid, -1, true);
+        if (b.r_epoch != E) {
+            b.r_epoch = E;
+            b.r_warps = 0;
+        }
+        if (write) {
+            if (b.r_warps & ~wbit) {
+                int ow = 0;
+                while (!((b.r_warps & ~wbit) >> ow & 1)) ++ow;
+                report(off, -1, ow, false);
+            } else if (b.r_warps == wbit && b.r_wepoch == S && (b.r_lanes & ~(1u << l))) {
+                int ol = 0;
+                while (!((b.r_lanes & ~(1u << l)) >> ol & 1)) ++ol;
+                report(off, 32 * w + ol, -1, false);
+            }
+            b.w_tid = tid;
+            b.w_epoch = E;
+            b.w_wepoch = S;
+            b.r_warps = 0;
+        } else {
+            if (b.r_warps == 0 || (b.r_warps == wbit && b.r_wepoch != S)) {
+                b.r_wepoch = S;
+                b.r_lanes = 0;
+            }
+            b.r_warps |= wbit;
+            b.r_lanes |= 1u << l;
+        }
+    }
 }
 
 // Fiber stacks, kept across CTAs, freed at exit.
@@ -249,6 +371,9 @@ inline void run_cta(int nthreads, uint8_t *smem, size_t smem_bytes, const std::f
     c.smem = smem;
     c.smem_bytes = smem_bytes;
     c.body = &body;
+    if (nthreads > 32 * 32) die("more than 32 warps per CTA");
+    c.wepoch.assign(nthreads / 32, 0);
+    c.shadow.assign(smem_bytes, ShadowByte{});
     current() = &c;
     auto &pool = stacks();
     while ((int)pool.size() < nthreads) pool.push_back(static_cast<char *>(std::malloc(kStack)));
@@ -311,6 +436,7 @@ inline void ldsm_x4(uint32_t (&r)[4], const void *p) {
     int l;
     warp_emu::Slot &s = warp_emu::warp_slot(&l);
     s.addr[l] = p;
+    warp_emu::note_access(p, 16, false);
     warp_emu::arrive(s, warp_emu::kLdsmX4, 32);
     for (int i = 0; i < 4; ++i) r[i] = s.out[l][i];
 }
@@ -318,6 +444,7 @@ inline void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
     int l;
     warp_emu::Slot &s = warp_emu::warp_slot(&l);
     s.addr[l] = p;
+    warp_emu::note_access(p, 16, false);
     warp_emu::arrive(s, warp_emu::kLdsmX4T, 32);
     for (int i = 0; i < 4; ++i) r[i] = s.out[l][i];
 }
@@ -325,6 +452,7 @@ inline void ldsm_x2(uint32_t (&r)[2], const void *p) {
     int l;
     warp_emu::Slot &s = warp_emu::warp_slot(&l);
     s.addr[l] = p;  // .x2 reads the addresses of lanes 0..15 only
+    if (l < 16) warp_emu::note_access(p, 16, false);
     warp_emu::arrive(s, warp_emu::kLdsmX2, 32);
     r[0] = s.out[l][0];
     r[1] = s.out[l][1];
@@ -352,6 +480,26 @@ inline float shfl_xor(float v, int m) {
 inline void sync_cta() {
     warp_emu::Cta &c = *warp_emu::current();
     warp_emu::arrive(c.all, warp_emu::kSync, c.nthreads);
+}
+inline void sync_warp() {
+    int l;
+    warp_emu::arrive(warp_emu::warp_slot(&l), warp_emu::kSyncWarp, 32);
+}
+template <class T>
+T lds(const T *p) {
+    warp_emu::note_access(p, sizeof(T), false);
+    return *p;
+}
+template <class T>
+void sts(T *p, T v) {
+    warp_emu::note_access(p, sizeof(T), true);
+    *p = v;
+}
+template <class T>
+void sts_add(T *p, T v) {
+    warp_emu::note_access(p, sizeof(T), false);
+    warp_emu::note_access(p, sizeof(T), true);
+    *p += v;
 }
 
 }  // namespace warp
