@@ -9,17 +9,19 @@
 //    the same kernels for every window's CUDA graph).
 //  - whole frames: a U-Net pass first has its window's pyramids (before its graph, when they all
 //    fit: the graph's kernels are then the same from window to window), matches the frames but the
-//    centre against it (block_match) and moves them onto it (shift_tiles_s2d) into scratch frames
-//    that the fusion conv reads; the maps of taps r-1 and r+1 stay with F_s in its feature ring
-//    buffer (after F), the others in scratch maps; an output moves F_{t-1} and F_{t+1} by window
-//    t's maps halved with floor on tiles of align_tile / 2 (shift_tiles) into two scratch maps
-//    that the head reads.
+//    centre against it (block_match); the fusion conv reads them moved onto it through their maps
+//    (TileShift: no moved copy is written); the maps of taps r-1 and r+1 stay with F_s in its
+//    feature ring buffer (after F), the others in scratch maps; an output's head reads F_{t-1} and
+//    F_{t+1} moved by window t's maps halved with floor on tiles of align_tile / 2 (the
+//    tensor-core head through the maps; the two-pass head from two scratch maps that shift_tiles
+//    writes).
 //  - tiles: before an output's tiles, each of its windows gets its maps on the whole frame the same
-//    way, kept with its recipe; each tile moves its domain's frames and feature maps through the
+//    way, kept with its recipe; each tile reads its domain's frames and feature maps through the
 //    maps' part over the domain (reads clamped to the domain). The halo grows by the alignment's
 //    reach, to 64 px + R rounded up to the tile unit (tile origins are multiples of 64 px and of
 //    align_tile): docs/cuda.md "Model v2's alignment".
 #include "backend_cuda_impl.h"
+#include "tile_shift.h"
 
 namespace denoise {
 namespace cuda {
@@ -88,10 +90,11 @@ int CudaBackend::window_maps(const std::vector<int64_t> &frames, int32_t *const 
     return 0;
 }
 
-// Whole frames: every frame of the window but the centre matched against it and moved onto it
-// (win[k] then points at the moved frame); the maps of taps r-1 and r+1 into maps (2 maps).
-// The caller marks the window's slots read (read_done).
-int CudaBackend::align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps) {
+// Whole frames: every frame of the window but the centre matched against it; sh[k] (a TileShift
+// per window frame, none for the centre) then moves frame k onto it where the fusion conv reads it
+// (no moved copy); the maps of taps r-1 and r+1 into maps (2 maps). The caller marks the
+// window's slots read (read_done).
+int CudaBackend::align_window_whole(const std::vector<int64_t> &frames, cuda::TileShift *sh, int32_t *maps) {
     const int rr = cfg_.fusion_radius;
     std::vector<int32_t *> m;  // per tap but the centre
     for (int k = 0, j = 0; k < (int)frames.size(); ++k) {
@@ -99,13 +102,8 @@ int CudaBackend::align_window_whole(const std::vector<int64_t> &frames, const bf
         m.push_back(k == rr - 1 ? maps : k == rr + 1 ? maps + map_ints_ : tap_maps_ + (size_t)j++ * map_ints_);
     }
     TRY(window_maps(frames, m.data()));
-    bf16 *moved = moved_;
-    for (int k = 0, j = 0; k < (int)frames.size(); ++k) {
-        if (k == rr) continue;
-        TRY(cuda::shift_tiles_s2d(ctx_, win[k], h2_, w2_, m[j++], map_tw_, cfg_.align_tile, moved));
-        win[k] = moved;
-        moved += (size_t)h2_ * w2_ * 12;
-    }
+    for (int k = 0, j = 0; k < (int)frames.size(); ++k)
+        sh[k] = k == rr ? cuda::TileShift{} : cuda::TileShift{m[j++], map_tw_, cfg_.align_tile / 2};
     return 0;
 }
 
@@ -132,17 +130,28 @@ void CudaBackend::drop_recipes(std::map<int64_t, Recipe>::iterator a, std::map<i
 }
 
 // F_{t-1}, F_{t+1} (F[0], F[2], (h, w, c0)) moved by maps[0], maps[1] (the window's
-// full-resolution maps at the domain's first tile) halved with floor on tiles of align_tile / 2
-// into the scratch maps; Fh gets F with those two replaced.
-int CudaBackend::align_features(const bf16 *const F[3], const int32_t *const maps[2], int h, int w, const bf16 *Fh[3]) {
+// full-resolution maps at the domain's first tile) halved with floor on tiles of align_tile / 2:
+// with the tensor-core head, sh gets the two maps (the head reads F through them) and Fh = F;
+// with the two-pass head, shift_tiles copies them into the scratch maps, Fh gets F with those two
+// replaced and sh none.
+int CudaBackend::align_features(const bf16 *const F[3], const int32_t *const maps[2], int h, int w, const bf16 *Fh[3],
+                                cuda::TileShift *sh) {
+    for (int dt = 0; dt < 3; ++dt) {
+        Fh[dt] = F[dt];
+        sh[dt] = cuda::TileShift{};
+    }
+    if (net_.head_fused()) {
+        sh[0] = cuda::TileShift{maps[0], map_tw_, cfg_.align_tile / 2};
+        sh[2] = cuda::TileShift{maps[1], map_tw_, cfg_.align_tile / 2};
+        return 0;
+    }
+    if (!moved_F_) return fail(DENOISE_EINVAL, "internal: the two-pass head without the moved feature maps' scratch");
     const int c0 = cfg_.channels[0];
-    const bf16 *in[2] = {F[0], F[2]};
     for (int j = 0; j < 2; ++j) {
         bf16 *out = moved_F_ + (size_t)j * h * w * c0;
-        TRY(cuda::shift_tiles(ctx_, in[j], h, w, c0, maps[j], map_tw_, cfg_.align_tile / 2, true, out));
+        TRY(cuda::shift_tiles(ctx_, F[2 * j], h, w, c0, maps[j], map_tw_, cfg_.align_tile / 2, true, out));
         Fh[2 * j] = out;
     }
-    Fh[1] = F[1];
     return 0;
 }
 

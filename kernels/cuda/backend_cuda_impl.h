@@ -8,7 +8,7 @@
 //   whole_frames.cpp    whole-frame plans: the network input at the push, the U-Net pass and the
 //                       output, launched as CUDA graphs (the graph policy)
 //   tiled_frames.cpp    tiled plans: an output computed tile by tile
-//   alignment_pass.cpp  model option align: shift maps, moved frames and feature maps
+//   alignment_pass.cpp  model option align: luma pyramids, shift maps, the consumers' TileShifts
 // (device_probe.cpp has cuda_probe(), which needs no backend.)
 // Host-only header (g++-includable with -I$CUDA_HOME/include), private to these files.
 #ifndef DENOISE_CUDA_BACKEND_CUDA_IMPL_H
@@ -155,15 +155,14 @@ private:
     int output_tiled(int64_t t, const int64_t feats[3], Amount amount, Out *o);
 
     // alignment_pass.cpp; the sizes memory_plan.cpp counts too. Model option align. Bytes of: one shift map (whole frame); a luma pyramid of the padded frame;
-    // a recipe's 2r maps (tiles); the scratch of a domain of tok tokens (2r moved frames and the
-    // head's two moved feature maps); a feature ring buffer (F, then with align the maps of its
-    // window's taps r-1 and r+1). Whole frames: the maps of the other taps (2r - 2 scratch maps).
+    // a recipe's 2r maps (tiles); the scratch of a domain of tok tokens (the head's two moved
+    // feature maps, only for the two-pass head: the fusion conv and the tensor-core head read
+    // through the maps); a feature ring buffer (F, then with align the maps of its window's taps
+    // r-1 and r+1). Whole frames: the maps of the other taps (2r - 2 scratch maps).
     int64_t map_bytes() const { return (int64_t)map_ints_ * 4; }
     int64_t pyr_bytes() const { return (int64_t)luma_pyramid_floats(spec_.hp, spec_.wp) * 4; }
     int64_t recipe_map_bytes() const { return 2 * cfg_.fusion_radius * map_bytes(); }
-    int64_t align_scratch_bytes(int64_t tok) const {
-        return 2 * cfg_.fusion_radius * tok * 12 * 2 + 2 * tok * cfg_.channels[0] * 2;
-    }
+    int64_t align_scratch_bytes(int64_t tok) const { return tc_head_ ? 0 : 2 * tok * cfg_.channels[0] * 2; }
     int tap_maps() const { return cfg_.fusion_radius > 1 ? 2 * cfg_.fusion_radius - 2 : 0; }
     int64_t feat_bytes() const {
         return (int64_t)h2_ * w2_ * cfg_.channels[0] * 2 + (cfg_.align ? 2 * map_bytes() : 0);
@@ -174,10 +173,11 @@ private:
     int luma_of(int64_t f, float *pyr);
     int luma_pyramids(const int64_t *frames, int n, const float **out);
     int window_maps(const std::vector<int64_t> &frames, int32_t *const *maps);
-    int align_window_whole(const std::vector<int64_t> &frames, const bf16 **win, int32_t *maps);
+    int align_window_whole(const std::vector<int64_t> &frames, cuda::TileShift *sh, int32_t *maps);
     int recipe_maps(Recipe &r);
     void drop_recipes(std::map<int64_t, Recipe>::iterator a, std::map<int64_t, Recipe>::iterator b);
-    int align_features(const bf16 *const F[3], const int32_t *const maps[2], int h, int w, const bf16 *Fh[3]);
+    int align_features(const bf16 *const F[3], const int32_t *const maps[2], int h, int w, const bf16 *Fh[3],
+                       cuda::TileShift *sh);
 
     const Model &m_;
     const ModelConfig cfg_;
@@ -186,8 +186,8 @@ private:
     FrameLayout L_;
     int h2_ = 0, w2_ = 0, R_ = 0;
     int unit_ = kTileUnit, halo_ = kHalo;  // tiles: origin / side unit and halo (px)
-    // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the window's moved
-    // frames (2r), the head's moved F_{t-1} and F_{t+1}, the other taps' maps (whole frames);
+    // align: tiles per row of a shift map, ints per map; scratch (plan-sized): the head's moved
+    // F_{t-1} and F_{t+1} (two-pass head only), the other taps' maps (whole frames);
     // plan().pyramids whole-frame luma pyramids, each of a kept frame's slot and index (src, frame)
     // or empty (src null, used 0), kept while the frame is, least recently used (pyr_clock_) first to go; free
     // recipe map sets (tiles)
@@ -201,7 +201,8 @@ private:
     int map_tw_ = 0;
     size_t map_ints_ = 0;
     static constexpr int kRecipeMaps = 4;
-    bf16 *moved_ = nullptr, *moved_F_ = nullptr;
+    bf16 *moved_F_ = nullptr;
+    bool tc_head_ = false;  // the plans count the tensor-core head (make_plans): no moved feature maps
     int32_t *tap_maps_ = nullptr;
     std::vector<LumaPyramid> pyrs_;
     uint64_t pyr_clock_ = 0;

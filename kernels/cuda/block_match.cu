@@ -23,7 +23,9 @@
 // side by side and share its centre samples in the L2 cache; all 2r pairs of a window in one
 // launch (up to 8). Per level, in bands of rows that fit 24 KB of shared memory (band_rows): the
 // warps copy the band's centre rows and the other frame's rows and columns (clamped, + r each
-// side, coalesced) into shared memory; a row task (row y, dy, a chunk of kDx dx) sums its row
+// side, coalesced) into shared memory with cp.async (every copy of the band in flight, then one
+// wait and the barrier: copied through registers, each warp waited on a load per row it copied,
+// ~33-66 load latencies a CTA at R 24, T 64, its longest path); a row task (row y, dy, a chunk of kDx dx) sums its row
 // against kDx candidates at once (kDx = 3 at the +-1 levels, 7 at L2), reading 4 centre and
 // 4 + kDx - 1 other samples per 4 steps (odd strides: 32 rows in 32 banks), and stores the kDx
 // row means; after a barrier the thread of candidate ci (ci = tid, tid + 128, ...) adds the band's
@@ -39,17 +41,18 @@
 // threads), L1 32 + 32, L 2 x 64 + 64: 352, where a warp ran 9,216 in the form before (3 tiles'
 // candidates, each one sum over its tile). Shared memory 24.3 KB (L: 6,082 floats), 64
 // registers (nvcc 13.0 sm_90 -Xptxas -v, no spills): 8 CTAs (32 warps) a SM.
-// Time (estimate, H100 at ~1.75 GHz, 132 SMs; not yet run on a GPU): a 4K window (3840 x 2176,
-// 2,040 tiles) is 8,160 CTAs, 62 a SM. Each CTA issues ~5.8 K warp instructions of FP32 (2 a
-// |d|), ~2.4 K of shared-memory access (61.7 K row-task loads: 14 per 28 adds at kDx 7, 10 per
-// 12 at kDx 3; the combine's 3.6 K; the copies' ~12 K stores) and ~2 K of addressing: ~10 K,
-// ~160 K cycles a SM at 4 issues a cycle, ~0.09 ms; shared memory (one 32-lane access a cycle)
-// ~150 K cycles. DRAM: the 5 pyramids once, 219 MB, 0.065 ms at 3.35 TB/s (if a tile's centre
-// stays in the L2 cache for its 4 pairs; each CTA copies ~47 KB, 386 MB from L2). Latency: a
-// CTA's path is ~7.5 K cycles (4 band copies at ~800 cycles, the row and row-mean chains, 3
-// argmins) over ~8 waves: ~60 K cycles, hidden by the 8 CTAs a SM. So about 0.1 to 0.2 ms for
-// the 4 pairs at 4K, where the form before took 1.108 ms (1 pair 0.504; H200, denoise-cuda-bench,
-// build of main), and about a quarter of that at 1080p (0.484 ms before).
+// Time. Measured with the copies through registers (H100, 2026-12-08): 4 pairs 0.042 / 0.118 /
+// 0.434 ms at 960x540 / 1920x1080 / 3840x2160 (540 / 2,040 / 8,160 CTAs), one pair at 4K 0.128:
+// 0.042 ms for fewer CTAs than the SMs hold at once is one CTA's lifetime, ~70 K cycles, where its
+// issue is ~10 K warp instructions: latency, the band copies' chain of loads (a warp's rows of a
+// band one after another, 33 rows-of-4 a CTA; more when its centre row's load waits behind the
+// other frame's). Counted for 4K (not measured since cp.async): each CTA issues ~5.8 K warp
+// instructions of FP32 (2 a |d|), ~2 K of shared-memory reads (0.5-0.83 a |d|: 14 per 28 at kDx
+// 7, 10 per 12 at kDx 3), ~2 K of addressing and the copies' 5.6 K cp.async over 4 warps; 62 CTAs
+// a SM: ~0.09 ms of issue at 4 a cycle, ~0.065 ms of shared-memory reads; DRAM: the 5 pyramids
+// once, 219 MB, 0.073 ms at 3.0 TB/s (a tile's centre stays in the L2 cache for its 4 pairs). A
+// CTA's path is now 4 band copies of one load latency each plus ~7.5 K cycles of dependent
+// arithmetic, hidden by the 8 CTAs a SM: ~0.1-0.15 ms expected for 4 pairs at 4K.
 // Layout: a luma pyramid is L (H, W), then L1 (H/2, W/2), then L2 (H/4, W/4), fp32, contiguous.
 // sm_90 (nvcc 13.0 -Xptxas -v): block_match_kernel 64 registers, luma_pyramid_kernel 27, no
 // spills, no stack.
@@ -190,16 +193,20 @@ DN_DEVI void search(float *sm, const Layout &g, const float *lc, const float *lo
     float best = __builtin_inff(), key = 1e30f;  // threads without candidates lose every comparison
     for (int yb = 0; yb < t; yb += g.b) {
         const int rows = t - yb < g.b ? t - yb : g.b;
+        // the band's copies as cp.async: every thread issues all of its copies, then waits once
+        // (a copy through registers waits on each load at its store: a band's rows / 4 memory
+        // latencies in a row per warp, the CTA's longest path before)
         for (int s = warp_id; s < rows + 2 * r; s += kWarps) {
             const float *src = lo + (size_t)clampi(y0 + yb + s - r + by, 0, h - 1) * w;
             float *dst = O + s * g.os;
-            for (int u = lane; u < g.ow; u += 32) dst[u] = src[clampi(x0 + u - r + bx, 0, w - 1)];
+            for (int u = lane; u < g.ow; u += 32) warp::cp_async4(dst + u, src + clampi(x0 + u - r + bx, 0, w - 1));
             if (s < rows) {
                 const float *csrc = lc + (size_t)(y0 + yb + s) * w + x0;
                 float *cdst = C + s * g.cs;
-                for (int u = lane; u < t; u += 32) cdst[u] = csrc[u];
+                for (int u = lane; u < t; u += 32) warp::cp_async4(cdst + u, csrc + u);
             }
         }
+        warp::cp_async_wait_all();
         warp::sync_cta();
         for (int k = tid; k < rows * n * g.chunks; k += kThreads) {
             const int y = k % rows, q = k / rows, i = q % n, c = q / n;

@@ -17,7 +17,10 @@
 // token and group 9 x 5 x 24 B read (served mostly by L1/L2: each frame token is read by 9
 // neighbours), 128 B written. CUDA cores: the fallback of conv3x3_tc.cu's implicit GEMM on tensor
 // cores, which fusion_conv3x3 runs whenever it takes the shape (nframes, Cout) on the device.
+// Model v2's alignment: a frame with a shift map is read moved onto the centre (tile_shift.h's
+// gather, the values shift_tiles_s2d would have written), so no moved copy of it exists.
 #include "common.cuh"
+#include "tile_shift.h"
 
 namespace denoise {
 namespace cuda {
@@ -29,6 +32,8 @@ constexpr int kMaxCout = 256;
 constexpr int kMaxFrames = 8;
 struct FramePtrs {
     const bf16 *p[kMaxFrames];
+    const int32_t *shift[kMaxFrames];  // model v2's alignment: frame k read moved (tile_shift.h); null: as it is
+    int stride, tile;                  // the shift maps' tiles per row and tokens per tile side
 };
 
 __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int nframes, float sigma_map, int h, int w,
@@ -56,13 +61,23 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
 #pragma unroll
             for (int k = 0; k < kMaxFrames; ++k) {  // unrolled: fr.p[k] stays in the param space
                 if (k >= nframes) break;
-                // 12 bf16 = 24 B, 8-byte aligned (token stride 24 B)
-                const uint2 *src = reinterpret_cast<const uint2 *>(fr.p[k] + q);
+                // 12 bf16 = 24 B, 8-byte aligned (token stride 24 B); with a shift map, the token of
+                // the frame moved onto the centre, gathered per colour quad
                 __align__(8) bf16 v[12];
                 uint2 *dst = reinterpret_cast<uint2 *>(v);
-                dst[0] = src[0];
-                dst[1] = src[1];
-                dst[2] = src[2];
+                if (fr.shift[k]) {
+                    int dy, dx;
+                    tile_shift::shift_at(TileShift{fr.shift[k], fr.stride, fr.tile}, yy, xx, dy, dx);
+                    uint64_t *d64 = reinterpret_cast<uint64_t *>(v);
+#pragma unroll
+                    for (int c = 0; c < 3; ++c)
+                        d64[c] = tile_shift::s2d_quad(reinterpret_cast<const uint16_t *>(fr.p[k]), h, w, yy, xx, c, dy, dx);
+                } else {
+                    const uint2 *src = reinterpret_cast<const uint2 *>(fr.p[k] + q);
+                    dst[0] = src[0];
+                    dst[1] = src[1];
+                    dst[2] = src[2];
+                }
 #pragma unroll
                 for (int ci = 0; ci < 12; ++ci) {
                     const float a = __bfloat162float(v[ci]);
@@ -97,7 +112,7 @@ __global__ void __launch_bounds__(128) fusion_conv3x3_kernel(FramePtrs fr, int n
 }  // namespace
 
 int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
-                          const bf16 *wk, const float *bias, int Cout, float *out) {
+                          const bf16 *wk, const float *bias, int Cout, float *out, const TileShift *shifts) {
     DN_REQUIRE(frames && wk && bias && out, "null pointer");
     DN_REQUIRE(nframes >= 1 && nframes <= kMaxFrames, "nframes " + std::to_string(nframes) + " outside 1..8");
     DN_REQUIRE(Cout >= kGroup && Cout <= kMaxCout && Cout % kGroup == 0,
@@ -109,6 +124,7 @@ int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, floa
         DN_REQUIRE(((uintptr_t)frames[k] & 7) == 0, "frame pointer not 8-byte aligned");
         fp.p[k] = frames[k];
     }
+    TRY(tile_shifts_check(ctx, shifts, nframes, w, fp.shift, &fp.stride, &fp.tile));
     DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
     const size_t smem = (size_t)9 * (nframes * 12 + 1) * kGroup * sizeof(float);
     TRY(smem_kernel(ctx, (const void *)fusion_conv3x3_kernel, "fusion_conv3x3_kernel", 128, smem));
@@ -120,13 +136,13 @@ int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, floa
 }
 
 int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w, const bf16 *wk,
-                   const float *bias, int Cout, float *out) {
+                   const float *bias, int Cout, float *out, const TileShift *shifts) {
     const size_t smem = fusion_conv3x3_tc_smem(nframes, Cout);
     int optin = 0;
     if (smem && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device) == cudaSuccess &&
         smem <= (size_t)optin)
-        return fusion_conv3x3_tc(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out);
-    return fusion_conv3x3_direct(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out);
+        return fusion_conv3x3_tc(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out, shifts);
+    return fusion_conv3x3_direct(ctx, frames, nframes, sigma_map, h, w, wk, bias, Cout, out, shifts);
 }
 
 }  // namespace cuda

@@ -21,6 +21,13 @@
 // 5, Cout = 64: the weights double), 1 CTA per SM on sm_90 and sm_80, more than sm_89's 99 KB per
 // block (the direct form runs there).
 // Per (tap, k step of 16): 2 ldmatrix.x4 for A, Cout / 16 ldmatrix.x4.trans for B, Cout / 4 mma.
+// The halo is staged 8 items (8-byte colour quads) a thread at a time, the 8 loads in flight before
+// their stores (one at a time, a thread waited ~19 load latencies per tile).
+// Model v2's alignment (Args.shift): a non-centre frame is read moved onto the centre through its
+// shift map (tile_shift.h: the tile's shift looked up per halo item; one 8-byte read for an even
+// shift inside the map, 4 two-byte reads otherwise), the values the moved copy held, so the
+// output is the copy's bit for bit and no copy is written (4 x 100 MB of DRAM traffic per 4K
+// frame saved).
 //
 // Value path: frames and weights are bf16 already and enter the mma unchanged (no rounding here);
 // products are exact and summed in fp32 by the tensor cores; sigma_map stays fp32 (it is NOT
@@ -38,6 +45,7 @@
 // opt-in limit (fusion_conv3x3_tc_smem); anything else is DENOISE_EINVAL with a message.
 // The body (conv_tc::conv_cta) is written against warp_mma.h so that tests/emu/conv3x3_tc_emu_test.cpp
 // runs this source on the CPU warp emulator.
+#include "tile_shift.h"
 #include "warp_mma.h"
 
 #if defined(DENOISE_WARP_EMULATION)
@@ -55,9 +63,15 @@ constexpr int kTileH = 16, kTileW = 16, kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kHaloH = kTileH + 2, kHaloW = kTileW + 2;
 constexpr int kMaxFrames = 8, kFrameC = 12;
 constexpr int kMinCout = 16, kMaxCout = 64;
+constexpr int kBatch = 8;  // halo items (8-byte quads) a thread loads before storing them
 
 struct Args {
     const uint16_t *frame[kMaxFrames];  // (h, w, 12) bf16 bits, 8-byte aligned
+    // model v2's alignment: frame k read moved by its per-tile shifts (tile_shift.h) where
+    // shift[k] is set, through the map's part from the domain's first tile (shift_stride tiles
+    // per row, shift_tile tokens per tile side); null: read as it is
+    const int32_t *shift[kMaxFrames];
+    int shift_stride, shift_tile;
     int nframes;
     float sigma_map;                    // the sigma channel's value (sigma / 255)
     int h, w;                           // token map
@@ -103,6 +117,25 @@ DN_DEVI void store8(uint16_t *p, uint64_t v) { *reinterpret_cast<uint64_t *>(p) 
 DN_DEVI void store2f(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
 #endif
 
+// Colour quad j (4 bf16) of token (y, x) (inside the map) of frame k: read as it is, or moved by
+// its tile's shift (tile_shift.h: one 8-byte read for an even shift away from the map's edge, 4
+// two-byte reads otherwise). The frame's pointer and map picked without a dynamic index into the
+// kernel parameters (which would copy them to local memory).
+DN_DEVI uint64_t frame_quad(const Args &a, int k, int y, int x, int j) {
+    const uint16_t *src = a.frame[0];
+    const int32_t *sh = a.shift[0];
+    DN_UNROLL
+    for (int kk = 1; kk < kMaxFrames; ++kk)
+        if (k == kk) {
+            src = a.frame[kk];
+            sh = a.shift[kk];
+        }
+    if (!sh) return load8(src + ((size_t)y * a.w + x) * kFrameC + 4 * j);
+    int dy, dx;
+    tile_shift::shift_at(TileShift{sh, a.shift_stride, a.shift_tile}, y, x, dy, dx);
+    return tile_shift::s2d_quad(src, a.h, a.w, y, x, j, dy, dx);
+}
+
 // One CTA (tid 0 .. kThreads - 1) of the persistent grid: tiles cta, cta + ncta, ... Cout = 8 NT.
 template <int NT>
 DN_DEVI void conv_cta(const Args &a, int cta, int ncta, int tid, uint8_t *smem) {
@@ -136,21 +169,31 @@ DN_DEVI void conv_cta(const Args &a, int cta, int ncta, int tid, uint8_t *smem) 
     // ldmatrix row of this lane: matrix lane / 8 = (row half (lane / 8) & 1, column half lane / 16)
     const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;
     const int fq = cf / 4, nq = L.kf / 4;  // 8-byte quads per halo token: from frames, in all
+    const int items = a.nframes * kHaloH * kHaloW * 3;
     for (int tile = cta; tile < a.ntiles; tile += ncta) {
         const int ty0 = (tile / a.tiles_x) * kTileH, tx0 = (tile % a.tiles_x) * kTileW;
         sync_cta();  // the weights are staged (first tile), or every warp is done with the last halo
-        // halo: frame k, halo row hy, 3 quads per token: a halo row of a frame is contiguous
-        for (int i = tid; i < a.nframes * kHaloH * kHaloW * 3; i += kThreads) {
-            const int j3 = i % (kHaloW * 3), r = i / (kHaloW * 3), hy = r % kHaloH, k = r / kHaloH;
-            const int hx = j3 / 3, j = j3 - 3 * hx;
-            const int y = ty0 + hy - 1, x = tx0 + hx - 1;
-            const uint16_t *src = a.frame[0];
+        // halo: item i = (frame k, halo row hy, token hx, colour quad j), 3 quads per token: a halo
+        // row of a frame is contiguous; kBatch items per thread loaded before their stores (the
+        // loads of a batch in flight together); a frame with shifts gathered through them
+        for (int i0 = tid; i0 < items; i0 += kBatch * kThreads) {
+            uint64_t v[kBatch];
             DN_UNROLL
-            for (int kk = 1; kk < kMaxFrames; ++kk)
-                if (k == kk) src = a.frame[kk];
-            uint64_t v = 0;
-            if (y >= 0 && y < a.h && x >= 0 && x < a.w) v = load8(src + ((size_t)y * a.w + x) * kFrameC + 4 * j);
-            store8(ins + (size_t)(hy * kHaloW + hx) * L.sk + 4 * (3 * k + j), v);
+            for (int b = 0; b < kBatch; ++b) {
+                const int i = i0 + b * kThreads;
+                const int j3 = i % (kHaloW * 3), r = i / (kHaloW * 3), hy = r % kHaloH, k = r / kHaloH;
+                const int hx = j3 / 3, j = j3 - 3 * hx;
+                const int y = ty0 + hy - 1, x = tx0 + hx - 1;
+                v[b] = 0;
+                if (i < items && y >= 0 && y < a.h && x >= 0 && x < a.w) v[b] = frame_quad(a, k, y, x, j);
+            }
+            DN_UNROLL
+            for (int b = 0; b < kBatch; ++b) {
+                const int i = i0 + b * kThreads;
+                const int j3 = i % (kHaloW * 3), r = i / (kHaloW * 3), hy = r % kHaloH, k = r / kHaloH;
+                const int hx = j3 / 3, j = j3 - 3 * hx;
+                if (i < items) store8(ins + (size_t)(hy * kHaloW + hx) * L.sk + 4 * (3 * k + j), v[b]);
+            }
         }
         for (int i = tid; i < kHaloH * kHaloW * (nq - fq); i += kThreads) {  // K padding channels
             const int p = i / (nq - fq), q = fq + i % (nq - fq);
@@ -262,7 +305,7 @@ size_t fusion_conv3x3_tc_smem(int nframes, int Cout) {
 }
 
 int fusion_conv3x3_tc(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w, const bf16 *wk,
-                      const float *bias, int Cout, float *out) {
+                      const float *bias, int Cout, float *out, const TileShift *shifts) {
     DN_REQUIRE(frames && wk && bias && out, "null pointer");
     DN_REQUIRE(nframes >= 1 && nframes <= conv_tc::kMaxFrames,
                "nframes " + std::to_string(nframes) + " outside 1..8");
@@ -278,6 +321,7 @@ int fusion_conv3x3_tc(Ctx &ctx, const bf16 *const *frames, int nframes, float si
         DN_REQUIRE(((uintptr_t)frames[k] & 7) == 0, "frame pointer not 8-byte aligned");
         a.frame[k] = reinterpret_cast<const uint16_t *>(frames[k]);
     }
+    TRY(tile_shifts_check(ctx, shifts, nframes, w, a.shift, &a.shift_stride, &a.shift_tile));
     DN_REQUIRE(((uintptr_t)out & 15) == 0, "out not 16-byte aligned");
     const size_t smem = fusion_conv3x3_tc_smem(nframes, Cout);
     a.nframes = nframes;

@@ -58,10 +58,16 @@
 // (ldmatrix), ~0.16 ms at 128 B / clock / SM on an H200. Cin 64 doubles the FLOP, the feature
 // bytes and the ldmatrix reads.
 //
+// Model v2's alignment: F_{t-1} and F_{t+1} are read moved onto F_t through window t's shift maps
+// (Args.shift; tile_shift.h: the shifts halved with floor, reads clamped to the map), one 8-byte
+// map read per 16-byte chunk on top, so no moved copy of either map exists (shift_tiles wrote two,
+// 4 x 2 Cin B per token of DRAM traffic, before).
+//
 // Limits: Cin 32 or 64, Cout 1..16, F / residual / out any h, w >= 1; F pointers 16-byte aligned;
 // anything else is DENOISE_EINVAL with a message (the network runs the two-pass head for other
 // widths). The body (head_tc::head_cta) is written against warp_mma.h so that
 // tests/emu/head_tc_emu_test.cpp runs this source on the CPU warp emulator.
+#include "tile_shift.h"
 #include "warp_mma.h"
 
 #include <cstddef>
@@ -115,6 +121,11 @@ DN_HD size_t smem_bytes(int cin) { return cin == 32 || cin == 64 ? plan(cin).sme
 
 struct Args {
     const uint16_t *F[3];  // (h, w, Cin) bf16 bits: time taps t-1, t, t+1; 16-byte aligned
+    // model v2's alignment: F[dt] read moved by its per-tile shifts halved with floor (tile_shift.h)
+    // where shift[dt] is set, through the map's part from the domain's first tile (shift_stride
+    // tiles per row, shift_tile tokens per tile side); null: read as it is
+    const int32_t *shift[3];
+    int shift_stride, shift_tile;
     int h, w;              // token map
     const uint16_t *wk;    // (9, 16, 3 Cin) bf16 bits (head_conv3d_tc_pack's layout)
     const float *bias;     // (Cout) fp32
@@ -169,8 +180,16 @@ DN_DEVI void head_cta(const Args &a, int cta, int ncta, int tid, uint8_t *smem) 
                     const int dt = p * P.nd + r2 / kHaloH;
                     const int y = ty0 + hy - 1, x = tx0 + hx - 1;
                     const uint16_t *src = dt == 0 ? a.F[0] : dt == 1 ? a.F[1] : a.F[2];
-                    if (i < P.chunks && y >= 0 && y < a.h && x >= 0 && x < a.w)
-                        v[b] = ldg4(src + ((size_t)y * a.w + x) * CIN + 8 * q);
+                    const int32_t *sh = dt == 0 ? a.shift[0] : dt == 1 ? a.shift[1] : a.shift[2];
+                    if (i < P.chunks && y >= 0 && y < a.h && x >= 0 && x < a.w) {
+                        int ys = y, xs = x;
+                        if (sh) {  // the token of F[dt] moved onto the centre (zero padding stays outside the map)
+                            int dy, dx;
+                            tile_shift::shift_at(TileShift{sh, a.shift_stride, a.shift_tile}, y, x, dy, dx);
+                            tile_shift::feature_source(a.h, a.w, y, x, dy, dx, ys, xs);
+                        }
+                        v[b] = ldg4(src + ((size_t)ys * a.w + xs) * CIN + 8 * q);
+                    }
                 }
                 DN_UNROLL
                 for (int b = 0; b < P.batch; ++b) {
@@ -326,7 +345,7 @@ int head_conv3d_tc_supported(int device, int Cin, std::string *why) {
 }
 
 int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, int Cin, const bf16 *wk, const float *bias, int Cout,
-                   const bf16 *residual, float *out, bool as_change) {
+                   const bf16 *residual, float *out, bool as_change, const TileShift *shifts) {
     DN_REQUIRE(F && F[0] && F[1] && F[2] && wk && bias && residual && out, "null pointer");
     DN_REQUIRE(Cin == 32 || Cin == 64, "Cin " + std::to_string(Cin) + " (this kernel is built for 32 and 64)");
     DN_REQUIRE(Cout >= 1 && Cout <= head_tc::kMaxCout, "Cout " + std::to_string(Cout) + " outside 1..16");
@@ -342,6 +361,7 @@ int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, int Cin, cons
     if (rc) return fail(ctx, rc, std::string(__func__) + ": " + why);
     head_tc::Args a{};
     for (int dt = 0; dt < 3; ++dt) a.F[dt] = reinterpret_cast<const uint16_t *>(F[dt]);
+    TRY(tile_shifts_check(ctx, shifts, 3, w, a.shift, &a.shift_stride, &a.shift_tile));
     a.h = h;
     a.w = w;
     a.cin = Cin;

@@ -39,9 +39,9 @@ std::string CudaBackend::make_plans() {
                           kNoiseBytes + kNoiseEstimateBytes + nslots * Sn + (kDepth + 1) * Sn;
     const int c0 = cfg_.channels[0];
     // the tensor-core head (the fused path's, where the device runs it) needs no G band: band 0
-    const bool tc_head = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, c0, nullptr) == 0;
+    tc_head_ = cuda::Net::fused_from_env() && cuda::head_conv3d_tc_supported(spec_.device, c0, nullptr) == 0;
     auto band = [&](int w) {
-        return tc_head ? 0 : (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2);
+        return tc_head_ ? 0 : (int)std::max<int64_t>(1, kBandBytes / ((int64_t)w * 112 * 4) - 2);
     };
     // align: whole-frame luma pyramids, 2r + 1 (a window's 2r pairs in one launch) where the cap
     // allows, else 2 (a pair at a time): alignment_pass.cpp
@@ -186,10 +186,9 @@ void CudaBackend::release_plan() {
         s->x = nullptr;
         s->has_x = false;
     }
-    cuda::dev_free(ctx_, moved_);
     cuda::dev_free(ctx_, moved_F_);
     cuda::dev_free(ctx_, tap_maps_);
-    moved_ = moved_F_ = nullptr;
+    moved_F_ = nullptr;
     tap_maps_ = nullptr;
     for (LumaPyramid &q : pyrs_) cuda::dev_free(ctx_, q.p);
     pyrs_.clear();
@@ -208,10 +207,11 @@ int CudaBackend::alloc_plan(const Plan &p) {
     const int64_t tok = (int64_t)p.net.h * p.net.w;
     TRY(cuda::dev_alloc(ctx_, (void **)&change_, (size_t)tok * 12 * 4, "the change of one output"));
     if (cfg_.align) {
+        // the fusion conv reads the window's frames through their shift maps, the tensor-core head
+        // F_{t-1} and F_{t+1} likewise; the two-pass head reads moved copies
         const int c0 = cfg_.channels[0];
-        TRY(cuda::dev_alloc(ctx_, (void **)&moved_, (size_t)2 * cfg_.fusion_radius * tok * 12 * 2,
-                            "the fusion window's moved frames"));
-        TRY(cuda::dev_alloc(ctx_, (void **)&moved_F_, (size_t)2 * tok * c0 * 2, "the head's moved feature maps"));
+        if (!net_.head_fused())
+            TRY(cuda::dev_alloc(ctx_, (void **)&moved_F_, (size_t)2 * tok * c0 * 2, "the head's moved feature maps"));
         for (int k = 0; k < p.pyramids; ++k) {
             pyrs_.emplace_back();  // held from here: release_plan frees it
             TRY(cuda::dev_alloc(ctx_, (void **)&pyrs_.back().p, (size_t)pyr_bytes(), "a whole-frame luma pyramid"));

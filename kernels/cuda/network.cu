@@ -41,6 +41,7 @@
 #include "network.h"
 
 #include "common.cuh"
+#include "tile_shift.h"
 #include "patch_tc.h"
 #include "swin_block_fused.h"
 
@@ -567,7 +568,8 @@ int Net::expand(Ctx &ctx, const DevLinear &ex, const DevLinear &skip, const DevP
     return 0;
 }
 
-int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F) {
+int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F,
+                  const TileShift *shifts) {
     DN_REQUIRE(up_ && shape_.h > 0, "weights or workspace missing (upload + resize first)");
     DN_REQUIRE(nframes == 2 * cfg_.fusion_radius + 1, "fusion window of " + std::to_string(nframes) + " frames");
     DN_REQUIRE(F, "null F");
@@ -579,7 +581,7 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     const int h1 = h / 2, w1 = w / 2, h2 = h / 4, w2 = w / 4;
     const int c0 = cfg_.channels[0], c1 = cfg_.channels[1], c2 = cfg_.channels[2];
     TRY(mark(ctx, "fusion conv 3x3"));
-    TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_));
+    TRY(fusion_conv3x3(ctx, frames, nframes, sigma / 255.0f, h, w, fusion_w_, fusion_b_, c0, x0_, shifts));
     TRY(stage(ctx, enc0_, x0_, h, w));
     TRY(merge(ctx, merge0_n_, merge0_r_, merge0_tc_, x0_, h, w, c0, x1_));
     TRY(stage(ctx, enc1_, x1_, h1, w1));
@@ -591,7 +593,8 @@ int Net::features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma,
     return stage(ctx, dec0_, x0_, h, w, F);  // its last block writes F
 }
 
-int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change) {
+int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change,
+              const TileShift *shifts) {
     DN_REQUIRE(up_ && shape_.h > 0, "weights or workspace missing (upload + resize first)");
     DN_REQUIRE(F[0] && F[1] && F[2] && centre && out, "null pointer");
     DN_REQUIRE(h >= 1 && w >= 1 && w <= shape_.w, "domain " + std::to_string(w) + "x" + std::to_string(h) +
@@ -599,8 +602,10 @@ int Net::head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w
     if (head_fused()) {
         TRY(mark(ctx, "head tensor-core conv3d"));
         return head_conv3d_tc(ctx, F, h, w, cfg_.channels[0], head_wtc_, head_b_, cfg_.head_out_channels(), centre, out,
-                              as_change);
+                              as_change, shifts);
     }
+    for (int dt = 0; shifts && dt < 3; ++dt)
+        DN_REQUIRE(!shifts[dt].map, "the two-pass head reads feature maps as they are: move them first (shift_tiles)");
     DN_REQUIRE(G_ && shape_.band > 0, "the two-pass head needs the workspace sized with a head band (NetShape.band "
                                       ">= 1); it was sized for the tensor-core head only");
     const int c0 = cfg_.channels[0], band = shape_.band;

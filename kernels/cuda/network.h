@@ -116,13 +116,19 @@ public:
     void destroy(Ctx &ctx);  // free the workspace and the weights
 
     // F (h, w, c0) bf16 = UNet of the fusion window frames[0..n-1] ((h, w, 12) bf16) and sigma
-    // (8-bit code values) on a domain of h x w tokens (within the workspace's shape).
-    int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F);
+    // (8-bit code values) on a domain of h x w tokens (within the workspace's shape). shifts
+    // (model v2's alignment; null: none): per frame a TileShift, the frame read moved onto the
+    // centre by the fusion conv (fusion_conv3x3's shifts).
+    int features(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma, int h, int w, bf16 *F,
+                 const TileShift *shifts = nullptr);
     // out (h, w, 12) fp32 = clamp(conv3d(F[0], F[1], F[2]) + bias + centre, min(-1, centre),
     // max(1, centre)), or with as_change the change 0.5 (that - centre). F: (h, w, c0) bf16,
     // 16-byte aligned; centre (h, w, 12) bf16. head_fused(): one tensor-core kernel (head_tc.cu),
-    // else the two-pass head in bands (needs a workspace band >= 1).
-    int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change);
+    // else the two-pass head in bands (needs a workspace band >= 1). shifts (model v2's alignment;
+    // null: none): per time tap a TileShift, F[dt] read moved (head_conv3d_tc's shifts); only with
+    // head_fused() (the two-pass head reads maps the caller moved: DENOISE_EINVAL otherwise).
+    int head(Ctx &ctx, const bf16 *const F[3], const bf16 *centre, int h, int w, float *out, bool as_change,
+             const TileShift *shifts = nullptr);
 
     const NetShape &shape() const { return shape_; }
     size_t weight_bytes() const { return wbytes_; }

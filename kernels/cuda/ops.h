@@ -39,6 +39,9 @@
 
 namespace denoise {
 namespace cuda {
+struct TileShift;  // tile_shift.h: the shifts a consumer applies to one of its inputs as it reads it
+}
+namespace cuda {
 
 using bf16 = __nv_bfloat16;
 
@@ -144,13 +147,18 @@ int frame_copy_components(Ctx &ctx, const DevFrame &src, const DevFrame &dst, co
 // cores, Cout a multiple of 32 up to 256, n <= 8. fusion_conv3x3_tc: n 1..8, Cout 16..64 in steps of 16, and
 // fusion_conv3x3_tc_smem(n, Cout) bytes of shared memory per block (0: a shape it refuses) within
 // the device's opt-in limit; DENOISE_EINVAL with a message otherwise.
+// shifts (model v2's alignment; null: none): per frame a TileShift (tile_shift.h); frame k with a
+// map is read moved by its tiles' full-resolution shifts, reads clamped to the h x w map (the
+// values shift_tiles_s2d would write, bit for bit), so the fusion window's frames are never copied
+// moved. The maps of one call share their tile and stride; 8-byte aligned.
 int fusion_conv3x3(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
-                   const bf16 *wk, const float *bias, int Cout, float *out);
+                   const bf16 *wk, const float *bias, int Cout, float *out, const TileShift *shifts = nullptr);
 int fusion_conv3x3_direct(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
-                          const bf16 *wk, const float *bias, int Cout, float *out);
+                          const bf16 *wk, const float *bias, int Cout, float *out, const TileShift *shifts = nullptr);
 int fusion_conv3x3_tc(Ctx &ctx, const bf16 *const *frames, int nframes, float sigma_map, int h, int w,
-                      const bf16 *wk, const float *bias, int Cout, float *out);
+                      const bf16 *wk, const float *bias, int Cout, float *out, const TileShift *shifts = nullptr);
 size_t fusion_conv3x3_tc_smem(int nframes, int Cout);
+
 
 // ---- layernorm.cu: per token LN over C (biased variance, eps), fp32 in, bf16 out.
 // layernorm_rows: n tokens in place order. layernorm_window: the map (H, W, C) read through the
@@ -235,8 +243,12 @@ int head_stencil(Ctx &ctx, const float *G, int Gc, int g0, int h, int w, int r0,
 // memory per block takes it, DENOISE_EINVAL with the reason in *why (may be null) otherwise,
 // DENOISE_EDEVICE when the device cannot be queried. head_conv3d_tc: 0, DENOISE_EINVAL (bad
 // shape / pointer / device, with a message), EDEVICE.
+// shifts (model v2's alignment; null: none): per time tap a TileShift (tile_shift.h); F[dt] with a
+// map is read moved by its tiles' full-resolution shifts halved with floor, reads clamped to the
+// h x w map (the values shift_tiles(..., halve) would write, bit for bit), so F_{t-1} and F_{t+1}
+// are never copied moved. The maps share their tile and stride; 8-byte aligned.
 int head_conv3d_tc(Ctx &ctx, const bf16 *const F[3], int h, int w, int Cin, const bf16 *wk, const float *bias, int Cout,
-                   const bf16 *residual, float *out, bool as_change);
+                   const bf16 *residual, float *out, bool as_change, const TileShift *shifts = nullptr);
 bool head_conv3d_tc_pack(const float *w_oitkk, int Cout, int Cin, uint16_t *wk);
 size_t head_conv3d_tc_smem(int Cin);
 // Work of the head on `tokens` tokens of Cin feature channels for the roofline: FLOP issued on
@@ -284,6 +296,11 @@ int block_match(Ctx &ctx, const float *centre, const float *const *others, int32
 int shift_tiles_s2d(Ctx &ctx, const bf16 *in, int h2, int w2, const int32_t *shifts, int stride, int tile, bf16 *out);
 int shift_tiles(Ctx &ctx, const bf16 *in, int h, int w, int C, const int32_t *shifts, int stride, int tile, bool halve,
                 bf16 *out);
+// The consumers' side (fusion_conv3x3, head_conv3d_tc read through TileShift, no copy): the maps
+// of shifts[0..n) into map[0..n) (null where none; shifts null: none), their common stride and
+// tile; DENOISE_EINVAL with a message for a misaligned map, a stride narrower than the w-token
+// map, or maps of different tiles or strides in one call.
+int tile_shifts_check(Ctx &ctx, const TileShift *shifts, int n, int w, const int32_t **map, int *stride, int *tile);
 
 // Small helpers for tests: fill n floats / bf16 with a NaN pattern (0xFF bytes).
 int poison(Ctx &ctx, void *p, size_t bytes);

@@ -1,13 +1,18 @@
-// shift_tiles_s2d and shift_tiles: per-tile whole-pixel warps (model option `align`'s moving
-// half, weights/denoise_train/align.py shift_tiles), the GPU twins of kernels/cpu/shift_tiles.cpp: out(p) =
-// in(clamp(p + s)), s = (dy, dx) the shift of the tile that holds p, reads outside the domain
-// clamped to its edge. Pure copies of bf16 samples: the CPU's values on the same input, bit for
-// bit.
+// shift_tiles_s2d and shift_tiles: per-tile whole-pixel warps as copies (model option `align`'s
+// moving half, weights/denoise_train/align.py shift_tiles), the GPU twins of
+// kernels/cpu/shift_tiles.cpp: out(p) = in(clamp(p + s)), s = (dy, dx) the shift of the tile that
+// holds p, reads outside the domain clamped to its edge. Pure copies of bf16 samples: the CPU's
+// values on the same input, bit for bit. The engine no longer moves the fusion window's frames
+// (the fusion conv reads them through their maps) nor, with the tensor-core head, F_{t-1} and
+// F_{t+1}: the gathers are tile_shift.h's, shared with those readers, and these copies remain for
+// the two-pass head's maps (shift_tiles) and as align_check's and the bench's reference
+// (shift_tiles_s2d).
 //
 // shift_tiles_s2d: the full-resolution frame behind an s2d network input (h2, w2, 12): pixel
 // (Y, X) of colour c is token (Y / 2, X / 2), channel c*4 + (Y & 1)*2 + (X & 1), so an odd shift
-// moves samples between channels. One thread per output token gathers its 12 samples from up to
-// 4 source tokens (24 B written as three 8-byte words).
+// moves samples between channels. One thread per output token gathers its 3 colour quads
+// (tile_shift::s2d_quad: one 8-byte read of a source token for an even shift inside the map, else
+// 4 two-byte reads) and writes 24 B as three 8-byte words.
 // shift_tiles: an NHWC map (h, w, C) at its own resolution (the head's feature maps); the shifts
 // optionally halved with floor on the way (align.py align_features: torch.div(s, 2, "floor")).
 // One thread per 16 bytes (8 channels) of an output token: a tile row of a feature map is one
@@ -18,9 +23,10 @@
 // frame's edge; elsewhere the tiles plan's halo keeps the clamped reads out of the interior's
 // reach (docs/cuda.md, "Alignment").
 // Traffic: one read and one write of each map (24 B per s2d token, 2 C B per feature token): at
-// 1920 x 1088, 12.5 MB per frame and 33 MB per 32-channel map, each a few microseconds of DRAM
-// time on an H200. sm_90 (nvcc 13.0 -Xptxas -v): 28 and 26 registers, no spills, no stack.
+// 3840 x 2176, 100 MB per frame and 267 MB per 32-channel map, 0.033 and 0.089 ms of DRAM time at
+// 3.0 TB/s (measured on an H100: 0.043 and 0.099 ms).
 #include "common.cuh"
+#include "tile_shift.h"
 #include "warp_mma.h"
 
 namespace denoise {
@@ -29,35 +35,20 @@ namespace cuda {
 namespace {
 
 
-// floor(s / 2) (weights/denoise_train/align.py align_features)
-__device__ __forceinline__ int floor_half(int s) { return s >> 1; }
-
 __global__ void shift_s2d_kernel(const bf16 *__restrict__ in, int h2, int w2, const int32_t *__restrict__ shifts,
                                  int stride, int tile, bf16 *__restrict__ out) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)h2 * w2) return;
     const int y2 = (int)(i / w2), x2 = (int)(i % w2);
-    const int H = 2 * h2, W = 2 * w2, t2 = tile / 2;
-    const int32_t *s = shifts + ((size_t)(y2 / t2) * stride + x2 / t2) * 2;
-    const int sy = s[0], sx = s[1];
+    int dy, dx;
+    tile_shift::shift_at(TileShift{shifts, stride, tile / 2}, y2, x2, dy, dx);
     const uint16_t *src = reinterpret_cast<const uint16_t *>(in);
-    __align__(8) uint16_t v[12];
-#pragma unroll
-    for (int dy = 0; dy < 2; ++dy) {
-        const int Y = clampi(2 * y2 + dy + sy, 0, H - 1);
-#pragma unroll
-        for (int dx = 0; dx < 2; ++dx) {
-            const int X = clampi(2 * x2 + dx + sx, 0, W - 1);
-            const uint16_t *p = src + ((size_t)(Y / 2) * w2 + X / 2) * 12 + (Y & 1) * 2 + (X & 1);
-#pragma unroll
-            for (int c = 0; c < 3; ++c) v[c * 4 + dy * 2 + dx] = p[c * 4];
-        }
-    }
     uint2 *o = reinterpret_cast<uint2 *>(out + i * 12);
-    const uint2 *q = reinterpret_cast<const uint2 *>(v);
-    o[0] = q[0];
-    o[1] = q[1];
-    o[2] = q[2];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const uint64_t q = tile_shift::s2d_quad(src, h2, w2, y2, x2, c, dy, dx);
+        o[c] = make_uint2((unsigned)q, (unsigned)(q >> 32));
+    }
 }
 
 __global__ void shift_map_kernel(const bf16 *__restrict__ in, int h, int w, int C, const int32_t *__restrict__ shifts,
@@ -68,17 +59,39 @@ __global__ void shift_map_kernel(const bf16 *__restrict__ in, int h, int w, int 
     const int64_t tok = i / per;
     const int k = (int)(i % per);
     const int y = (int)(tok / w), x = (int)(tok % w);
-    const int32_t *s = shifts + ((size_t)(y / tile) * stride + x / tile) * 2;
-    int sy = s[0], sx = s[1];
+    int dy, dx, ys, xs;
+    tile_shift::shift_at(TileShift{shifts, stride, tile}, y, x, dy, dx);
     if (halve) {
-        sy = floor_half(sy);
-        sx = floor_half(sx);
+        tile_shift::feature_source(h, w, y, x, dy, dx, ys, xs);  // align.py align_features: floor(s / 2)
+    } else {
+        ys = clampi(y + dy, 0, h - 1);
+        xs = clampi(x + dx, 0, w - 1);
     }
-    const int ys = clampi(y + sy, 0, h - 1), xs = clampi(x + sx, 0, w - 1);
     reinterpret_cast<uint4 *>(out)[i] = reinterpret_cast<const uint4 *>(in)[((int64_t)ys * w + xs) * per + k];
 }
 
 }  // namespace
+
+int tile_shifts_check(Ctx &ctx, const TileShift *shifts, int nframes, int w, const int32_t **map, int *stride,
+                        int *tile) {
+    *stride = *tile = 0;
+    for (int k = 0; k < nframes; ++k) map[k] = nullptr;
+    if (!shifts) return 0;
+    for (int k = 0; k < nframes; ++k) {
+        const TileShift &s = shifts[k];
+        if (!s.map) continue;
+        DN_REQUIRE(((uintptr_t)s.map & 7) == 0, "shift map " + std::to_string(k) + " not 8-byte aligned");
+        DN_REQUIRE(s.tile >= 1 && s.stride >= (w + s.tile - 1) / s.tile,
+                   "shift map " + std::to_string(k) + ": tiles of " + std::to_string(s.tile) + " tokens, " +
+                       std::to_string(s.stride) + " per row, for a map " + std::to_string(w) + " tokens wide");
+        DN_REQUIRE(!*tile || (s.tile == *tile && s.stride == *stride),
+                   "shift maps of one launch with different tiles or strides");
+        *tile = s.tile;
+        *stride = s.stride;
+        map[k] = s.map;
+    }
+    return 0;
+}
 
 int shift_tiles_s2d(Ctx &ctx, const bf16 *in, int h2, int w2, const int32_t *shifts, int stride, int tile, bf16 *out) {
     DN_REQUIRE(in && shifts && out, "null pointer");

@@ -1,6 +1,6 @@
 // Warp-level primitives of the fused kernels: tensor-core mma.sync.m16n8k16 (bf16 in, fp32
 // accumulate), ldmatrix, shuffles, the CTA and warp barriers, plain shared-memory loads and stores
-// (DN_LDS, DN_STS, DN_STS_ADD), 16-byte loads and the fast fp32 functions, as inline PTX for
+// (DN_LDS, DN_STS, DN_STS_ADD), cp.async, 16-byte loads and the fast fp32 functions, as inline PTX for
 // sm_80..sm_90 (nvcc), or, with DENOISE_WARP_EMULATION defined, as declarations that a CPU warp
 // emulator implements (tests/emu/warp_emu.h), so that the same kernel source runs on the CPU in
 // `make check`. A kernel that makes every shared-memory access through ldmatrix and these macros
@@ -85,6 +85,11 @@ template <class T>
 void sts(T *p, T v);
 template <class T>
 void sts_add(T *p, T v);  // *p += v: a load, then a store
+// cp.async of 4 bytes, global -> shared, no register staging; the thread's copies complete at its
+// cp_async_wait_all (the emulator applies them there and aborts at a barrier or the CTA's end with
+// copies not waited for)
+void cp_async4(void *smem, const void *gmem);
+void cp_async_wait_all();
 
 inline u32x4 ldg4(const void *p) {
     u32x4 v;
@@ -157,6 +162,12 @@ DN_DEVI void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
 DN_DEVI float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 DN_DEVI void sync_cta() { __syncthreads(); }
 DN_DEVI void sync_warp() { __syncwarp(); }
+// sm_80+: a copy in flight occupies no register, so a thread issues all of its copies before the
+// first completes (loads into registers then stores would wait on each load at its store)
+DN_DEVI void cp_async4(void *smem, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
+DN_DEVI void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // read-only data (the weight image): the non-coherent path
 DN_DEVI u32x4 ldg4(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }

@@ -9,6 +9,7 @@
 // DENOISE_CUDA_GRAPH=0 (read at creation) launches on the stream instead; so does an engine whose
 // capture CUDA refused once (the reason is in CudaPlanInfo::launches). Tiles launch on the stream.
 #include "backend_cuda_impl.h"
+#include "tile_shift.h"
 
 namespace denoise {
 namespace cuda {
@@ -74,9 +75,9 @@ int CudaBackend::features_whole(int64_t s) {
         rc = luma_pyramids(r.frames.data(), (int)r.frames.size(), p.data());
     }
     if (!rc) rc = launch(feat_graph_, &feat_warm_, [&] {
-        std::vector<const bf16 *> in = win;
-        if (cfg_.align) TRY(align_window_whole(r.frames, in.data(), const_cast<int32_t *>(feat_maps(F))));
-        return net_.features(ctx_, in.data(), (int)in.size(), r.sigma, h2_, w2_, F);
+        std::vector<cuda::TileShift> sh(win.size());
+        if (cfg_.align) TRY(align_window_whole(r.frames, sh.data(), const_cast<int32_t *>(feat_maps(F))));
+        return net_.features(ctx_, win.data(), (int)win.size(), r.sigma, h2_, w2_, F, cfg_.align ? sh.data() : nullptr);
     });
     for (size_t k = 0; !rc && k < r.frames.size(); ++k) rc = read_done(frames_.at(r.frames[k]));
     if (rc) {
@@ -100,12 +101,13 @@ int CudaBackend::output_whole(int64_t t, const int64_t feats[3], Amount amount, 
     Slot *s = frames_.at(t);
     TRY(launch(out_graph_, &out_warm_, [&] {
         const bf16 *Fh[3] = {F[0], F[1], F[2]};
+        cuda::TileShift sh[3];
         if (cfg_.align) {
             const int32_t *m = feat_maps(F[1]);
             const int32_t *maps[2] = {m, m + map_ints_};
-            TRY(align_features(F, maps, h2_, w2_, Fh));
+            TRY(align_features(F, maps, h2_, w2_, Fh, sh));
         }
-        TRY(net_.head(ctx_, Fh, s->x, h2_, w2_, change_, true));
+        TRY(net_.head(ctx_, Fh, s->x, h2_, w2_, change_, true, sh));
         return cuda::frame_out(ctx_, change_, 0, 0, spec_.hp, spec_.wp, cuda::compact_frame(L_, s->nat),
                                cuda::compact_frame(L_, o->dev), spec_.format, s->color, spec_.width, spec_.height,
                                0, spec_.height, 0, spec_.width, amount, noise_);

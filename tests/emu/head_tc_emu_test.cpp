@@ -25,9 +25,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "cpu/ops.h"
 
 using namespace denoise::cuda;
 
@@ -118,7 +121,91 @@ void check(int Cin, int h, int w, int Cout, bool as_change, int ncta, uint32_t s
     }
 }
 
+// Model v2's alignment read through the shift maps (Args.shift, tile_shift.h): F_{t-1} and F_{t+1}
+// each with its own map of full-resolution shifts in [-R, R] (odd and even: halved with floor),
+// the kernel on the maps as they are against the kernel on the maps moved first by the CPU's
+// shift_tiles (kernels/cpu/shift_tiles.cpp, on the halved shifts, reads clamped to the h x w
+// map): every output bit for bit. Tiles of t tokens; domain: the maps are a whole frame's with a
+// tile of margin around the domain (its first tile and stride as the tiles plan passes them).
+void check_shifted(int Cin, int h, int w, int t, int R, bool domain, int ncta, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const int Cout = 12, nty = h / t, ntx = w / t, m = domain ? 1 : 0, stride = ntx + 2 * m;
+    std::uniform_int_distribution<int> d(-R, R);
+    std::vector<uint16_t> Fb[3], Mb[3];
+    std::vector<int32_t> whole[3];
+    for (int dt = 0; dt < 3; ++dt) {
+        const std::vector<float> F = uniform((size_t)h * w * Cin, -1.f, 1.f, rng);
+        Fb[dt] = Mb[dt] = bits(F);
+        if (dt == 1) continue;
+        whole[dt].resize((size_t)(nty + 2 * m) * stride * 2);
+        for (int32_t &v : whole[dt]) v = d(rng);
+        std::vector<int32_t> half;  // the domain's part, halved with floor (align.py align_features)
+        for (int y = 0; y < nty; ++y)
+            for (int x = 0; x < ntx; ++x)
+                for (int k = 0; k < 2; ++k) {
+                    const int32_t v = whole[dt][((size_t)(y + m) * stride + x + m) * 2 + k];
+                    half.push_back(v >= 0 ? v / 2 : -((-v + 1) / 2));
+                }
+        std::vector<float> moved(F.size());
+        ASSERT_EQ(0, denoise::cpu::shift_tiles(F.data(), h, w, Cin, half.data(), t, moved.data()));
+        Mb[dt] = bits(moved);
+    }
+    const std::vector<float> W = uniform((size_t)Cout * Cin * 27, -0.1f, 0.1f, rng);
+    const std::vector<float> bias = uniform(Cout, -0.1f, 0.1f, rng);
+    const std::vector<uint16_t> resb = bits(uniform((size_t)h * w * Cout, -1.3f, 1.3f, rng));
+    std::vector<uint16_t> wk((size_t)9 * head_tc::kN * 3 * Cin, 0xFFFF);
+    ASSERT_TRUE(head_conv3d_tc_pack(W.data(), Cout, Cin, wk.data()));
+    auto run = [&](bool through_maps, std::vector<float> *out) {
+        head_tc::Args a{};
+        for (int dt = 0; dt < 3; ++dt) {
+            a.F[dt] = through_maps ? Fb[dt].data() : Mb[dt].data();
+            a.shift[dt] = through_maps && dt != 1 ? whole[dt].data() + ((size_t)m * stride + m) * 2 : nullptr;
+        }
+        a.shift_stride = stride;
+        a.shift_tile = t;
+        a.h = h;
+        a.w = w;
+        a.cin = Cin;
+        a.wk = wk.data();
+        a.bias = bias.data();
+        a.cout = Cout;
+        a.res = resb.data();
+        out->assign((size_t)h * w * Cout, std::numeric_limits<float>::quiet_NaN());
+        a.out = out->data();
+        a.as_change = true;
+        a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
+        a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
+        const int n = std::min(ncta, a.ntiles);
+        tc_emu::run_ctas(n, head_tc::kThreads, head_tc::smem_bytes(Cin),
+                         [&](int b, int tid, uint8_t *sm) { head_tc::head_cta_any(a, b, n, tid, sm); });
+    };
+    std::vector<float> got, ref;
+    run(true, &got);
+    run(false, &ref);
+    size_t differ = 0, bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        differ += std::memcmp(&got[i], &ref[i], 4) != 0;
+        bad += !std::isfinite(got[i]);
+    }
+    std::printf("Cin %2d %3dx%-3d tiles of %d tokens, R %d%s: %zu of %zu outputs differ from the head on the CPU-moved "
+                "maps\n",
+                Cin, w, h, t, R, domain ? " (domain of a larger map)" : "", differ, got.size());
+    EXPECT_EQ(bad, 0u) << "unwritten or non-finite outputs";
+    EXPECT_EQ(differ, 0u);
+}
+
 }  // namespace
+
+// model v2's alignment: F_{t-1} and F_{t+1} read through their shift maps (R 24 on tiles of 32
+// tokens as align_tile 64; R 5-9 on tiles of 4, 6 and 8 tokens), whole maps and a domain of a
+// larger map, Cin 32 and 64
+TEST(HeadTcEmu, ShiftedThroughMaps) {
+    check_shifted(32, 32, 64, 32, 24, false, 4, 41);
+    check_shifted(32, 24, 40, 8, 5, true, 3, 42);
+    check_shifted(32, 20, 36, 4, 9, false, 2, 43);
+    check_shifted(64, 24, 40, 8, 9, true, 2, 44);
+    check_shifted(32, 24, 36, 6, 7, true, 2, 45);  // tiles of 6 tokens: the division's path
+}
 
 // model v1 (RGB: 12 = 3 x 2 x 2 s2d channels)
 TEST(HeadTcEmu, ModelV1) {

@@ -40,6 +40,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/warp_mma.h"
@@ -125,6 +126,9 @@ struct Fiber {
     bool done = false;
     Slot *wait = nullptr;
     uint64_t wait_gen = 0;
+    // cp.async copies issued and not yet waited for: (shared-memory destination, the 4 bytes read
+    // at issue: the kernels copy read-only global data)
+    std::vector<std::pair<uint8_t *, uint32_t>> async;
 };
 
 struct Cta {
@@ -181,6 +185,7 @@ inline void trampoline(int i) {
     __sanitizer_finish_switch_fiber(nullptr, &c.sched_stack, &c.sched_stack_size);
 #endif
     (*c.body)(c.fibers[i].tid);
+    if (!c.fibers[i].async.empty()) die("thread %d ended with %zu cp.async copies not waited for", i, c.fibers[i].async.size());
     c.fibers[i].done = true;
 #ifdef WARP_EMU_ASAN
     __sanitizer_start_switch_fiber(nullptr, c.sched_stack, c.sched_stack_size);
@@ -479,6 +484,10 @@ inline float shfl_xor(float v, int m) {
 }
 inline void sync_cta() {
     warp_emu::Cta &c = *warp_emu::current();
+    // a barrier orders what is written, not copies still in flight: they must be waited for first
+    if (!c.fibers[c.cur].async.empty())
+        warp_emu::die("thread %d: a barrier with %zu cp.async copies not waited for", c.fibers[c.cur].tid,
+                      c.fibers[c.cur].async.size());
     warp_emu::arrive(c.all, warp_emu::kSync, c.nthreads);
 }
 inline void sync_warp() {
@@ -500,6 +509,22 @@ void sts_add(T *p, T v) {
     warp_emu::note_access(p, sizeof(T), false);
     warp_emu::note_access(p, sizeof(T), true);
     *p += v;
+}
+// The copy lands at the thread's cp_async_wait_all, not before: a read of it before the wait finds
+// the poison the test left in shared memory.
+inline void cp_async4(void *smem, const void *gmem) {
+    warp_emu::Cta &c = *warp_emu::current();
+    uint8_t *d = static_cast<uint8_t *>(smem);
+    if (((uintptr_t)d & 3) || ((uintptr_t)gmem & 3)) warp_emu::die("cp.async of 4 bytes not 4-byte aligned");
+    if (d < c.smem || d + 4 > c.smem + c.smem_bytes) warp_emu::die("cp.async destination outside shared memory");
+    uint32_t v;
+    std::memcpy(&v, gmem, 4);
+    c.fibers[c.cur].async.emplace_back(d, v);
+}
+inline void cp_async_wait_all() {
+    warp_emu::Cta &c = *warp_emu::current();
+    for (const auto &a : c.fibers[c.cur].async) std::memcpy(a.first, &a.second, 4);
+    c.fibers[c.cur].async.clear();
 }
 
 }  // namespace warp

@@ -1,7 +1,8 @@
 // GPU checks, model v2's alignment: block_match (luma pyramid and shifts; one pair, and a window's
 // pairs in one launch) and both shift_tiles against the CPU's ops (every shift / value equal;
 // moving texture and noise, R 64, ties, mirrored pairs whose ties the summation order decides,
-// 1080p),
+// 1080p); the fusion conv (both forms) and the tensor-core head reading through shift maps against
+// the same kernels on CPU-moved inputs (bit for bit),
 // frame_in's luma plane against the CPU's luma; the aligned golden model (align 8, tile 32)
 // through the API vs the CPU engine and PyTorch; on a moving clip CUDA vs CPU, 2r + 1 vs 2 luma
 // pyramids (a window's pairs in one launch vs a launch per pair), tiles vs whole frames, CUDA
@@ -10,6 +11,7 @@
 #include "align_test_util.h"
 #include "api_run.h"
 #include "cpu/ops.h"
+#include "cuda/tile_shift.h"
 
 using namespace gpu_check;
 
@@ -199,6 +201,145 @@ void shift_check(cuda::Ctx &ctx, bool s2d, int h, int w, int C, int tile, int R,
     }
 }
 
+// A whole frame's shift map of (nty + 2 m) x (ntx + 2 m) tiles, (dy, dx) each uniform in [-R, R],
+// on the device; part: the nty x ntx tiles from (m, m) (a domain with a tile of margin, m 0 or 1)
+// as their own map on the host, halved with floor where `halve` (the CPU ops' input); first: the
+// domain's first tile on the device.
+struct DevShiftMap {
+    std::unique_ptr<Dev> d;
+    std::vector<int32_t> part;
+    const int32_t *first = nullptr;
+    int stride = 0;
+};
+DevShiftMap dev_shift_map(int nty, int ntx, int m, int R, bool halve, std::mt19937 &g) {
+    std::uniform_int_distribution<int> u(-R, R);
+    DevShiftMap s;
+    s.stride = ntx + 2 * m;
+    std::vector<int32_t> whole((size_t)(nty + 2 * m) * s.stride * 2);
+    for (int32_t &v : whole) v = u(g);
+    for (int y = 0; y < nty; ++y)
+        for (int x = 0; x < ntx; ++x)
+            for (int k = 0; k < 2; ++k) {
+                const int32_t v = whole[((size_t)(y + m) * s.stride + x + m) * 2 + k];
+                s.part.push_back(halve ? (v - (v < 0)) / 2 : v);
+            }
+    s.d.reset(new Dev(whole.size() * 4));
+    up(*s.d, whole.data(), whole.size() * 4);
+    s.first = (const int32_t *)s.d->p + ((size_t)m * s.stride + m) * 2;
+    return s;
+}
+
+// The fusion conv reading the window's frames through their shift maps (TileShift, tile_shift.h:
+// model v2's alignment without moved copies) against the same conv on the frames moved first by
+// cpu::shift_tiles_s2d: every output bit for bit (both forms: the same inputs in the same order).
+// The centre frame unshifted; h x w tokens, tiles of t2 tokens, shifts up to R px; domain: the
+// maps are a whole frame's with a tile of margin (their first tile and stride as the tiles plan
+// passes them).
+void fusion_shifted_check(cuda::Ctx &ctx, bool tc, int nf, int Co, int h, int w, int t2, int R, bool domain) {
+    std::mt19937 g(rng());
+    const int Cin = 12 * nf + 1, centre = nf / 2, m = domain ? 1 : 0;
+    std::vector<std::unique_ptr<Dev>> din, dmoved;
+    std::vector<DevShiftMap> maps(nf);
+    std::vector<const bf16 *> fin, fmoved;
+    std::vector<cuda::TileShift> sh(nf);
+    int rc_cpu = 0;
+    for (int k = 0; k < nf; ++k) {
+        const std::vector<float> f = bf16_host::round(rnd((size_t)h * w * 12));
+        std::vector<float> moved = f;
+        if (k != centre) {
+            maps[k] = dev_shift_map(h / t2, w / t2, m, R, false, g);
+            rc_cpu |= cpu::shift_tiles_s2d(f.data(), h, w, maps[k].part.data(), 2 * t2, moved.data());
+            sh[k] = cuda::TileShift{maps[k].first, maps[k].stride, t2};
+        }
+        din.emplace_back(new Dev(f.size() * 2));
+        dmoved.emplace_back(new Dev(f.size() * 2));
+        up_bf(*din.back(), f);
+        up_bf(*dmoved.back(), moved);
+        fin.push_back(din.back()->h());
+        fmoved.push_back(dmoved.back()->h());
+    }
+    const std::vector<float> wt = rnd((size_t)Co * Cin * 9, -0.1f, 0.1f), b = rnd(Co, -0.1f, 0.1f);
+    std::vector<float> wk((size_t)9 * Cin * Co);
+    cpu::conv3x3_pack(wt.data(), Co, Cin, wk.data());
+    Dev dwk(wk.size() * 2), db(Co * 4), d1((size_t)h * w * Co * 4), d2(d1.bytes);
+    up_bf(dwk, wk);
+    up_f(db, b);
+    cuda::poison(ctx, d1.p, d1.bytes);
+    cuda::poison(ctx, d2.p, d2.bytes);
+    auto conv = tc ? cuda::fusion_conv3x3_tc : cuda::fusion_conv3x3_direct;
+    int rc = conv(ctx, fin.data(), nf, 25.f / 255.f, h, w, dwk.h(), db.f(), Co, d1.f(), sh.data());
+    if (!rc) rc = conv(ctx, fmoved.data(), nf, 25.f / 255.f, h, w, dwk.h(), db.f(), Co, d2.f(), nullptr);
+    if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+    const std::vector<float> a = down_f(d1, (size_t)h * w * Co), c = down_f(d2, a.size());
+    size_t differ = 0, nonfinite = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        differ += std::memcmp(&a[i], &c[i], 4) != 0;
+        nonfinite += !std::isfinite(a[i]);
+    }
+    char name[96];
+    std::snprintf(name, sizeof name, "fusion_conv3x3%s through maps %d->%d %dx%d tile %d R %d%s", tc ? " tc" : " direct",
+                  Cin, Co, w, h, 2 * t2, R, domain ? " (domain)" : "");
+    result(!rc && !rc_cpu && differ == 0 && nonfinite == 0,
+           "%-60s %zu outputs, %zu differ from the conv of the CPU-moved frames (0), non-finite %zu%s%s", name, a.size(),
+           differ, nonfinite, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+}
+
+// The tensor-core head reading F_{t-1} and F_{t+1} through their shift maps (halved with floor)
+// against the same head on the maps moved first by cpu::shift_tiles: every output bit for bit.
+void head_shifted_check(cuda::Ctx &ctx, int Cin, int h, int w, int t, int R, bool domain) {
+    std::string why;
+    if (cuda::head_conv3d_tc_supported(ctx.device, Cin, &why)) {
+        std::printf("     (head_conv3d_tc through maps, Cin %d: not run on this device: %s)\n", Cin, why.c_str());
+        return;
+    }
+    std::mt19937 g(rng());
+    const int Cout = 12, m = domain ? 1 : 0;
+    std::vector<std::unique_ptr<Dev>> dF, dM;
+    DevShiftMap maps[3];
+    cuda::TileShift sh[3];
+    const bf16 *F[3], *M[3];
+    int rc_cpu = 0;
+    for (int dt = 0; dt < 3; ++dt) {
+        const std::vector<float> f = bf16_host::round(rnd((size_t)h * w * Cin));
+        std::vector<float> moved = f;
+        if (dt != 1) {
+            maps[dt] = dev_shift_map(h / t, w / t, m, R, true, g);
+            rc_cpu |= cpu::shift_tiles(f.data(), h, w, Cin, maps[dt].part.data(), t, moved.data());
+            sh[dt] = cuda::TileShift{maps[dt].first, maps[dt].stride, t};
+        }
+        dF.emplace_back(new Dev(f.size() * 2));
+        dM.emplace_back(new Dev(f.size() * 2));
+        up_bf(*dF.back(), f);
+        up_bf(*dM.back(), moved);
+        F[dt] = dF.back()->h();
+        M[dt] = dM.back()->h();
+    }
+    std::vector<float> W = rnd((size_t)Cout * Cin * 27, -0.1f, 0.1f), b = rnd(Cout, -0.1f, 0.1f);
+    std::vector<uint16_t> wk((size_t)9 * 16 * 3 * Cin);
+    cuda::head_conv3d_tc_pack(W.data(), Cout, Cin, wk.data());
+    Dev dwk(wk.size() * 2), db(Cout * 4), dres((size_t)h * w * Cout * 2), d1((size_t)h * w * Cout * 4), d2(d1.bytes);
+    up(dwk, wk.data(), wk.size() * 2);
+    up_f(db, b);
+    up_bf(dres, bf16_host::round(rnd((size_t)h * w * Cout, -1.3f, 1.3f)));
+    cuda::poison(ctx, d1.p, d1.bytes);
+    cuda::poison(ctx, d2.p, d2.bytes);
+    int rc = cuda::head_conv3d_tc(ctx, F, h, w, Cin, dwk.h(), db.f(), Cout, dres.h(), d1.f(), true, sh);
+    if (!rc) rc = cuda::head_conv3d_tc(ctx, M, h, w, Cin, dwk.h(), db.f(), Cout, dres.h(), d2.f(), true, nullptr);
+    if (!rc) rc = cudaStreamSynchronize(ctx.stream) == cudaSuccess ? 0 : DENOISE_EDEVICE;
+    const std::vector<float> a = down_f(d1, (size_t)h * w * Cout), c = down_f(d2, a.size());
+    size_t differ = 0, nonfinite = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        differ += std::memcmp(&a[i], &c[i], 4) != 0;
+        nonfinite += !std::isfinite(a[i]);
+    }
+    char name[96];
+    std::snprintf(name, sizeof name, "head_conv3d_tc through maps Cin %d %dx%d tile %d R %d%s", Cin, w, h, 2 * t, R,
+                  domain ? " (domain)" : "");
+    result(!rc && !rc_cpu && differ == 0 && nonfinite == 0,
+           "%-60s %zu outputs, %zu differ from the head on the CPU-moved maps (0), non-finite %zu%s%s", name, a.size(),
+           differ, nonfinite, rc ? ": " : "", rc ? ctx.err.c_str() : "");
+}
+
 // quick: without the 1080p case (compute-sanitizer runs --quick)
 void align_ops_checks(cuda::Ctx &ctx, bool quick) {
     std::mt19937 g(rng());
@@ -258,6 +399,21 @@ void align_ops_checks(cuda::Ctx &ctx, bool quick) {
     shift_check(ctx, false, 96, 128, 32, 32, 24, true);
     shift_check(ctx, false, 40, 48, 32, 8, 8, true);
     shift_check(ctx, false, 24, 40, 16, 8, 5, false);
+    // the consumers reading through the maps (no moved copies): the fusion conv's two forms, the
+    // tensor-core head; the trained setting (tiles of 64 px, R 24) and small tiles (many shift
+    // tiles per 16 x 16 conv tile), whole maps and domains; wide64's widths
+    for (int tc = 0; tc < 2; ++tc) {
+        fusion_shifted_check(ctx, tc, 5, 32, 64, 96, 32, 24, false);
+        fusion_shifted_check(ctx, tc, 5, 32, 40, 56, 8, 9, true);
+        fusion_shifted_check(ctx, tc, 5, 64, 24, 40, 4, 5, true);
+    }
+    fusion_shifted_check(ctx, true, 3, 32, 36, 20, 4, 3, false);
+    fusion_shifted_check(ctx, true, 5, 32, 36, 54, 6, 7, true);  // tiles of 12 px: not a power of two
+    fusion_shifted_check(ctx, false, 5, 32, 36, 54, 6, 7, true);
+    head_shifted_check(ctx, 32, 64, 96, 32, 24, false);
+    head_shifted_check(ctx, 32, 40, 56, 8, 9, true);
+    head_shifted_check(ctx, 64, 24, 40, 4, 5, true);
+    head_shifted_check(ctx, 32, 36, 54, 6, 7, true);
 }
 
 // frame_in's luma plane against the CPU's luma of its fp32 input ((x_R + x_G) + x_B) / 3, and

@@ -22,7 +22,7 @@ void ops_checks(cuda::Ctx &ctx) {
     // (and edge-only rows), other fusion radii and widths on the tensor-core path; wide64's Cout 64
     // and a wider c0 on the direct form (a block per group of 32 output channels)
     using FusionFn = int (*)(cuda::Ctx &, const bf16 *const *, int, float, int, int, const bf16 *, const float *, int,
-                             float *);
+                             float *, const cuda::TileShift *);
     struct FusionCase {
         FusionFn fn;
         const char *path;
@@ -63,7 +63,7 @@ void ops_checks(cuda::Ctx &ctx) {
         up_f(db, b);
         cuda::poison(ctx, dout.p, dout.bytes);
         const float sigma = 25.f;
-        int rc = fc.fn(ctx, fp.data(), nf, sigma / 255.f, h, w, dwk.h(), db.f(), Co, dout.f());
+        int rc = fc.fn(ctx, fp.data(), nf, sigma / 255.f, h, w, dwk.h(), db.f(), Co, dout.f(), nullptr);
         rc = rc ? rc : sync();
         std::vector<const float *> frp;
         for (auto &f : fr) frp.push_back(f.data());

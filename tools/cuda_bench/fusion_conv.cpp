@@ -44,7 +44,7 @@ int bench_fusion_conv(int w, int h, int iters, int Co) {
         CU(cudaDeviceSynchronize());
     }
     using Fn = int (*)(cuda::Ctx &, const cuda::bf16 *const *, int, float, int, int, const cuda::bf16 *, const float *,
-                       int, float *);
+                       int, float *, const cuda::TileShift *);
     const Fn fns[2] = {cuda::fusion_conv3x3_direct, cuda::fusion_conv3x3_tc};
     const char *names[2] = {"direct", "tensor-core"};
     cudaEvent_t a, b;
@@ -54,7 +54,7 @@ int bench_fusion_conv(int w, int h, int iters, int Co) {
     for (int i = 0; i < 3 + iters; ++i)
         for (int v = 0; v < 2; ++v) {
             CU(cudaEventRecord(a, ctx.stream));
-            CK(fns[v](ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f / 255.f, h, w, wk, bias, Co, out[v]));
+            CK(fns[v](ctx, (const cuda::bf16 *const *)fr.data(), nf, 20.f / 255.f, h, w, wk, bias, Co, out[v], nullptr));
             CU(cudaEventRecord(b, ctx.stream));
             CU(cudaEventSynchronize(b));
             float t = 0;
