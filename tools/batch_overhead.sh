@@ -12,12 +12,18 @@
 # libx264). The chain: denoise=backend=BO_BACKEND (cuda) with the trained weights (else the random
 # test weights); BO_CHAIN replaces it. The encoder options BO_ENC (default -c:v libx264 -preset
 # veryfast -crf 18, else -c:v ffv1 -slices 16) serve both runs; denoise-batch runs with
-# --segment-frames BO_SEGMENT_FRAMES (400) and BO_BATCH_ARGS (more options).
+# --segment-frames BO_SEGMENT_FRAMES (400), its default --tasks-per-gpu, --timings and
+# BO_BATCH_ARGS (more options).
 # Order: a 10-frame warm-up run, the single run, denoise-batch, the single run again; each timed
 # from start to exit (date +%s.%N), with its CPU time (user and sys seconds of the run and what it
 # waited for: the shell's `times`, POSIX, since Ubuntu's images have no /usr/bin/time; for
 # denoise-batch's segments the `# times:` line each writes in its log) and the cores that is.
-# Then diagnostic rows that no bar reads, to put a gap between the single run and the segments on
+# denoise-batch's row is followed by its --timings line (where the whole command's time went:
+# Python's start, checks, probe, chain check, Ray's import and start, the segments, join, verify,
+# Ray's stop; phases that ran beside others are marked so).
+# Then diagnostic rows that no bar reads: denoise-batch again with --tasks-per-gpu N for each N in
+# BO_TASKS_PER_GPU_ROWS (default "1": a GPU per task, the scheduling before 2026-12-08), each with
+# its timings line; then, to put a gap between the single run and the segments on
 # Ray's process context (docs/scale-out.md, "Measuring on the GPU machine"): segment 0 in Ray (its
 # log: wall and CPU time, and its worker's context line: its environment variables, affinity, nice,
 # cgroup, stdin), then segment 0's own ffmpeg command (its log's first line) run again outside
@@ -119,11 +125,23 @@ single single1 || die "the single run failed (log $L/single1.log)"
 s1=$T_WALL
 echo "single run 1: $s1 s, $(rate "$N" "$s1") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
-t0=$(now)
-python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --keep-work \
-    --ffmpeg "$FFMPEG" --ffprobe "$FFPROBE" ${BO_BATCH_ARGS:-} $ENC -o "$TMP/batch.mkv" "$TMP/src.mkv" >"$L/batch.log" 2>&1
+# batch NAME [OPTIONS...]: denoise-batch over the clip into $TMP/NAME.mkv, log $L/NAME.log; sets
+# T_WALL (start to exit) and returns its status
+batch() {
+    _b=$1
+    shift
+    _t0=$(now)
+    python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --timings \
+        --ffmpeg "$FFMPEG" --ffprobe "$FFPROBE" ${BO_BATCH_ARGS:-} "$@" $ENC -o "$TMP/$_b.mkv" "$TMP/src.mkv" >"$L/$_b.log" 2>&1
+    _rc=$?
+    T_WALL=$(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+    return $_rc
+}
+# phases LOG: denoise-batch's --timings summary line in LOG, without its prefix
+phases() { sed -n 's/^denoise-batch: timings: total/total/p' "$1"; }
+batch batch --keep-work
 brc=$?
-sb=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+sb=$T_WALL
 cat "$L/batch.log"
 [ $brc = 0 ] || { fail "denoise-batch exited $brc (log $L/batch.log)"; finish; }
 nb=$(count_frames "$TMP/batch.mkv")
@@ -135,13 +153,23 @@ work=$TMP/batch.mkv.denoise-batch
 segt=$(cat "$work"/seg-*.log 2>/dev/null | sed -n 's/^# times: wall \([0-9.]*\) s, cpu user \([0-9.]*\) s, sys \([0-9.]*\) s$/\1 \2 \3/p' |
     awk '{ w += $1; u += $2; s += $3 } END { if (NR) printf "%.3f %.1f %.1f", w, u, s }')
 echo "denoise-batch: $sb s, $(rate "$N" "$sb") frames/s ($segs segments; its progress line: ${job:-?} frames/s)${segt:+; its ffmpeg runs: $(echo "$segt" | awk '{ printf "%.1f", $1 }') s, $(cpu $segt)}"
+echo "denoise-batch phases: $(phases "$L/batch.log")"
 
 single single2 || die "the second single run failed (log $L/single2.log)"
 s2=$T_WALL
 echo "single run 2: $s2 s, $(rate "$N" "$s2") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
-# diagnostics (no bar): segment 0 in Ray and its worker's context, its command again outside Ray
-# in several contexts, the single run in the old sigma=auto order
+# diagnostics (no bar): denoise-batch with other --tasks-per-gpu; segment 0 in Ray and its
+# worker's context, its command again outside Ray in several contexts, the single run in the old
+# sigma=auto order
+for tpg in ${BO_TASKS_PER_GPU_ROWS-1}; do
+    if batch "batch_tpg$tpg" --tasks-per-gpu "$tpg"; then
+        echo "diagnostic: denoise-batch --tasks-per-gpu $tpg: $T_WALL s, $(rate "$N" "$T_WALL") frames/s (its progress line: $(sed -n 's/.* \([0-9.]*\) frames\/s, .*/\1/p' "$L/batch_tpg$tpg.log" | tail -n 1) frames/s)"
+        echo "diagnostic: denoise-batch --tasks-per-gpu $tpg phases: $(phases "$L/batch_tpg$tpg.log")"
+    else
+        echo "diagnostic: denoise-batch --tasks-per-gpu $tpg failed (log $L/batch_tpg$tpg.log)"
+    fi
+done
 seglog=$work/seg-00000.log
 if [ -f "$seglog" ]; then
     segcmd=$(head -n 1 "$seglog")

@@ -24,6 +24,10 @@ options:
   --cpus-per-task N       CPUs a task asks for (default 1); with backend cpu the CPU engine's
                           threads (the chain's cpu_threads= or threads=, else N, then added to
                           the chain as cpu_threads=) and a task asks for max(N, threads) CPUs
+  --tasks-per-gpu N       with backend cuda, segments running at once on one GPU (default 2: a task
+                          asks Ray for 1/N of a GPU; each is an ffmpeg process with the CUDA
+                          engine's memory, about 1.2 GiB at 1080p, 2.9 GiB at 4K; 1: a GPU per
+                          task); the outputs are the same whatever N
   --workers N             segments running at once, at most (default: what the cluster's
                           resources allow); with backend cpu and no --address also the CPUs of
                           the Ray instance started here (--workers x a task's CPUs; else Ray
@@ -41,15 +45,20 @@ options:
   --ffmpeg PATH, --ffprobe PATH   (default: the ones beside this command, else on PATH)
   -q, --quiet             no progress line
   --progress-interval S   seconds between progress lines when stderr is not a terminal (10)
+  --timings               after the run, print on stderr where its wall time went: one line per
+                          segment (submitted, its ffmpeg's start, end and CPU time, done) and one
+                          for the command (Python's start, the checks, the probes, Ray's import
+                          and start, the segments, the joins and their checks, Ray's stop)
   --dry-run, --print-plan check and plan each input, print on stdout one JSON line per segment
                           (its frames and the ffmpeg argv its task would run) and one per input
                           for the join (the concat list and its argv), and exit; starts no Ray
                           and writes nothing
   -h, --help
 
-Before Ray starts, every input is checked (it exists and can be read, its output and work
-folders can be written, ffprobe reads it, and the chain passes its first frames one for one with
-their pts); an input that fails a check fails once, by name, and the others go on.
+Every input is checked (before Ray starts: it exists and can be read, its output and work
+folders can be written; then, while Ray starts: ffprobe reads it, and the chain passes its first
+frames one for one with their pts); an input that fails a check fails once, by name, and the
+others go on.
 SIGINT, SIGTERM or SIGHUP stop the run with one line: the segments done stay in the work folder
 and the same command continues with the rest (exit 128 + the signal's number).
 
@@ -73,18 +82,23 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 
-from denoise_batch import assemble, interrupt, manifest, plan, preflight, schedule, segment
+from denoise_batch import assemble, children, interrupt, manifest, plan, preflight, schedule, segment
 from denoise_batch import chain as chainmod
+from denoise_batch.timings import Timings
 
 SEGMENT_EXTS = {".mkv", ".webm", ".nut", ".mov", ".mp4", ".m4v"}
 MUX_OPTIONS = {"acodec", "scodec", "dcodec", "ab", "ac", "ar", "af", "aq", "sample_fmt",
                "ch_layout", "channel_layout", "metadata", "movflags", "disposition", "shortest",
                "brand", "write_tmcd"}
 OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "--context",
-             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--workers",
+             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu", "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
-OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan"}
+OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan",
+            "--timings"}
+# segments in flight on one GPU at once (--tasks-per-gpu; docs/scale-out.md, "Scheduling with Ray")
+TASKS_PER_GPU = 2
 # ffmpeg options that change which frames or timestamps a segment holds: the segment arithmetic
 # (trim by pts, frame counts checked against the source) would no longer hold
 FRAME_OPTIONS = {"-r", "-t", "-to", "-ss", "-sseof", "-frames", "-frames:v", "-vframes", "-fps_mode", "-vsync",
@@ -98,10 +112,11 @@ class UsageError(Exception):
 def parse(argv: list[str]) -> dict:
     o = {"inputs": [], "enc": [], "mux": [], "vf": "denoise", "segment_frames": 1000, "context": 3,
          "context_before": None, "context_after": None, "backend": "auto", "cpus_per_task": 1.0,
+         "tasks_per_gpu": TASKS_PER_GPU,
          "workers": None, "address": None, "retries": 2, "work_dir": None, "keep_work": False,
          "overwrite": False, "audio": True, "subtitles": True, "ffmpeg": None, "ffprobe": None,
          "quiet": False, "progress_interval": 10.0, "output": None, "output_dir": None,
-         "input_list": None, "help": False, "dry_run": False}
+         "input_list": None, "help": False, "dry_run": False, "timings": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -128,6 +143,8 @@ def parse(argv: list[str]) -> dict:
                 o["quiet"] = True
             elif a in ("--dry-run", "--print-plan"):
                 o["dry_run"] = True
+            elif a == "--timings":
+                o["timings"] = True
             else:
                 o["help"] = True
         elif a == "--":
@@ -153,13 +170,13 @@ def parse(argv: list[str]) -> dict:
         else:
             o["inputs"].append(a)
         i += 1
-    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers"):
+    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers", "tasks_per_gpu"):
         if o[k] is not None:
             try:
                 o[k] = int(o[k])
             except ValueError:
                 raise UsageError(f"--{k.replace('_', '-')}: not an integer: {o[k]}") from None
-            if o[k] < (1 if k in ("segment_frames", "workers") else 0):
+            if o[k] < (1 if k in ("segment_frames", "workers", "tasks_per_gpu") else 0):
                 raise UsageError(f"--{k.replace('_', '-')}: out of range: {o[k]}")
     for k in ("cpus_per_task", "progress_interval"):
         try:
@@ -210,6 +227,7 @@ def outputs(o: dict) -> list[tuple[str, str]]:
 
 def main(argv: list[str], bindir: str | None = None) -> int:
     err = sys.stderr
+    timings = Timings()
     try:
         o = parse(argv)
     except (UsageError, OSError) as e:
@@ -228,7 +246,7 @@ def main(argv: list[str], bindir: str | None = None) -> int:
     except (UsageError, chainmod.ChainError, OSError) as e:
         print(f"denoise-batch: {e}\n(denoise-batch --help for the usage)", file=err)
         return 2
-    batch = Batch(o, _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir))
+    batch = Batch(o, _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir), timings)
     interrupt.install()
     try:
         return batch.run(pairs)
@@ -240,6 +258,8 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         return stop.exit_status
     finally:
         batch.shutdown()
+        if o["timings"]:
+            timings.print()
 
 
 def work_folder(o: dict, out: str) -> str:
@@ -269,15 +289,22 @@ class Batch:
     """The inputs of one command: checks and plans (no Ray), then Ray's run of the segments and
     the joins. fail(input, reason) records a failed input; run() returns the exit status."""
 
-    def __init__(self, o: dict, ffmpeg: str, ffprobe: str):
+    def __init__(self, o: dict, ffmpeg: str, ffprobe: str, timings: Timings | None = None):
         self.o, self.ffmpeg, self.ffprobe = o, ffmpeg, ffprobe
+        self.t = timings or Timings()
         self.failed: list[str] = []
         self.ok: list[str] = []
         self.jobs: list[dict] = []
         self.ray = None
         self.runner: schedule.Runner | None = None
+        self.planner: Planner | None = None
+        self.stopping = None  # the thread stopping Ray beside the last joins
+        self.interrupting = False
 
     def fail(self, inp: str, msg: str) -> None:
+        if self.interrupting:
+            # a probe or check that the interrupt itself ended: not the input's failure
+            return
         self.failed.append(f"{inp}: {msg}")
         print(f"denoise-batch: FAILED: {inp}: {msg}", file=sys.stderr, flush=True)
 
@@ -294,6 +321,10 @@ class Batch:
         if backend == "cpu":
             return max(self.o["cpus_per_task"], float(self.threads()))
         return self.o["cpus_per_task"]
+
+    def task_gpus(self, backend: str) -> float:
+        """The GPU share a task asks Ray for: 1 / --tasks-per-gpu with backend cuda, else 0."""
+        return 1.0 / self.o["tasks_per_gpu"] if backend == "cuda" else 0.0
 
     def chain(self, backend: str) -> str:
         """The chain every segment runs (before a GPU task's device=): backend= and, for the CPU
@@ -325,15 +356,28 @@ class Batch:
                 todo.append((inp, out))
         if not todo:
             return 0
-        # before Ray: the folders given, then each input's file, probe, chain check and plan
+        # the quick checks before Ray: the folders given, each input's file and folders
         for opt, folder in (("--output-dir", o["output_dir"]), ("--work-dir", o["work_dir"])):
-            why = folder and preflight.folder_problem(folder)
+            with self.t.phase("checks"):
+                why = folder and preflight.folder_problem(folder)
             if why:
                 print(f"denoise-batch: FAILED: {opt}: {why}", file=err)
                 return 1
-        planned = [p for p in (self.plan(inp, out) for inp, out in todo) if p]
+        checked = []
+        for inp, out in todo:
+            with self.t.phase("checks"):
+                why, work = self.check(inp, out)
+            if why:
+                self.fail(inp, why)
+            else:
+                checked.append((inp, out, work))
+        if not checked:
+            return self.summary()
+        # the probes and chain checks (ffprobe and ffmpeg runs) go on beside Ray's start
+        self.planner = Planner(self, checked)
         backend = self.backend()
         if o["dry_run"]:
+            planned = self.planner.result()
             if backend == "auto":
                 backend = "cuda" if local_gpus() else "cpu"
             try:
@@ -341,8 +385,6 @@ class Batch:
             except BrokenPipeError:
                 # the reader stopped early (| head): no more lines, and none at exit either
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return self.summary()
-        if not planned:
             return self.summary()
 
         if o["address"] or os.environ.get("RAY_ADDRESS"):
@@ -354,7 +396,10 @@ class Batch:
             address = None
             cpus = int(w * self.task_cpus("cpu") + 0.999) if w and backend != "cuda" else None
         try:
-            self.ray = schedule.start(address, cpus)
+            with self.t.phase("ray import"):
+                import ray  # noqa: F401  (schedule.start's import, timed apart from the start)
+            with self.t.phase("ray start"):
+                self.ray = schedule.start(address, cpus)
         except SystemExit as e:
             # SIGTERM while ray.init() ran, through the handler it sets (sys.exit(signum))
             if e.code == signal.SIGTERM:
@@ -368,6 +413,10 @@ class Batch:
             print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
             return 2
         interrupt.install()
+        planned = self.planner.result()
+        if not planned:
+            # every input failed its probe or chain check (Ray started beside them)
+            return self.summary()
         res = self.ray.cluster_resources()
         gpus, cpus_there = res.get("GPU", 0), res.get("CPU", 0)
         if backend == "auto":
@@ -383,14 +432,16 @@ class Batch:
                   f"cpu the chain's cpu_threads=), but the Ray cluster has {cpus_there:g}", file=err)
             return 2
         chain = self.chain(backend)
-        for p in planned:
-            job = self.open_work(p, chain)
-            if job:
-                self.jobs.append(job)
+        with self.t.phase("work folders"):
+            for p in planned:
+                job = self.open_work(p, chain)
+                if job:
+                    self.jobs.append(job)
         if self.jobs:
-            self.runner = schedule.Runner(self.ray, backend == "cuda", need, o["retries"], o["workers"],
-                                          o["quiet"], o["progress_interval"])
-            self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg))
+            self.runner = schedule.Runner(self.ray, self.task_gpus(backend), need, o["retries"], o["workers"],
+                                          o["quiet"], o["progress_interval"], timings=self.t)
+            self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg),
+                            on_idle=self.stop_ray_beside)
         return self.summary()
 
     def summary(self) -> int:
@@ -401,31 +452,51 @@ class Batch:
             return 1
         return 0
 
-    def plan(self, inp: str, out: str) -> dict | None:
-        """Check, probe and split one input (nothing is written). None when it failed."""
-        o = self.o
+    def check(self, inp: str, out: str) -> tuple[str | None, str]:
+        """The quick checks of one input (no process is run): (why it fails or None, its work
+        folder)."""
         why = preflight.input_problem(inp)
-        if why:
-            self.fail(inp, why)
-            return None
-        work = work_folder(o, out)
+        work = work_folder(self.o, out)
         out_dir = os.path.dirname(os.path.abspath(out))
         for what, folder in (("output folder", out_dir), ("work folder", os.path.dirname(work))):
-            if what == "work folder" and folder == out_dir:
+            if why or (what == "work folder" and folder == out_dir):
                 continue
             why = preflight.folder_problem(folder)
-            if why:
-                self.fail(inp, f"{what}: {why}")
-                return None
+            why = why and f"{what}: {why}"
+        return why, work
+
+    def plan(self, inp: str, out: str, work: str) -> dict | None:
+        """Probe, check the chain on and split one input that passed check() (nothing is
+        written). None when it failed. Runs in the planner's thread."""
+        t = self.t
+        # the chain check needs no probe (it trims by frame count): both run at once
+        ran: dict = {}
+
+        def chain_check():
+            with t.phase("chain check"):
+                ran["r"] = preflight.chain_run(self.ffmpeg, inp, self.o["vf"])
+        beside = threading.Thread(target=chain_check, name="denoise-batch-chain-check", daemon=True)
+        beside.start()
+        runs = plan.ffprobe_runs
         try:
-            src = plan.probe(self.ffprobe, inp)
+            with t.phase("probe"):
+                src = plan.probe(self.ffprobe, inp)
         except plan.ProbeError as e:
             self.fail(inp, str(e))
             return None
-        why = preflight.chain_problem(self.ffmpeg, src, o["vf"])
+        finally:
+            t.count("ffprobe", plan.ffprobe_runs - runs)
+            beside.join()
+        with t.phase("chain check"):
+            why = preflight.chain_problem(self.ffmpeg, src, self.o["vf"], ran.get("r"))
         if why:
             self.fail(inp, why)
             return None
+        with t.phase("plan"):
+            return self._split(inp, out, work, src)
+
+    def _split(self, inp: str, out: str, work: str, src: plan.Source) -> dict:
+        o = self.o
         ext = os.path.splitext(out)[1].lower()
         seg_ext = ext if ext in SEGMENT_EXTS else ".mkv"
         segs = []
@@ -498,7 +569,7 @@ class Batch:
                 progress = os.path.join(p["work"], os.path.splitext(s["file"])[0] + ".progress")
                 print(json.dumps({
                     "input": p["input"], "output": p["output"], "work": p["work"], "backend": backend,
-                    "task_cpus": self.task_cpus(backend), "task_gpus": 1 if backend == "cuda" else 0,
+                    "task_cpus": self.task_cpus(backend), "task_gpus": self.task_gpus(backend),
                     "segment": s["index"], "segments": n, "first": s["first"], "last": s["last"],
                     "frames": s["frames"], "ctx_first": s["ctx_first"], "ctx_last": s["ctx_last"],
                     "keyframe": s["keyframe"], "done": s["done"], "chain": task_chain, "file": final,
@@ -519,7 +590,7 @@ class Batch:
             assemble.assemble(job["task_job"] | {"output": job["output"], "segments": job["segments"],
                                                  "audio": o["audio"], "subtitles": o["subtitles"],
                                                  "mux_options": o["mux"]},
-                              job["source"], self.ffprobe)
+                              job["source"], self.ffprobe, self.t)
         except (assemble.AssembleError, OSError) as e:
             self.fail(job["input"], str(e))
             return
@@ -527,11 +598,13 @@ class Batch:
         print(f"denoise-batch: done: {job['input']} -> {job['output']} ({job['source'].frames} "
               f"frames, {len(job['segments'])} segments)", file=sys.stderr, flush=True)
         if not o["keep_work"]:
-            shutil.rmtree(job["work"], ignore_errors=True)
+            with self.t.phase("cleanup"):
+                shutil.rmtree(job["work"], ignore_errors=True)
 
     def interrupted(self, name: str) -> None:
         """After SIGINT, SIGTERM or SIGHUP: stop Ray (its workers, and with them their ffmpeg
         runs), remove the attempts they leave, and say what is kept, on one line."""
+        self.interrupting = True
         if self.runner and self.runner.prog:
             self.runner.prog.close_line()
         self.shutdown()
@@ -546,12 +619,72 @@ class Batch:
             what = "no segment had started"
         print(f"denoise-batch: interrupted ({name}): {what}", file=sys.stderr, flush=True)
 
+    def stop_ray_beside(self) -> None:
+        """Start stopping Ray in a thread (no task runs or waits any more): the last joins and
+        their checks run meanwhile. shutdown() waits for it."""
+        ray, self.ray = self.ray, None
+        if ray is None:
+            return
+
+        def stop():
+            try:
+                with self.t.phase("ray shutdown"):
+                    schedule.stop(ray)
+            except Exception:  # its processes are then ended by Ray's own exit hook
+                pass
+        self.stopping = threading.Thread(target=stop, name="denoise-batch-ray-stop")
+        self.stopping.start()
+
     def shutdown(self) -> None:
-        """Stop the Ray started here (disconnect from a cluster), also one whose start was cut
-        short by a signal; nothing when Ray was never imported."""
+        """Stop the planner's child processes and the Ray started here (disconnect from a
+        cluster), also one whose start was cut short by a signal; nothing when Ray was never
+        imported. Waits for a stop begun by stop_ray_beside()."""
+        if self.planner:
+            self.planner.stop()
+        if self.stopping:
+            self.stopping.join()
+            self.stopping = None
         ray, self.ray = self.ray or sys.modules.get("ray"), None
         if ray is not None:
             try:
-                ray.shutdown()
+                with self.t.phase("ray shutdown"):
+                    schedule.stop(ray)
             except Exception:  # a half-started Ray: nothing more to stop
                 pass
+
+
+class Planner:
+    """Batch.plan() of each input that passed the quick checks, one after another in a thread of
+    its own, so that the probes and chain checks (ffprobe and ffmpeg runs) go on while the main
+    thread starts Ray (ray.init() must run in the main thread: it sets a signal handler).
+    result() waits for all; failures are reported by Batch.fail() as they come."""
+
+    def __init__(self, batch: Batch, items: list[tuple[str, str, str]]):
+        self.batch, self.items = batch, items
+        self.planned: list[dict] = []
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="denoise-batch-planner", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for inp, out, work in self.items:
+                if self.stopped:
+                    return
+                p = self.batch.plan(inp, out, work)
+                if p:
+                    self.planned.append(p)
+        except BaseException as e:  # a bug, raised again in the main thread by result()
+            self.error = e
+
+    def result(self) -> list[dict]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.planned
+
+    def stop(self) -> None:
+        """No further input; the probes and checks running are ended (an interrupt, an error)."""
+        self.stopped = True
+        children.kill_all()

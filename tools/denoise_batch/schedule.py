@@ -1,8 +1,8 @@
 """Ray as the scheduler: one task per segment, retries, the manifest, the progress line.
 
-A task asks for one GPU (num_gpus=1) with backend=cuda, the filter's device= being the GPU Ray
-assigned it, and for the CPUs the caller computed (cli.task_cpus: with backend=cpu the CPU
-engine's threads). ray.init() starts Ray on this machine when no --address (or RAY_ADDRESS)
+With backend=cuda a task asks for 1/--tasks-per-gpu of a GPU (num_gpus; 1: a GPU of its own),
+the filter's device= being the GPU Ray assigned it, and for the CPUs the caller computed
+(cli.task_cpus: with backend=cpu the CPU engine's threads). ray.init() starts Ray on this machine when no --address (or RAY_ADDRESS)
 names a cluster. Tasks are submitted with max_retries=0 and retried here, so that a segment
 whose worker died (SIGKILL, a lost node) and one whose ffmpeg failed are counted and reported
 alike; after --retries more attempts the segment fails by name. A failure that another attempt
@@ -17,7 +17,7 @@ import os
 from collections import deque
 
 from denoise_batch import chain as chainmod
-from denoise_batch import interrupt, manifest, segment
+from denoise_batch import interrupt, manifest, segment, timings
 from denoise_batch.progress import Progress
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -49,26 +49,46 @@ def start(address: str | None, cpus: int | None):
     return ray
 
 
+def stop(ray) -> None:
+    """ray.shutdown(): stop the Ray started here (or disconnect from a cluster). The autoscaler's
+    monitor process of a Ray started here is killed first: ray.shutdown() stops the raylet and
+    the GCS, then sends the monitor SIGTERM, on which it tries to report its end to the GCS that
+    is gone, and waits a second for it before SIGKILL. Nothing of ours lives in it."""
+    node = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+    try:
+        for info in node.all_processes.get("monitor", []) if node is not None else []:
+            info.process.kill()
+    except Exception:  # another Ray's internals: ray.shutdown() alone then
+        pass
+    ray.shutdown()
+
+
 class Runner:
     """Runs the segments of every job; calls on_complete(job) when a job's last segment is done
     and on_failed(job, message) when one of its segments has failed for good."""
 
-    def __init__(self, ray, use_gpu: bool, cpus_per_task: float, retries: int, max_inflight: int | None,
-                 progress_quiet: bool, progress_interval: float):
+    def __init__(self, ray, gpus_per_task: float, cpus_per_task: float, retries: int, max_inflight: int | None,
+                 progress_quiet: bool, progress_interval: float, timings=None):
         self.ray = ray
-        self.use_gpu = use_gpu
+        self.timings = timings
+        self.use_gpu = gpus_per_task > 0
         self.retries = retries
         self.max_inflight = max_inflight
         self.quiet, self.interval = progress_quiet, progress_interval
         self.prog: Progress | None = None
         self.inflight: dict = {}
         opts = dict(num_cpus=cpus_per_task, max_retries=0)
-        if use_gpu:
-            opts["num_gpus"] = 1
+        if self.use_gpu:
+            # 1 / --tasks-per-gpu: Ray runs that many tasks on a GPU at once
+            opts["num_gpus"] = gpus_per_task
         self.task = ray.remote(_segment_task).options(**opts)
 
-    def run(self, jobs: list[dict], on_complete, on_failed) -> None:
+    def run(self, jobs: list[dict], on_complete, on_failed, on_idle=None) -> None:
+        """Run the segments not done. on_idle(), where given, is called once no task runs or
+        waits any more (Ray is then no longer needed), before the last jobs' on_complete: the
+        caller stops Ray beside those joins."""
         queue = deque()
+        last: list = []  # jobs completed by the last tasks: joined after on_idle()
         total = already = nsegs = segs_done = 0
         for job in jobs:
             for s in job["segments"]:
@@ -86,6 +106,7 @@ class Runner:
         prog = self.prog = Progress(total, already, nsegs, quiet=self.quiet, interval=self.interval)
         done_frames = already
         inflight = self.inflight
+        submitted: dict = {}
 
         def submit():
             while queue and (self.max_inflight is None or len(inflight) < self.max_inflight):
@@ -95,6 +116,7 @@ class Runner:
                 with interrupt.deferred():
                     ref = self.task.remote(job["task_job"], s, job["chain"], self.use_gpu)
                 inflight[ref] = (job, s)
+                submitted[ref] = timings.now()
 
         submit()
         while inflight:
@@ -102,12 +124,17 @@ class Runner:
                 ready, _ = self.ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
                 job, s = inflight.pop(ref)
+                result = error = None
                 try:
                     with interrupt.deferred():
-                        self.ray.get(ref)
+                        result = self.ray.get(ref)
                 except Exception as e:  # a task error or a dead worker: retried alike
+                    error = e
+                if self.timings:
+                    self.timings.segment(s["index"], job["input"], submitted.pop(ref), timings.now(), result)
+                if error is not None:
                     s["attempts"] = s.get("attempts", 0) + 1
-                    why, retry = _reason(e)
+                    why, retry = _reason(error)
                     s["error"] = why
                     manifest.save(job["work"], job["manifest"])
                     name = f"segment {s['index']} (frames {s['first']}..{s['last']})"
@@ -136,12 +163,22 @@ class Runner:
                 segs_done += 1
                 manifest.save(job["work"], job["manifest"])
                 if len(job["done"]) == len(job["segments"]) and not job.get("failed"):
-                    on_complete(job)
+                    if inflight or queue:
+                        on_complete(job)
+                    else:
+                        last.append(job)
             submit()
             running = 0
             for job, s in inflight.values():
                 running += segment.frames_done(os.path.join(job["work"], _progress_name(s)))
             prog.update(min(total, done_frames + running), segs_done, len(inflight))
+        if on_idle:
+            # no ObjectRef may outlive Ray's stop (on_idle's, in another thread): freeing one
+            # then makes Ray's core worker end the process
+            ready = ref = result = error = _ = None  # noqa: F841
+            on_idle()
+        for job in last:
+            on_complete(job)
         prog.close(done_frames, segs_done)
 
 

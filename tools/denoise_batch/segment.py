@@ -170,6 +170,7 @@ def run(job: dict, seg: dict, chain: str) -> dict:
     progress = os.path.join(work, f"{stem}.progress")
     log = os.path.join(work, f"{stem}.log")
     cmd = command(job, seg, chain, tmp, progress)
+    wall_start = time.time()
     t0 = time.monotonic()
     with open(log, "w") as lf:
         lf.write(" ".join(_quote(a) for a in cmd) + "\n")
@@ -183,9 +184,10 @@ def run(job: dict, seg: dict, chain: str) -> dict:
         except OSError as e:
             raise SegmentError(f"cannot run {cmd[0]}: {e}") from e
         seconds = time.monotonic() - t0
+        wall_end = time.time()
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        lf.write(f"{NOTE_PREFIX}times: wall {seconds:.3f} s, cpu user {r1.ru_utime - r0.ru_utime:.2f} s, "
-                 f"sys {r1.ru_stime - r0.ru_stime:.2f} s\n")
+        user, sys_ = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
+        lf.write(f"{NOTE_PREFIX}times: wall {seconds:.3f} s, cpu user {user:.2f} s, sys {sys_:.2f} s\n")
     try:
         if rc != 0:
             why = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
@@ -200,8 +202,9 @@ def run(job: dict, seg: dict, chain: str) -> dict:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return {"index": seg["index"], "frames": seg["frames"], "seconds": seconds,
-            "host": socket.gethostname()}
+    # (wall_start, wall_end: the worker's wall clock, for the driver's --timings)
+    return {"index": seg["index"], "frames": seg["frames"], "seconds": seconds, "cpu_user": user,
+            "cpu_sys": sys_, "wall_start": wall_start, "wall_end": wall_end, "host": socket.gethostname()}
 
 
 NO_MESSAGE = "(no message)"
