@@ -23,6 +23,9 @@
 #     saying so (no Python or Ray stack), exit 143, no unfinished attempt file left, and the
 #     attempt files left before it (one planted: a node lost mid-write) removed by that resume;
 #     the third run completes from the manifest (segments done are kept) with the same result
+#   - --head-start 2 (backend cpu): the driver runs the first two segments itself while Ray starts
+#     (--timings says so), the joined frames equal the single run's; stopped by SIGTERM while those
+#     run: exit 143, their ffmpeg and attempt files gone, no Ray process left
 #   - a corrupt file and a missing one among three inputs: each fails with one message naming it
 #     once, the other completes; its segments of one frame (the chain null) join with the
 #     source's frame rate and time base
@@ -302,6 +305,37 @@ if wait_for 120 more_done 0; then
 else
     wait $bpid
     fail "resume: no segment was done before the run ended"; tail -n 20 "$TMP/b3.log" >&2
+fi
+
+# 5. the head start: the driver runs the first 2 segments itself while Ray starts; the same frames.
+# Then stopped by SIGTERM while its own runs go on: exit 143, their ffmpeg and attempt files gone,
+# no Ray process left
+if batch --head-start 2 --timings -o "$TMP/out5.mkv" "$TMP/src.mkv" >"$TMP/b5.log" 2>&1 &&
+    grep -q "timings: total .*2 of them run by the driver while Ray started" "$TMP/b5.log"; then
+    pass "head start: $(grep -c 'run by the driver from' "$TMP/b5.log") segments run by the driver while Ray started"
+    same_as_single "head start" "$TMP/out5.mkv"
+else
+    fail "head start: exit $? or no segment run by the driver"; tail -n 20 "$TMP/b5.log" >&2
+fi
+work5=$TMP/out5b.mkv.denoise-batch
+"$BATCH" $BOPTS --head-start 2 -o "$TMP/out5b.mkv" "$TMP/src.mkv" >"$TMP/b5b.log" 2>&1 &
+bpid=$!
+here_running() { pgrep -f -- "$work5/seg-.*attempt" >/dev/null; }
+if wait_for 60 here_running; then
+    kill -TERM $bpid
+    wait $bpid
+    rc=$?
+    left=$(ls "$work5" | grep -c '\.attempt-')
+    if [ $rc = 143 ] && [ "$left" = 0 ] && ! here_running && wait_for 10 no_ray_left &&
+        ! grep -q -i 'traceback\|error' "$TMP/b5b.log"; then
+        pass "head start, SIGTERM: exit 143, no ffmpeg, attempt file or Ray process left"
+    else
+        fail "head start, SIGTERM: exit $rc, $left attempt file(s), ffmpeg: $(pgrep -f -- "$work5/seg-" | tr '\n' ' '), Ray: $(ray_procs | tr '\n' ' ')"
+        cat "$TMP/b5b.log" >&2
+    fi
+else
+    wait $bpid
+    fail "head start, SIGTERM: no segment ffmpeg seen running"; tail -n 20 "$TMP/b5b.log" >&2
 fi
 
 # 4. a corrupt input and a missing one among three (the chain null, segments of one frame)

@@ -28,6 +28,10 @@ options:
                           asks Ray for 1/N of a GPU; each is an ffmpeg process with the CUDA
                           engine's memory, about 1.2 GiB at 1080p, 2.9 GiB at 4K; 1: a GPU per
                           task); the outputs are the same whatever N
+  --head-start N|auto     segments the driver runs itself while the Ray started here starts (not
+                          with --address), their ffmpeg its own children; Ray runs the rest, and
+                          fewer at once while those run (default auto: with backend cuda, the
+                          GPUs this machine shows x --tasks-per-gpu; with backend cpu none; 0: none)
   --workers N             segments running at once, at most (default: what the cluster's
                           resources allow); with backend cpu and no --address also the CPUs of
                           the Ray instance started here (--workers x a task's CPUs; else Ray
@@ -83,6 +87,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from denoise_batch import assemble, children, interrupt, manifest, plan, preflight, schedule, segment
 from denoise_batch import chain as chainmod
@@ -93,7 +98,8 @@ MUX_OPTIONS = {"acodec", "scodec", "dcodec", "ab", "ac", "ar", "af", "aq", "samp
                "ch_layout", "channel_layout", "metadata", "movflags", "disposition", "shortest",
                "brand", "write_tmcd"}
 OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "--context",
-             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu", "--workers",
+             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu", "--head-start",
+             "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
 OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan",
             "--timings"}
@@ -112,7 +118,7 @@ class UsageError(Exception):
 def parse(argv: list[str]) -> dict:
     o = {"inputs": [], "enc": [], "mux": [], "vf": "denoise", "segment_frames": 1000, "context": 3,
          "context_before": None, "context_after": None, "backend": "auto", "cpus_per_task": 1.0,
-         "tasks_per_gpu": TASKS_PER_GPU,
+         "tasks_per_gpu": TASKS_PER_GPU, "head_start": "auto",
          "workers": None, "address": None, "retries": 2, "work_dir": None, "keep_work": False,
          "overwrite": False, "audio": True, "subtitles": True, "ffmpeg": None, "ffprobe": None,
          "quiet": False, "progress_interval": 10.0, "output": None, "output_dir": None,
@@ -183,6 +189,15 @@ def parse(argv: list[str]) -> dict:
             o[k] = float(o[k])
         except ValueError:
             raise UsageError(f"--{k.replace('_', '-')}: not a number: {o[k]}") from None
+    if o["head_start"] == "auto":
+        o["head_start"] = None
+    else:
+        try:
+            o["head_start"] = int(o["head_start"])
+        except ValueError:
+            raise UsageError(f"--head-start: auto or a number of segments, not {o['head_start']}") from None
+        if o["head_start"] < 0:
+            raise UsageError(f"--head-start: out of range: {o['head_start']}")
     if o["backend"] not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--backend: auto, cpu or cuda, not {o['backend']}")
     if o["context_before"] is None:
@@ -298,7 +313,8 @@ class Batch:
         self.ray = None
         self.runner: schedule.Runner | None = None
         self.planner: Planner | None = None
-        self.stopping = None  # the thread stopping Ray beside the last joins
+        self.head: HeadStart | None = None
+        self.owner: schedule.RayOwner | None = None  # Ray's start and stop
         self.interrupting = False
 
     def fail(self, inp: str, msg: str) -> None:
@@ -321,6 +337,15 @@ class Batch:
         if backend == "cpu":
             return max(self.o["cpus_per_task"], float(self.threads()))
         return self.o["cpus_per_task"]
+
+    def head_start_count(self, backend: str, gpus: int) -> int:
+        """Segments the driver runs itself while Ray starts (--head-start; auto: with backend
+        cuda, `gpus` x --tasks-per-gpu, with cpu none), at most --workers."""
+        o = self.o
+        n = o["head_start"]
+        if n is None:
+            n = gpus * o["tasks_per_gpu"] if backend == "cuda" else 0
+        return min(n, o["workers"]) if o["workers"] else n
 
     def task_gpus(self, backend: str) -> float:
         """The GPU share a task asks Ray for: 1 / --tasks-per-gpu with backend cuda, else 0."""
@@ -395,16 +420,16 @@ class Batch:
             w = o["workers"]
             address = None
             cpus = int(w * self.task_cpus("cpu") + 0.999) if w and backend != "cuda" else None
+            # the first segments start here, beside Ray's start (on this machine: what Ray will
+            # find, as for --dry-run)
+            gpus = local_gpus() if backend != "cpu" else 0
+            head_backend = backend if backend != "auto" else ("cuda" if gpus else "cpu")
+            n = self.head_start_count(head_backend, gpus)
+            if n:
+                self.head = HeadStart(self, head_backend, n, gpus)
         try:
-            with self.t.phase("ray import"):
-                import ray  # noqa: F401  (schedule.start's import, timed apart from the start)
-            with self.t.phase("ray start"):
-                self.ray = schedule.start(address, cpus)
-        except SystemExit as e:
-            # SIGTERM while ray.init() ran, through the handler it sets (sys.exit(signum))
-            if e.code == signal.SIGTERM:
-                raise interrupt.Interrupted(signal.SIGTERM) from None
-            raise
+            self.owner = schedule.RayOwner(address, cpus, self.t)
+            self.ray = self.owner.result()
         except ImportError:
             print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
                   file=err)
@@ -412,6 +437,7 @@ class Batch:
         except Exception as e:  # Ray's own errors: no cluster at the address, a failed start
             print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
             return 2
+        # (Ray's core worker may have set a C++ handler for SIGTERM)
         interrupt.install()
         planned = self.planner.result()
         if not planned:
@@ -419,6 +445,9 @@ class Batch:
             return self.summary()
         res = self.ray.cluster_resources()
         gpus, cpus_there = res.get("GPU", 0), res.get("CPU", 0)
+        if self.head:
+            # the segments running here decided it
+            backend = self.head.backend
         if backend == "auto":
             backend = "cuda" if gpus > 0 else "cpu"
         if backend == "cuda" and gpus == 0:
@@ -431,17 +460,24 @@ class Batch:
             print(f"denoise-batch: a task asks Ray for {need:g} CPUs (--cpus-per-task, and with backend "
                   f"cpu the chain's cpu_threads=), but the Ray cluster has {cpus_there:g}", file=err)
             return 2
-        chain = self.chain(backend)
-        with self.t.phase("work folders"):
-            for p in planned:
-                job = self.open_work(p, chain)
-                if job:
-                    self.jobs.append(job)
+        local, start = [], None
+        if self.head:
+            self.jobs, local, start = self.head.result()
+        else:
+            chain = self.chain(backend)
+            with self.t.phase("work folders"):
+                for p in planned:
+                    job = self.open_work(p, chain)
+                    if job:
+                        self.jobs.append(job)
         if self.jobs:
+            # the tasks Ray can run at once: while the head start's runs go on, Ray gets that
+            # many fewer
+            capacity = int(gpus * o["tasks_per_gpu"]) if backend == "cuda" else int(cpus_there // need)
             self.runner = schedule.Runner(self.ray, self.task_gpus(backend), need, o["retries"], o["workers"],
                                           o["quiet"], o["progress_interval"], timings=self.t)
             self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg),
-                            on_idle=self.stop_ray_beside)
+                            on_idle=self.stop_ray_beside, local=local, capacity=capacity, start=start)
         return self.summary()
 
     def summary(self) -> int:
@@ -608,6 +644,15 @@ class Batch:
         if self.runner and self.runner.prog:
             self.runner.prog.close_line()
         self.shutdown()
+        if self.head:
+            # head-start runs that finished before the Runner took them: recorded as done
+            for r in self.head.runs:
+                s, job = r.seg, r.job
+                if r.result is not None and s["index"] not in job["done"]:
+                    s["done"] = True
+                    s["attempts"] = s.get("attempts", 0) + 1
+                    job["done"].add(s["index"])
+                    manifest.save(job["work"], job["manifest"])
         for job in self.jobs:
             manifest.remove_attempts(job["work"])
         done = sum(len(j["done"]) for j in self.jobs)
@@ -620,43 +665,28 @@ class Batch:
         print(f"denoise-batch: interrupted ({name}): {what}", file=sys.stderr, flush=True)
 
     def stop_ray_beside(self) -> None:
-        """Start stopping Ray in a thread (no task runs or waits any more): the last joins and
-        their checks run meanwhile. shutdown() waits for it."""
-        ray, self.ray = self.ray, None
-        if ray is None:
-            return
-
-        def stop():
-            try:
-                with self.t.phase("ray shutdown"):
-                    schedule.stop(ray)
-            except Exception:  # its processes are then ended by Ray's own exit hook
-                pass
-        self.stopping = threading.Thread(target=stop, name="denoise-batch-ray-stop")
-        self.stopping.start()
+        """Begin Ray's stop (no task runs or waits any more): the last joins and their checks run
+        meanwhile. shutdown() waits for it."""
+        self.ray = None
+        if self.owner:
+            self.owner.stop(wait=False)
 
     def shutdown(self) -> None:
-        """Stop the planner's child processes and the Ray started here (disconnect from a
-        cluster), also one whose start was cut short by a signal; nothing when Ray was never
-        imported. Waits for a stop begun by stop_ray_beside()."""
+        """Stop the planner's child processes, the head start's runs and the Ray started here
+        (disconnect from a cluster), also one whose start a signal interrupted (its start ends
+        first); nothing when Ray was never started."""
         if self.planner:
             self.planner.stop()
-        if self.stopping:
-            self.stopping.join()
-            self.stopping = None
-        ray, self.ray = self.ray or sys.modules.get("ray"), None
-        if ray is not None:
-            try:
-                with self.t.phase("ray shutdown"):
-                    schedule.stop(ray)
-            except Exception:  # a half-started Ray: nothing more to stop
-                pass
+        if self.head:
+            self.head.stop()
+        self.ray = None
+        if self.owner:
+            self.owner.stop()
 
 
 class Planner:
     """Batch.plan() of each input that passed the quick checks, one after another in a thread of
-    its own, so that the probes and chain checks (ffprobe and ffmpeg runs) go on while the main
-    thread starts Ray (ray.init() must run in the main thread: it sets a signal handler).
+    its own, so that the probes and chain checks (ffprobe and ffmpeg runs) go on while Ray starts.
     result() waits for all; failures are reported by Batch.fail() as they come."""
 
     def __init__(self, batch: Batch, items: list[tuple[str, str, str]]):
@@ -688,3 +718,73 @@ class Planner:
         """No further input; the probes and checks running are ended (an interrupt, an error)."""
         self.stopped = True
         children.kill_all()
+
+
+class HeadStart:
+    """The first segments, run by the driver itself (schedule.LocalRun: a thread and its ffmpeg)
+    while the main thread starts Ray here: Ray's start (seconds) would otherwise keep the GPUs
+    idle. In a thread of its own: waits for the planner, opens the work folders (as the main
+    thread does without a head start), and starts up to `n` segments not done, in order; with
+    backend cuda the k-th on device k mod `gpus` (the GPUs this machine shows, those Ray will
+    count). result() hands the jobs, the runs and the first run's start (time.monotonic()) to the
+    Runner, which takes their results like its tasks'."""
+
+    def __init__(self, batch: Batch, backend: str, n: int, gpus: int):
+        self.batch, self.backend, self.n, self.gpus = batch, backend, n, max(1, gpus)
+        self.jobs: list[dict] = []
+        self.runs: list[schedule.LocalRun] = []
+        self.start: float | None = None
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="denoise-batch-head-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            b = self.batch
+            planned = b.planner.result()
+            chain = b.chain(self.backend)
+            with b.t.phase("work folders"):
+                for p in planned:
+                    job = b.open_work(p, chain)
+                    if job:
+                        self.jobs.append(job)
+            b.jobs = self.jobs
+            # ffmpeg's environment as in a Ray worker, which sets OMP_NUM_THREADS to its task's
+            # CPUs where unset (thread pools: the segments' process context stays one)
+            env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", str(max(1, int(b.task_cpus(self.backend)))))
+            k = 0
+            for job in self.jobs:
+                for s in job["segments"]:
+                    if k >= self.n:
+                        return
+                    if s["index"] in job["done"]:
+                        continue
+                    task_chain = chain
+                    if self.backend == "cuda":
+                        task_chain = chainmod.with_denoise_options(chain, {"device": str(k % self.gpus)})
+                    with self.lock:
+                        if self.stopped:
+                            return
+                        if self.start is None:
+                            self.start = time.monotonic()
+                        self.runs.append(schedule.LocalRun(job, s, task_chain, env))
+                    k += 1
+        except BaseException as e:  # a bug, raised again in the main thread by result()
+            self.error = e
+
+    def result(self) -> tuple[list[dict], list, float | None]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.jobs, list(self.runs), self.start
+
+    def stop(self) -> None:
+        """Start no more, end the runs' ffmpeg (an interrupt, an error; a finished run: nothing)."""
+        with self.lock:
+            self.stopped = True
+            runs = list(self.runs)
+        for r in runs:
+            r.kill()

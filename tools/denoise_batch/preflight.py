@@ -90,8 +90,11 @@ def chain_problem(ffmpeg: str, src: plan.Source, chain: str, ran=None) -> str | 
         plain = children.run(cmd[:cmd.index("-vf")] + ["-frames:v", str(n), "-f", "null", "-"])
         if plain.returncode != 0:
             return f"its first frames cannot be decoded: {segment.ffmpeg_reason(plain.stderr, 2)}"
+        why = segment.ffmpeg_reason(r.stderr, 2)
+        if why == segment.NO_MESSAGE:
+            why = f"killed by signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}, no message"
         return (f"the filter chain fails on its first {n} frames (denoise-batch runs a linear chain "
-                f"with one input and one output): {segment.ffmpeg_reason(r.stderr, 2)}")
+                f"with one input and one output): {why}")
     pts, tb = [], src.time_base
     for line in r.stdout.splitlines():
         if line.startswith("#tb 0:"):

@@ -79,10 +79,13 @@ class Timings:
         finally:
             self.add(name, a, now())
 
-    def segment(self, index: int, input_: str, submitted: float, done: float, result: dict | None) -> None:
+    def segment(self, index: int, input_: str, submitted: float, done: float, result: dict | None,
+                here: bool = False) -> None:
+        """A segment's attempt: submitted (a Ray task) or started (`here`: run by the driver
+        itself, the head start) and done, seconds since the process started."""
         with self.lock:
             self.segments.append({"index": index, "input": input_, "submitted": submitted, "done": done,
-                                  "result": result or {}})
+                                  "result": result or {}, "here": here})
 
     def seconds(self, name: str) -> float:
         return sum(b - a for a, b in self.spans.get(name, []))
@@ -103,7 +106,8 @@ class Timings:
         for s in sorted(self.segments, key=lambda s: (s["submitted"], s["index"])):
             r = s["result"]
             name = f"segment {s['index']}" + (f" of {s['input']}" if len({x['input'] for x in self.segments}) > 1 else "")
-            text = f"denoise-batch: timings: {name}: submitted {s['submitted']:.2f} s"
+            text = f"denoise-batch: timings: {name}: " + (
+                f"run by the driver from {s['submitted']:.2f} s" if s["here"] else f"submitted {s['submitted']:.2f} s")
             if "wall_start" in r:
                 text += (f", ffmpeg {from_wall(r['wall_start']):.2f}..{from_wall(r['wall_end']):.2f} s "
                          f"({r['seconds']:.2f} s, {r['cpu_user']:.1f} s user + {r['cpu_sys']:.1f} s sys)")
@@ -138,14 +142,16 @@ class Timings:
     def _segments_note(self) -> str:
         rs = [s["result"] for s in self.segments if "wall_start" in s["result"]]
         n = len(self.segments)
+        here = sum(1 for s in self.segments if s["here"])
+        what = f"{n} tasks" + (f", {here} of them run by the driver while Ray started" if here else "")
         if not rs:
-            return f"{n} tasks"
+            return what
         wall = sum(r["seconds"] for r in rs)
         user, sys_ = sum(r["cpu_user"] for r in rs), sum(r["cpu_sys"] for r in rs)
         first = min(from_wall(r["wall_start"]) for r in rs)
         last = max(from_wall(r["wall_end"]) for r in rs)
         start = min(s["submitted"] for s in self.segments)
-        return (f"{n} tasks, first ffmpeg {first - start:.2f} s after the first submission; ffmpeg "
+        return (f"{what}, first ffmpeg {first - start:.2f} s after the first submission; ffmpeg "
                 f"{first:.2f}..{last:.2f} s, {wall:.2f} s summed, {user:.1f} s user + {sys_:.1f} s sys")
 
     def print(self, stream=None) -> None:
