@@ -98,8 +98,8 @@ MUX_OPTIONS = {"acodec", "scodec", "dcodec", "ab", "ac", "ar", "af", "aq", "samp
                "ch_layout", "channel_layout", "metadata", "movflags", "disposition", "shortest",
                "brand", "write_tmcd"}
 OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "--context",
-             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu", "--head-start",
-             "--workers",
+             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu",
+             "--head-start", "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
 OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan",
             "--timings"}
@@ -176,7 +176,8 @@ def parse(argv: list[str]) -> dict:
         else:
             o["inputs"].append(a)
         i += 1
-    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers", "tasks_per_gpu"):
+    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers",
+              "tasks_per_gpu"):
         if o[k] is not None:
             try:
                 o[k] = int(o[k])

@@ -92,7 +92,8 @@ def chain_problem(ffmpeg: str, src: plan.Source, chain: str, ran=None) -> str | 
             return f"its first frames cannot be decoded: {segment.ffmpeg_reason(plain.stderr, 2)}"
         why = segment.ffmpeg_reason(r.stderr, 2)
         if why == segment.NO_MESSAGE:
-            why = f"killed by signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}, no message"
+            why = (f"killed by signal {-r.returncode}" if r.returncode < 0
+                   else f"exit status {r.returncode}, no message")
         return (f"the filter chain fails on its first {n} frames (denoise-batch runs a linear chain "
                 f"with one input and one output): {why}")
     pts, tb = [], src.time_base

@@ -2,8 +2,10 @@
 
 With backend=cuda a task asks for 1/--tasks-per-gpu of a GPU (num_gpus; 1: a GPU of its own),
 the filter's device= being the GPU Ray assigned it, and for the CPUs the caller computed
-(cli.task_cpus: with backend=cpu the CPU engine's threads). ray.init() starts Ray on this machine when no --address (or RAY_ADDRESS)
-names a cluster. Tasks are submitted with max_retries=0 and retried here, so that a segment
+(cli.task_cpus: with backend=cpu the CPU engine's threads). ray.init() (in RayOwner's thread)
+starts Ray on this machine when no --address (or RAY_ADDRESS) names a cluster; meanwhile the
+driver may run the first segments itself (LocalRun, cli.HeadStart), taken by the Runner like
+its tasks. Tasks are submitted with max_retries=0 and retried here, so that a segment
 whose worker died (SIGKILL, a lost node) and one whose ffmpeg failed are counted and reported
 alike; after --retries more attempts the segment fails by name. A failure that another attempt
 would repeat (segment.SegmentError with retry False: a wrong frame count) fails its input at
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 
 from denoise_batch import chain as chainmod
 from denoise_batch import interrupt, manifest, segment, timings
@@ -80,7 +83,7 @@ class RayOwner:
         self.thread.start()
 
     def _phase(self, name):
-        return self.t.phase(name) if self.t else _Null()
+        return self.t.phase(name) if self.t else nullcontext()
 
     def _run(self) -> None:
         try:
@@ -112,14 +115,6 @@ class RayOwner:
             self.thread.join()
 
 
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def stop(ray) -> None:
     """ray.shutdown(): stop the Ray started here (or disconnect from a cluster). The autoscaler's
     monitor process of a Ray started here is killed first: ray.shutdown() stops the raylet and
@@ -147,8 +142,8 @@ class LocalRun:
         self._lock = threading.Lock()
         self._proc = None
         self._killed = False
-        self.thread = threading.Thread(target=self._run, args=(chain,), name=f"denoise-batch-segment-{seg['index']}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(chain,), daemon=True,
+                                       name=f"denoise-batch-segment-{seg['index']}")
         self.thread.start()
 
     def _run(self, chain: str) -> None:

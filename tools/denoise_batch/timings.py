@@ -105,9 +105,10 @@ class Timings:
         lines = []
         for s in sorted(self.segments, key=lambda s: (s["submitted"], s["index"])):
             r = s["result"]
-            name = f"segment {s['index']}" + (f" of {s['input']}" if len({x['input'] for x in self.segments}) > 1 else "")
-            text = f"denoise-batch: timings: {name}: " + (
-                f"run by the driver from {s['submitted']:.2f} s" if s["here"] else f"submitted {s['submitted']:.2f} s")
+            several = len({x["input"] for x in self.segments}) > 1
+            name = f"segment {s['index']}" + (f" of {s['input']}" if several else "")
+            start = ("run by the driver from" if s["here"] else "submitted") + f" {s['submitted']:.2f} s"
+            text = f"denoise-batch: timings: {name}: {start}"
             if "wall_start" in r:
                 text += (f", ffmpeg {from_wall(r['wall_start']):.2f}..{from_wall(r['wall_end']):.2f} s "
                          f"({r['seconds']:.2f} s, {r['cpu_user']:.1f} s user + {r['cpu_sys']:.1f} s sys)")
@@ -118,7 +119,8 @@ class Timings:
     def summary(self) -> str:
         if self.segments and "segments" not in self.spans:
             # from the first task's submission to the last task's result reaching the driver
-            self.add("segments", min(s["submitted"] for s in self.segments), max(s["done"] for s in self.segments))
+            self.add("segments", min(s["submitted"] for s in self.segments),
+                     max(s["done"] for s in self.segments))
         parts = []
         for name in self.ORDER:
             if name not in self.spans:
