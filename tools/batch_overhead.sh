@@ -1,6 +1,7 @@
 #!/bin/sh
 # tools/batch_overhead.sh: what splitting and joining cost on one GPU: denoise-batch (Ray started
-# on this machine, one task per segment on its one GPU) against one `ffmpeg -vf denoise` run of
+# on this machine, one task per segment, by default two at a time on its one GPU, the first two
+# run by the driver itself while Ray starts: --head-start) against one `ffmpeg -vf denoise` run of
 # the same clip, chain and encoder options, in frames/s (issue 38's bar: denoise-batch within 10 %
 # of the single run on a 1080p clip; docs/scale-out.md, "Throughput model").
 #
@@ -12,15 +13,23 @@
 # libx264). The chain: denoise=backend=BO_BACKEND (cuda) with the trained weights (else the random
 # test weights); BO_CHAIN replaces it. The encoder options BO_ENC (default -c:v libx264 -preset
 # veryfast -crf 18, else -c:v ffv1 -slices 16) serve both runs; denoise-batch runs with
-# --segment-frames BO_SEGMENT_FRAMES (400) and BO_BATCH_ARGS (more options).
+# --segment-frames BO_SEGMENT_FRAMES (400), its default --tasks-per-gpu, --timings and
+# BO_BATCH_ARGS (more options).
 # Order: a 10-frame warm-up run, the single run, denoise-batch, the single run again; each timed
 # from start to exit (date +%s.%N), with its CPU time (user and sys seconds of the run and what it
 # waited for: the shell's `times`, POSIX, since Ubuntu's images have no /usr/bin/time; for
 # denoise-batch's segments the `# times:` line each writes in its log) and the cores that is.
-# Then diagnostic rows that no bar reads, to put a gap between the single run and the segments on
-# Ray's process context (docs/scale-out.md, "Measuring on the GPU machine"): segment 0 in Ray (its
-# log: wall and CPU time, and its worker's context line: its environment variables, affinity, nice,
-# cgroup, stdin), then segment 0's own ffmpeg command (its log's first line) run again outside
+# denoise-batch's row is followed by its --timings line (where the whole command's time went:
+# Python's start, checks, probe, chain check, Ray's import and start, the segments, join, verify,
+# Ray's stop; phases that ran beside others are marked so).
+# Then diagnostic rows that no bar reads: denoise-batch again with each option set of
+# BO_BATCH_ROWS (';' between sets; default "--tasks-per-gpu 1 --head-start 0;--head-start 0;
+# --tasks-per-gpu 3": a GPU per task as before 2026-12-08, the default without the head start, 3
+# segments per GPU), each with its timings line; then, to put a gap between the single run and
+# the segments on Ray's process context (docs/scale-out.md, "Measuring on the GPU machine"): the
+# first segment run in a Ray task (not by the driver's head start) (its log: wall and CPU time,
+# and its worker's context line: its environment variables, affinity, nice, cgroup, stdin), then
+# that segment's own ffmpeg command (its log's first line) run again outside
 # Ray as it is, with the worker's variables exported (threads, libraries, allocator: its context
 # line's env part), with OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1, with stdin </dev/null, and
 # with OPENBLAS_NUM_THREADS=$(nproc) (OpenBLAS's threads as the CUDA engine had them before it set
@@ -29,7 +38,8 @@
 # 2026-12-07). Prints per run its wall time, frames/s and CPU, then
 #   single: F frames/s (the mean of the two runs)
 #   denoise-batch: F frames/s, the whole command (Ray's start, probing, the joins included)
-#   denoise-batch job: F frames/s (its own progress line: from the first task to the last join)
+#   denoise-batch job: F frames/s (its own progress line: from the first segment's start to the
+#   last join)
 #   ratio: R (whole command / single) and R (job / single); PASS/FAIL against 0.90 (whole command)
 # Ray must import (python3 -c 'import ray'); where it does not and the wheel parts of
 # tools/device_wheels.sh are here, they are installed first (.whl/site). Logs in $OUT/batch
@@ -119,11 +129,23 @@ single single1 || die "the single run failed (log $L/single1.log)"
 s1=$T_WALL
 echo "single run 1: $s1 s, $(rate "$N" "$s1") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
-t0=$(now)
-python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --keep-work \
-    --ffmpeg "$FFMPEG" --ffprobe "$FFPROBE" ${BO_BATCH_ARGS:-} $ENC -o "$TMP/batch.mkv" "$TMP/src.mkv" >"$L/batch.log" 2>&1
+# batch NAME [OPTIONS...]: denoise-batch over the clip into $TMP/NAME.mkv, log $L/NAME.log; sets
+# T_WALL (start to exit) and returns its status
+batch() {
+    _b=$1
+    shift
+    _t0=$(now)
+    python3 "$BATCH" --backend "$BACKEND" --segment-frames "$SEG" --vf "$CHAIN" --progress-interval 5 --timings \
+        --ffmpeg "$FFMPEG" --ffprobe "$FFPROBE" ${BO_BATCH_ARGS:-} "$@" $ENC -o "$TMP/$_b.mkv" "$TMP/src.mkv" >"$L/$_b.log" 2>&1
+    _rc=$?
+    T_WALL=$(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+    return $_rc
+}
+# phases LOG: denoise-batch's --timings summary line in LOG, without its prefix
+phases() { sed -n 's/^denoise-batch: timings: total/total/p' "$1"; }
+batch batch --keep-work
 brc=$?
-sb=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+sb=$T_WALL
 cat "$L/batch.log"
 [ $brc = 0 ] || { fail "denoise-batch exited $brc (log $L/batch.log)"; finish; }
 nb=$(count_frames "$TMP/batch.mkv")
@@ -135,34 +157,55 @@ work=$TMP/batch.mkv.denoise-batch
 segt=$(cat "$work"/seg-*.log 2>/dev/null | sed -n 's/^# times: wall \([0-9.]*\) s, cpu user \([0-9.]*\) s, sys \([0-9.]*\) s$/\1 \2 \3/p' |
     awk '{ w += $1; u += $2; s += $3 } END { if (NR) printf "%.3f %.1f %.1f", w, u, s }')
 echo "denoise-batch: $sb s, $(rate "$N" "$sb") frames/s ($segs segments; its progress line: ${job:-?} frames/s)${segt:+; its ffmpeg runs: $(echo "$segt" | awk '{ printf "%.1f", $1 }') s, $(cpu $segt)}"
+echo "denoise-batch phases: $(phases "$L/batch.log")"
 
 single single2 || die "the second single run failed (log $L/single2.log)"
 s2=$T_WALL
 echo "single run 2: $s2 s, $(rate "$N" "$s2") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
 
-# diagnostics (no bar): segment 0 in Ray and its worker's context, its command again outside Ray
-# in several contexts, the single run in the old sigma=auto order
-seglog=$work/seg-00000.log
+# diagnostics (no bar): denoise-batch with other options; a segment in Ray and its worker's
+# context, its command again outside Ray in several contexts, the single run in the old sigma=auto
+# order
+_i=0
+_ifs=$IFS
+IFS=';'
+for row in ${BO_BATCH_ROWS---tasks-per-gpu 1 --head-start 0;--head-start 0;--tasks-per-gpu 3}; do
+    IFS=$_ifs
+    _i=$((_i + 1))
+    # (the row's options split at spaces, as written)
+    if batch "batch_row$_i" $row; then
+        echo "diagnostic: denoise-batch $row: $T_WALL s, $(rate "$N" "$T_WALL") frames/s (its progress line: $(sed -n 's/.* \([0-9.]*\) frames\/s, .*/\1/p' "$L/batch_row$_i.log" | tail -n 1) frames/s)"
+        echo "diagnostic: denoise-batch $row phases: $(phases "$L/batch_row$_i.log")"
+    else
+        echo "diagnostic: denoise-batch $row failed (log $L/batch_row$_i.log)"
+    fi
+    IFS=';'
+done
+IFS=$_ifs
+# the first segment that ran in a Ray task (not in the head start: its worker's context line names
+# RAY_RAYLET_PID among the RAY_* variables)
+seglog=$(grep -l '^# context: .*RAY_RAYLET_PID' "$work"/seg-*.log 2>/dev/null | head -n 1)
+k=$(echo "$seglog" | sed -n 's/.*seg-0*\([0-9][0-9]*\)\.log$/\1/p')
 if [ -f "$seglog" ]; then
     segcmd=$(head -n 1 "$seglog")
     segout=$(echo "$segcmd" | awk '{print $NF}')
-    # the attempt's name (seg-00000.attempt-HOST-PID-NS.EXT) -> the segment's file
+    # the attempt's name (seg-NNNNN.attempt-HOST-PID-NS.EXT) -> the segment's file
     sn=$(count_frames "$(echo "$segout" | sed 's/\.attempt-.*\(\.[^.]*\)$/\1/')")
     t=$(sed -n 's/^# times: wall \([0-9.]*\) s, cpu user \([0-9.]*\) s, sys \([0-9.]*\) s$/\1 \2 \3/p' "$seglog")
-    [ -n "$t" ] && echo "diagnostic: segment 0 in Ray: $(echo "$t" | awk '{ print $1 }') s, $(rate "$sn" "${t%% *}") frames/s ($sn frames); $(cpu $t)"
+    [ -n "$t" ] && echo "diagnostic: segment $k in Ray: $(echo "$t" | awk '{ print $1 }') s, $(rate "$sn" "${t%% *}") frames/s ($sn frames); $(cpu $t)"
     ctx=$(sed -n '2s/^# context: //p' "$seglog")
-    echo "diagnostic: segment 0's Ray worker: ${ctx:-no context line}"
+    echo "diagnostic: segment $k's Ray worker: ${ctx:-no context line}"
     # the worker's variables of threads, libraries, allocator (shell quoted by segment.py), '-' if none
     wenv=$(echo "$ctx" | sed -n 's/^env \(.*\); RAY_\* .*/\1/p')
     [ "$wenv" = - ] && wenv=
-    replay() { # replay NAME WHAT [VAR=VALUE...]: segment 0's command outside Ray; prints its row
+    replay() { # replay NAME WHAT [VAR=VALUE...]: segment k's command outside Ray; prints its row
         _r=$1 _w=$2
         shift 2
         if timed "$_r" env "$@" sh -c "$segcmd"; then
             _f=$(count_frames "$segout")
-            echo "diagnostic: segment 0's command outside Ray$_w: $T_WALL s, $(rate "$_f" "$T_WALL") frames/s ($_f frames written); $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
+            echo "diagnostic: segment $k's command outside Ray$_w: $T_WALL s, $(rate "$_f" "$T_WALL") frames/s ($_f frames written); $(cpu "$T_WALL" "$T_USER" "$T_SYS")"
         else
-            echo "diagnostic: segment 0's command outside Ray$_w failed (log $L/$_r.log)"
+            echo "diagnostic: segment $k's command outside Ray$_w failed (log $L/$_r.log)"
         fi
     }
     replay segment0_direct ""
@@ -173,7 +216,7 @@ if [ -f "$seglog" ]; then
     replay segment0_blas_all ", OPENBLAS_NUM_THREADS=$(nproc) (OpenBLAS's threads before the engine's one)" \
         OPENBLAS_NUM_THREADS="$(nproc)"
 else
-    echo "diagnostic: no segment log in denoise-batch's work folder"
+    echo "diagnostic: no log of a segment run in Ray in denoise-batch's work folder"
 fi
 single single_old_order DENOISE_SIGMA_AUTO_DEFER=0 &&
     echo "diagnostic: single run, sigma=auto's estimate read in its own push (DENOISE_SIGMA_AUTO_DEFER=0): $T_WALL s, $(rate "$N" "$T_WALL") frames/s; $(cpu "$T_WALL" "$T_USER" "$T_SYS")"

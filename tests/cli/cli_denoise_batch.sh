@@ -7,17 +7,25 @@
 #     in >= 4 segments: the joined file's decoded frames equal a single `ffmpeg -vf denoise`
 #     run's (framemd5), with the source's frame count and pts, and the audio stream kept,
 #     and the source's frame rate and time base (ffprobe)
-#   - checks before Ray (no Ray session is created): an output folder that is a file, and a chain
-#     that changes the frame count (fps=50), each fail once with one FAILED line that names the
-#     path once (exit 1); --dry-run prints one JSON line per segment (frames covering the clip
-#     once, the ffmpeg argv with the chain, the task's CPUs from the chain's cpu_threads=) and one
-#     for the join, writes nothing and exits 0
+#   - checks: an output folder that is a file (before Ray: no Ray session is created), and a chain
+#     that changes the frame count (fps=50; checked while Ray starts: no segment runs, no Ray
+#     process is left), each fail once with one FAILED line that names the path once (exit 1);
+#     --dry-run prints one JSON line per segment (frames covering the clip once, the ffmpeg argv
+#     with the chain, the task's CPUs from the chain's cpu_threads=, the GPU share of a task with
+#     backend cuda: 1/--tasks-per-gpu, default 1/2) and one for the join, writes nothing, starts no
+#     Ray and exits 0
+#   - --tasks-per-gpu 2 on a Ray cluster started by the test that declares one GPU (ray start
+#     --num-gpus 1; the chain null runs on no GPU): two segments run at once on the one GPU
+#     (their ffmpeg runs overlap in --timings' lines) and the joined frames equal the source's
 #   - a Ray worker killed (SIGKILL) while it runs a segment: the segment is retried, nothing is
 #     lost, the result is the same; the killed worker's ffmpeg does not outlive it
 #   - the driver killed (SIGKILL) mid-job, then the resumed run stopped by SIGTERM: one line
 #     saying so (no Python or Ray stack), exit 143, no unfinished attempt file left, and the
 #     attempt files left before it (one planted: a node lost mid-write) removed by that resume;
 #     the third run completes from the manifest (segments done are kept) with the same result
+#   - --head-start 2 (backend cpu): the driver runs the first two segments itself while Ray starts
+#     (--timings says so), the joined frames equal the single run's; stopped by SIGTERM while those
+#     run: exit 143, their ffmpeg and attempt files gone, no Ray process left
 #   - a corrupt file and a missing one among three inputs: each fails with one message naming it
 #     once, the other completes; its segments of one frame (the chain null) join with the
 #     source's frame rate and time base
@@ -33,17 +41,26 @@ make_tmp
 # Ray's sockets and logs inside this test's folder (a short path: unix socket names are limited)
 export RAY_TMPDIR=$TMP/ray
 mkdir -p "$RAY_TMPDIR"
-# Ray processes this test started and a killed driver left behind (Ray's agents outlive it):
-# Ray's programs and workers with this RAY_TMPDIR in their environment, ended by id
-cleanup_ray() {
+# ray_procs: Ray's programs and workers with this RAY_TMPDIR in their environment (the ids)
+ray_procs() {
     for d in /proc/[0-9]*; do
         case $( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) in
             ray::*|*site-packages/ray/*) ;;
             *) continue ;;
         esac
-        { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "RAY_TMPDIR=$RAY_TMPDIR" &&
-            kill -9 "${d#/proc/}" 2>/dev/null
+        { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qx "RAY_TMPDIR=$RAY_TMPDIR" && echo "${d#/proc/}"
     done
+}
+no_ray_left() { [ -z "$(ray_procs)" ]; }
+# wait_for SECONDS COMMAND...: poll COMMAND every 0.1 s until it succeeds
+wait_for() {
+    _end=$(($(date +%s) + $1)); shift
+    until "$@"; do [ "$(date +%s)" -lt $_end ] || return 1; sleep 0.1; done
+}
+# Ray processes this test started and a killed driver left behind (Ray's agents outlive it),
+# ended by id
+cleanup_ray() {
+    for p in $(ray_procs); do kill -9 "$p" 2>/dev/null; done
 }
 trap 'cleanup_ray; [ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$TMP"' EXIT
 
@@ -140,7 +157,8 @@ else
     fail "exact: denoise-batch failed"; tail -n 20 "$TMP/b1.log" >&2
 fi
 
-# checks before Ray: an output folder that is a file; a chain that changes the frame count
+# checks: an output folder that is a file (before Ray); a chain that changes the frame count
+# (while Ray starts)
 mkdir -p "$TMP/ray-none"
 touch "$TMP/file"
 RAY_TMPDIR=$TMP/ray-none batch -o "$TMP/file/out.mkv" "$TMP/src.mkv" >"$TMP/bc1.log" 2>&1
@@ -148,11 +166,13 @@ rc=$?
 [ $rc = 1 ] && grep -q "FAILED: $TMP/src.mkv: output folder: $TMP/file is a file" "$TMP/bc1.log" &&
     once "unwritable output folder" "$TMP/bc1.log" "$TMP/file" ||
     { fail "unwritable output folder: exit $rc"; cat "$TMP/bc1.log" >&2; }
-RAY_TMPDIR=$TMP/ray-none "$BATCH" --vf "fps=50,$CHAIN" -c:v ffv1 -o "$TMP/fps.mkv" "$TMP/src.mkv" >"$TMP/bc2.log" 2>&1
+"$BATCH" --vf "fps=50,$CHAIN" -c:v ffv1 -o "$TMP/fps.mkv" "$TMP/src.mkv" >"$TMP/bc2.log" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "gives 48 frames for its first $FRAMES frames" "$TMP/bc2.log" && ! grep -q retrying "$TMP/bc2.log" &&
-    once "chain fps=50" "$TMP/bc2.log" "$TMP/src.mkv" ||
+    [ ! -e "$TMP/fps.mkv.denoise-batch" ] && once "chain fps=50" "$TMP/bc2.log" "$TMP/src.mkv" ||
     { fail "chain fps=50: exit $rc"; cat "$TMP/bc2.log" >&2; }
+if wait_for 10 no_ray_left; then pass "chain fps=50: no Ray process left"
+else fail "chain fps=50: Ray processes left: $(ray_procs | tr '\n' ' ')"; fi
 # --dry-run: the plan and the commands, nothing written; the chain's cpu_threads= sets a task's CPUs
 RAY_TMPDIR=$TMP/ray-none "$BATCH" --dry-run --segment-frames 5 --vf "${CHAIN%:threads=1}:cpu_threads=2" -c:v ffv1 \
     -o "$TMP/dry.mkv" "$TMP/src.mkv" >"$TMP/dry.jsonl" 2>"$TMP/dry.log"
@@ -183,13 +203,25 @@ if [ $rc = 0 ] && [ ! -e "$TMP/dry.mkv.denoise-batch" ] && [ ! -e "$TMP/dry.mkv"
 else
     fail "--dry-run: exit $rc: $why"; cat "$TMP/dry.log" >&2
 fi
+# the GPU share a task asks Ray for: none with backend cpu (above), 1/--tasks-per-gpu with backend
+# cuda (a plan needs no GPU), 1/2 by default; the segment commands do not change with it
+shares=
+for tpg in "" 1 3; do
+    RAY_TMPDIR=$TMP/ray-none "$BATCH" --dry-run --backend cuda ${tpg:+--tasks-per-gpu $tpg} --segment-frames 5 \
+        --vf "$CHAIN" -c:v ffv1 -o "$TMP/dry.mkv" "$TMP/src.mkv" >"$TMP/dry-gpu$tpg.jsonl" 2>"$TMP/dry.log" ||
+        { fail "--dry-run --backend cuda ${tpg:+--tasks-per-gpu $tpg}: exit $?"; cat "$TMP/dry.log" >&2; }
+    shares="$shares $(python3 -c 'import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if "task_gpus" in l]
+print(",".join(sorted({"%.4f" % l["task_gpus"] for l in ls})) if ls else "none")' "$TMP/dry-gpu$tpg.jsonl")"
+done
+# (the plans without the share)
+unshared() { sed 's/"task_gpus": [0-9.]*, //' "$1"; }
+if [ "$shares" = " 0.5000 1.0000 0.3333" ] && [ "$(unshared "$TMP/dry-gpu1.jsonl")" = "$(unshared "$TMP/dry-gpu3.jsonl")" ]; then
+    pass "--tasks-per-gpu: a task's GPU share 0.5 by default, 1 and 1/3 with 1 and 3; the same commands"
+else
+    fail "--tasks-per-gpu: the GPU shares (default, 1, 3):$shares"
+fi
 no_ray "checks and --dry-run" "$TMP/ray-none"
-
-# wait_for SECONDS COMMAND...: poll COMMAND every 0.1 s until it succeeds
-wait_for() {
-    _end=$(($(date +%s) + $1)); shift
-    until "$@"; do [ "$(date +%s)" -lt $_end ] || return 1; sleep 0.1; done
-}
 
 # 2. a worker killed mid-segment
 work2=$TMP/out2.mkv.denoise-batch
@@ -273,6 +305,37 @@ if wait_for 120 more_done 0; then
 else
     wait $bpid
     fail "resume: no segment was done before the run ended"; tail -n 20 "$TMP/b3.log" >&2
+fi
+
+# 5. the head start: the driver runs the first 2 segments itself while Ray starts; the same frames.
+# Then stopped by SIGTERM while its own runs go on: exit 143, their ffmpeg and attempt files gone,
+# no Ray process left
+if batch --head-start 2 --timings -o "$TMP/out5.mkv" "$TMP/src.mkv" >"$TMP/b5.log" 2>&1 &&
+    grep -q "timings: total .*2 of them run by the driver while Ray started" "$TMP/b5.log"; then
+    pass "head start: $(grep -c 'run by the driver from' "$TMP/b5.log") segments run by the driver while Ray started"
+    same_as_single "head start" "$TMP/out5.mkv"
+else
+    fail "head start: exit $? or no segment run by the driver"; tail -n 20 "$TMP/b5.log" >&2
+fi
+work5=$TMP/out5b.mkv.denoise-batch
+"$BATCH" $BOPTS --head-start 2 -o "$TMP/out5b.mkv" "$TMP/src.mkv" >"$TMP/b5b.log" 2>&1 &
+bpid=$!
+here_running() { pgrep -f -- "$work5/seg-.*attempt" >/dev/null; }
+if wait_for 60 here_running; then
+    kill -TERM $bpid
+    wait $bpid
+    rc=$?
+    left=$(ls "$work5" | grep -c '\.attempt-')
+    if [ $rc = 143 ] && [ "$left" = 0 ] && ! here_running && wait_for 10 no_ray_left &&
+        ! grep -q -i 'traceback\|error' "$TMP/b5b.log"; then
+        pass "head start, SIGTERM: exit 143, no ffmpeg, attempt file or Ray process left"
+    else
+        fail "head start, SIGTERM: exit $rc, $left attempt file(s), ffmpeg: $(pgrep -f -- "$work5/seg-" | tr '\n' ' '), Ray: $(ray_procs | tr '\n' ' ')"
+        cat "$TMP/b5b.log" >&2
+    fi
+else
+    wait $bpid
+    fail "head start, SIGTERM: no segment ffmpeg seen running"; tail -n 20 "$TMP/b5b.log" >&2
 fi
 
 # 4. a corrupt input and a missing one among three (the chain null, segments of one frame)

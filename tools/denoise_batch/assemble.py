@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextlib import nullcontext
 
 from denoise_batch import plan
 
@@ -71,19 +72,28 @@ def _q(q) -> str:
     return f"{q.numerator}/{q.denominator}"
 
 
-def assemble(job: dict, src: plan.Source, ffprobe: str) -> None:
+def assemble(job: dict, src: plan.Source, ffprobe: str, timings=None) -> None:
+    """Join, verify, put in place. `timings` (timings.Timings, for --timings) gets the phases
+    join and verify."""
+    def phase(name):
+        return timings.phase(name) if timings else nullcontext()
     output = job["output"]
     partial = partial_path(output)
     lst = concat_path(job)
-    with open(lst, "w") as f:
-        f.write(concat_text(job["segments"], src))
     try:
-        r = subprocess.run(join_command(job, src, lst, partial), capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, check=False)
+        with phase("join"):
+            with open(lst, "w") as f:
+                f.write(concat_text(job["segments"], src))
+            r = subprocess.run(join_command(job, src, lst, partial), capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL, check=False)
         if r.returncode != 0:
             raise AssembleError("joining the segments failed: " +
                                 " | ".join(r.stderr.strip().splitlines()[-3:]))
-        verify(src, partial, ffprobe)
+        runs = plan.ffprobe_runs
+        with phase("verify"):
+            verify(src, partial, ffprobe)
+        if timings:
+            timings.count("verify ffprobe", plan.ffprobe_runs - runs)
         os.replace(partial, output)
     finally:
         if os.path.exists(partial):

@@ -24,6 +24,14 @@ options:
   --cpus-per-task N       CPUs a task asks for (default 1); with backend cpu the CPU engine's
                           threads (the chain's cpu_threads= or threads=, else N, then added to
                           the chain as cpu_threads=) and a task asks for max(N, threads) CPUs
+  --tasks-per-gpu N       with backend cuda, segments running at once on one GPU (default 2: a task
+                          asks Ray for 1/N of a GPU; each is an ffmpeg process with the CUDA
+                          engine's memory, about 1.2 GiB at 1080p, 2.9 GiB at 4K; 1: a GPU per
+                          task); the outputs are the same whatever N
+  --head-start N|auto     segments the driver runs itself while the Ray started here starts (not
+                          with --address), their ffmpeg its own children; Ray runs the rest, and
+                          fewer at once while those run (default auto: with backend cuda, the
+                          GPUs this machine shows x --tasks-per-gpu; with backend cpu none; 0: none)
   --workers N             segments running at once, at most (default: what the cluster's
                           resources allow); with backend cpu and no --address also the CPUs of
                           the Ray instance started here (--workers x a task's CPUs; else Ray
@@ -41,15 +49,20 @@ options:
   --ffmpeg PATH, --ffprobe PATH   (default: the ones beside this command, else on PATH)
   -q, --quiet             no progress line
   --progress-interval S   seconds between progress lines when stderr is not a terminal (10)
+  --timings               after the run, print on stderr where its wall time went: one line per
+                          segment (submitted, its ffmpeg's start, end and CPU time, done) and one
+                          for the command (Python's start, the checks, the probes, Ray's import
+                          and start, the segments, the joins and their checks, Ray's stop)
   --dry-run, --print-plan check and plan each input, print on stdout one JSON line per segment
                           (its frames and the ffmpeg argv its task would run) and one per input
                           for the join (the concat list and its argv), and exit; starts no Ray
                           and writes nothing
   -h, --help
 
-Before Ray starts, every input is checked (it exists and can be read, its output and work
-folders can be written, ffprobe reads it, and the chain passes its first frames one for one with
-their pts); an input that fails a check fails once, by name, and the others go on.
+Every input is checked (before Ray starts: it exists and can be read, its output and work
+folders can be written; then, while Ray starts: ffprobe reads it, and the chain passes its first
+frames one for one with their pts); an input that fails a check fails once, by name, and the
+others go on.
 SIGINT, SIGTERM or SIGHUP stop the run with one line: the segments done stay in the work folder
 and the same command continues with the rest (exit 128 + the signal's number).
 
@@ -73,18 +86,25 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 
-from denoise_batch import assemble, interrupt, manifest, plan, preflight, schedule, segment
+from denoise_batch import assemble, children, interrupt, manifest, plan, preflight, schedule, segment
 from denoise_batch import chain as chainmod
+from denoise_batch.timings import Timings
 
 SEGMENT_EXTS = {".mkv", ".webm", ".nut", ".mov", ".mp4", ".m4v"}
 MUX_OPTIONS = {"acodec", "scodec", "dcodec", "ab", "ac", "ar", "af", "aq", "sample_fmt",
                "ch_layout", "channel_layout", "metadata", "movflags", "disposition", "shortest",
                "brand", "write_tmcd"}
 OWN_VALUE = {"-o", "--output-dir", "--input-list", "--segment-frames", "--vf", "--context",
-             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--workers",
+             "--context-before", "--context-after", "--backend", "--cpus-per-task", "--tasks-per-gpu",
+             "--head-start", "--workers",
              "--address", "--retries", "--work-dir", "--ffmpeg", "--ffprobe", "--progress-interval"}
-OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan"}
+OWN_FLAG = {"--keep-work", "-y", "-an", "-sn", "-q", "--quiet", "-h", "--help", "--dry-run", "--print-plan",
+            "--timings"}
+# segments in flight on one GPU at once (--tasks-per-gpu; docs/scale-out.md, "Scheduling with Ray")
+TASKS_PER_GPU = 2
 # ffmpeg options that change which frames or timestamps a segment holds: the segment arithmetic
 # (trim by pts, frame counts checked against the source) would no longer hold
 FRAME_OPTIONS = {"-r", "-t", "-to", "-ss", "-sseof", "-frames", "-frames:v", "-vframes", "-fps_mode", "-vsync",
@@ -98,10 +118,11 @@ class UsageError(Exception):
 def parse(argv: list[str]) -> dict:
     o = {"inputs": [], "enc": [], "mux": [], "vf": "denoise", "segment_frames": 1000, "context": 3,
          "context_before": None, "context_after": None, "backend": "auto", "cpus_per_task": 1.0,
+         "tasks_per_gpu": TASKS_PER_GPU, "head_start": "auto",
          "workers": None, "address": None, "retries": 2, "work_dir": None, "keep_work": False,
          "overwrite": False, "audio": True, "subtitles": True, "ffmpeg": None, "ffprobe": None,
          "quiet": False, "progress_interval": 10.0, "output": None, "output_dir": None,
-         "input_list": None, "help": False, "dry_run": False}
+         "input_list": None, "help": False, "dry_run": False, "timings": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -128,6 +149,8 @@ def parse(argv: list[str]) -> dict:
                 o["quiet"] = True
             elif a in ("--dry-run", "--print-plan"):
                 o["dry_run"] = True
+            elif a == "--timings":
+                o["timings"] = True
             else:
                 o["help"] = True
         elif a == "--":
@@ -153,19 +176,29 @@ def parse(argv: list[str]) -> dict:
         else:
             o["inputs"].append(a)
         i += 1
-    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers"):
+    for k in ("segment_frames", "context", "context_before", "context_after", "retries", "workers",
+              "tasks_per_gpu"):
         if o[k] is not None:
             try:
                 o[k] = int(o[k])
             except ValueError:
                 raise UsageError(f"--{k.replace('_', '-')}: not an integer: {o[k]}") from None
-            if o[k] < (1 if k in ("segment_frames", "workers") else 0):
+            if o[k] < (1 if k in ("segment_frames", "workers", "tasks_per_gpu") else 0):
                 raise UsageError(f"--{k.replace('_', '-')}: out of range: {o[k]}")
     for k in ("cpus_per_task", "progress_interval"):
         try:
             o[k] = float(o[k])
         except ValueError:
             raise UsageError(f"--{k.replace('_', '-')}: not a number: {o[k]}") from None
+    if o["head_start"] == "auto":
+        o["head_start"] = None
+    else:
+        try:
+            o["head_start"] = int(o["head_start"])
+        except ValueError:
+            raise UsageError(f"--head-start: auto or a number of segments, not {o['head_start']}") from None
+        if o["head_start"] < 0:
+            raise UsageError(f"--head-start: out of range: {o['head_start']}")
     if o["backend"] not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--backend: auto, cpu or cuda, not {o['backend']}")
     if o["context_before"] is None:
@@ -210,6 +243,7 @@ def outputs(o: dict) -> list[tuple[str, str]]:
 
 def main(argv: list[str], bindir: str | None = None) -> int:
     err = sys.stderr
+    timings = Timings()
     try:
         o = parse(argv)
     except (UsageError, OSError) as e:
@@ -228,7 +262,7 @@ def main(argv: list[str], bindir: str | None = None) -> int:
     except (UsageError, chainmod.ChainError, OSError) as e:
         print(f"denoise-batch: {e}\n(denoise-batch --help for the usage)", file=err)
         return 2
-    batch = Batch(o, _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir))
+    batch = Batch(o, _tool("ffmpeg", o["ffmpeg"], bindir), _tool("ffprobe", o["ffprobe"], bindir), timings)
     interrupt.install()
     try:
         return batch.run(pairs)
@@ -240,6 +274,8 @@ def main(argv: list[str], bindir: str | None = None) -> int:
         return stop.exit_status
     finally:
         batch.shutdown()
+        if o["timings"]:
+            timings.print()
 
 
 def work_folder(o: dict, out: str) -> str:
@@ -269,15 +305,23 @@ class Batch:
     """The inputs of one command: checks and plans (no Ray), then Ray's run of the segments and
     the joins. fail(input, reason) records a failed input; run() returns the exit status."""
 
-    def __init__(self, o: dict, ffmpeg: str, ffprobe: str):
+    def __init__(self, o: dict, ffmpeg: str, ffprobe: str, timings: Timings | None = None):
         self.o, self.ffmpeg, self.ffprobe = o, ffmpeg, ffprobe
+        self.t = timings or Timings()
         self.failed: list[str] = []
         self.ok: list[str] = []
         self.jobs: list[dict] = []
         self.ray = None
         self.runner: schedule.Runner | None = None
+        self.planner: Planner | None = None
+        self.head: HeadStart | None = None
+        self.owner: schedule.RayOwner | None = None  # Ray's start and stop
+        self.interrupting = False
 
     def fail(self, inp: str, msg: str) -> None:
+        if self.interrupting:
+            # a probe or check that the interrupt itself ended: not the input's failure
+            return
         self.failed.append(f"{inp}: {msg}")
         print(f"denoise-batch: FAILED: {inp}: {msg}", file=sys.stderr, flush=True)
 
@@ -294,6 +338,19 @@ class Batch:
         if backend == "cpu":
             return max(self.o["cpus_per_task"], float(self.threads()))
         return self.o["cpus_per_task"]
+
+    def head_start_count(self, backend: str, gpus: int) -> int:
+        """Segments the driver runs itself while Ray starts (--head-start; auto: with backend
+        cuda, `gpus` x --tasks-per-gpu, with cpu none), at most --workers."""
+        o = self.o
+        n = o["head_start"]
+        if n is None:
+            n = gpus * o["tasks_per_gpu"] if backend == "cuda" else 0
+        return min(n, o["workers"]) if o["workers"] else n
+
+    def task_gpus(self, backend: str) -> float:
+        """The GPU share a task asks Ray for: 1 / --tasks-per-gpu with backend cuda, else 0."""
+        return 1.0 / self.o["tasks_per_gpu"] if backend == "cuda" else 0.0
 
     def chain(self, backend: str) -> str:
         """The chain every segment runs (before a GPU task's device=): backend= and, for the CPU
@@ -325,15 +382,28 @@ class Batch:
                 todo.append((inp, out))
         if not todo:
             return 0
-        # before Ray: the folders given, then each input's file, probe, chain check and plan
+        # the quick checks before Ray: the folders given, each input's file and folders
         for opt, folder in (("--output-dir", o["output_dir"]), ("--work-dir", o["work_dir"])):
-            why = folder and preflight.folder_problem(folder)
+            with self.t.phase("checks"):
+                why = folder and preflight.folder_problem(folder)
             if why:
                 print(f"denoise-batch: FAILED: {opt}: {why}", file=err)
                 return 1
-        planned = [p for p in (self.plan(inp, out) for inp, out in todo) if p]
+        checked = []
+        for inp, out in todo:
+            with self.t.phase("checks"):
+                why, work = self.check(inp, out)
+            if why:
+                self.fail(inp, why)
+            else:
+                checked.append((inp, out, work))
+        if not checked:
+            return self.summary()
+        # the probes and chain checks (ffprobe and ffmpeg runs) go on beside Ray's start
+        self.planner = Planner(self, checked)
         backend = self.backend()
         if o["dry_run"]:
+            planned = self.planner.result()
             if backend == "auto":
                 backend = "cuda" if local_gpus() else "cpu"
             try:
@@ -341,8 +411,6 @@ class Batch:
             except BrokenPipeError:
                 # the reader stopped early (| head): no more lines, and none at exit either
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return self.summary()
-        if not planned:
             return self.summary()
 
         if o["address"] or os.environ.get("RAY_ADDRESS"):
@@ -353,13 +421,16 @@ class Batch:
             w = o["workers"]
             address = None
             cpus = int(w * self.task_cpus("cpu") + 0.999) if w and backend != "cuda" else None
+            # the first segments start here, beside Ray's start (on this machine: what Ray will
+            # find, as for --dry-run)
+            gpus = local_gpus() if backend != "cpu" else 0
+            head_backend = backend if backend != "auto" else ("cuda" if gpus else "cpu")
+            n = self.head_start_count(head_backend, gpus)
+            if n:
+                self.head = HeadStart(self, head_backend, n, gpus)
         try:
-            self.ray = schedule.start(address, cpus)
-        except SystemExit as e:
-            # SIGTERM while ray.init() ran, through the handler it sets (sys.exit(signum))
-            if e.code == signal.SIGTERM:
-                raise interrupt.Interrupted(signal.SIGTERM) from None
-            raise
+            self.owner = schedule.RayOwner(address, cpus, self.t)
+            self.ray = self.owner.result()
         except ImportError:
             print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
                   file=err)
@@ -367,9 +438,17 @@ class Batch:
         except Exception as e:  # Ray's own errors: no cluster at the address, a failed start
             print(f"denoise-batch: cannot start or reach Ray: {e}", file=err)
             return 2
+        # (Ray's core worker may have set a C++ handler for SIGTERM)
         interrupt.install()
+        planned = self.planner.result()
+        if not planned:
+            # every input failed its probe or chain check (Ray started beside them)
+            return self.summary()
         res = self.ray.cluster_resources()
         gpus, cpus_there = res.get("GPU", 0), res.get("CPU", 0)
+        if self.head:
+            # the segments running here decided it
+            backend = self.head.backend
         if backend == "auto":
             backend = "cuda" if gpus > 0 else "cpu"
         if backend == "cuda" and gpus == 0:
@@ -382,15 +461,24 @@ class Batch:
             print(f"denoise-batch: a task asks Ray for {need:g} CPUs (--cpus-per-task, and with backend "
                   f"cpu the chain's cpu_threads=), but the Ray cluster has {cpus_there:g}", file=err)
             return 2
-        chain = self.chain(backend)
-        for p in planned:
-            job = self.open_work(p, chain)
-            if job:
-                self.jobs.append(job)
+        local, start = [], None
+        if self.head:
+            self.jobs, local, start = self.head.result()
+        else:
+            chain = self.chain(backend)
+            with self.t.phase("work folders"):
+                for p in planned:
+                    job = self.open_work(p, chain)
+                    if job:
+                        self.jobs.append(job)
         if self.jobs:
-            self.runner = schedule.Runner(self.ray, backend == "cuda", need, o["retries"], o["workers"],
-                                          o["quiet"], o["progress_interval"])
-            self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg))
+            # the tasks Ray can run at once: while the head start's runs go on, Ray gets that
+            # many fewer
+            capacity = int(gpus * o["tasks_per_gpu"]) if backend == "cuda" else int(cpus_there // need)
+            self.runner = schedule.Runner(self.ray, self.task_gpus(backend), need, o["retries"], o["workers"],
+                                          o["quiet"], o["progress_interval"], timings=self.t)
+            self.runner.run(self.jobs, self.complete, lambda job, msg: self.fail(job["input"], msg),
+                            on_idle=self.stop_ray_beside, local=local, capacity=capacity, start=start)
         return self.summary()
 
     def summary(self) -> int:
@@ -401,31 +489,51 @@ class Batch:
             return 1
         return 0
 
-    def plan(self, inp: str, out: str) -> dict | None:
-        """Check, probe and split one input (nothing is written). None when it failed."""
-        o = self.o
+    def check(self, inp: str, out: str) -> tuple[str | None, str]:
+        """The quick checks of one input (no process is run): (why it fails or None, its work
+        folder)."""
         why = preflight.input_problem(inp)
-        if why:
-            self.fail(inp, why)
-            return None
-        work = work_folder(o, out)
+        work = work_folder(self.o, out)
         out_dir = os.path.dirname(os.path.abspath(out))
         for what, folder in (("output folder", out_dir), ("work folder", os.path.dirname(work))):
-            if what == "work folder" and folder == out_dir:
+            if why or (what == "work folder" and folder == out_dir):
                 continue
             why = preflight.folder_problem(folder)
-            if why:
-                self.fail(inp, f"{what}: {why}")
-                return None
+            why = why and f"{what}: {why}"
+        return why, work
+
+    def plan(self, inp: str, out: str, work: str) -> dict | None:
+        """Probe, check the chain on and split one input that passed check() (nothing is
+        written). None when it failed. Runs in the planner's thread."""
+        t = self.t
+        # the chain check needs no probe (it trims by frame count): both run at once
+        ran: dict = {}
+
+        def chain_check():
+            with t.phase("chain check"):
+                ran["r"] = preflight.chain_run(self.ffmpeg, inp, self.o["vf"])
+        beside = threading.Thread(target=chain_check, name="denoise-batch-chain-check", daemon=True)
+        beside.start()
+        runs = plan.ffprobe_runs
         try:
-            src = plan.probe(self.ffprobe, inp)
+            with t.phase("probe"):
+                src = plan.probe(self.ffprobe, inp)
         except plan.ProbeError as e:
             self.fail(inp, str(e))
             return None
-        why = preflight.chain_problem(self.ffmpeg, src, o["vf"])
+        finally:
+            t.count("ffprobe", plan.ffprobe_runs - runs)
+            beside.join()
+        with t.phase("chain check"):
+            why = preflight.chain_problem(self.ffmpeg, src, self.o["vf"], ran.get("r"))
         if why:
             self.fail(inp, why)
             return None
+        with t.phase("plan"):
+            return self._split(inp, out, work, src)
+
+    def _split(self, inp: str, out: str, work: str, src: plan.Source) -> dict:
+        o = self.o
         ext = os.path.splitext(out)[1].lower()
         seg_ext = ext if ext in SEGMENT_EXTS else ".mkv"
         segs = []
@@ -498,7 +606,7 @@ class Batch:
                 progress = os.path.join(p["work"], os.path.splitext(s["file"])[0] + ".progress")
                 print(json.dumps({
                     "input": p["input"], "output": p["output"], "work": p["work"], "backend": backend,
-                    "task_cpus": self.task_cpus(backend), "task_gpus": 1 if backend == "cuda" else 0,
+                    "task_cpus": self.task_cpus(backend), "task_gpus": self.task_gpus(backend),
                     "segment": s["index"], "segments": n, "first": s["first"], "last": s["last"],
                     "frames": s["frames"], "ctx_first": s["ctx_first"], "ctx_last": s["ctx_last"],
                     "keyframe": s["keyframe"], "done": s["done"], "chain": task_chain, "file": final,
@@ -519,7 +627,7 @@ class Batch:
             assemble.assemble(job["task_job"] | {"output": job["output"], "segments": job["segments"],
                                                  "audio": o["audio"], "subtitles": o["subtitles"],
                                                  "mux_options": o["mux"]},
-                              job["source"], self.ffprobe)
+                              job["source"], self.ffprobe, self.t)
         except (assemble.AssembleError, OSError) as e:
             self.fail(job["input"], str(e))
             return
@@ -527,14 +635,25 @@ class Batch:
         print(f"denoise-batch: done: {job['input']} -> {job['output']} ({job['source'].frames} "
               f"frames, {len(job['segments'])} segments)", file=sys.stderr, flush=True)
         if not o["keep_work"]:
-            shutil.rmtree(job["work"], ignore_errors=True)
+            with self.t.phase("cleanup"):
+                shutil.rmtree(job["work"], ignore_errors=True)
 
     def interrupted(self, name: str) -> None:
         """After SIGINT, SIGTERM or SIGHUP: stop Ray (its workers, and with them their ffmpeg
         runs), remove the attempts they leave, and say what is kept, on one line."""
+        self.interrupting = True
         if self.runner and self.runner.prog:
             self.runner.prog.close_line()
         self.shutdown()
+        if self.head:
+            # head-start runs that finished before the Runner took them: recorded as done
+            for r in self.head.runs:
+                s, job = r.seg, r.job
+                if r.result is not None and s["index"] not in job["done"]:
+                    s["done"] = True
+                    s["attempts"] = s.get("attempts", 0) + 1
+                    job["done"].add(s["index"])
+                    manifest.save(job["work"], job["manifest"])
         for job in self.jobs:
             manifest.remove_attempts(job["work"])
         done = sum(len(j["done"]) for j in self.jobs)
@@ -546,12 +665,127 @@ class Batch:
             what = "no segment had started"
         print(f"denoise-batch: interrupted ({name}): {what}", file=sys.stderr, flush=True)
 
+    def stop_ray_beside(self) -> None:
+        """Begin Ray's stop (no task runs or waits any more): the last joins and their checks run
+        meanwhile. shutdown() waits for it."""
+        self.ray = None
+        if self.owner:
+            self.owner.stop(wait=False)
+
     def shutdown(self) -> None:
-        """Stop the Ray started here (disconnect from a cluster), also one whose start was cut
-        short by a signal; nothing when Ray was never imported."""
-        ray, self.ray = self.ray or sys.modules.get("ray"), None
-        if ray is not None:
-            try:
-                ray.shutdown()
-            except Exception:  # a half-started Ray: nothing more to stop
-                pass
+        """Stop the planner's child processes, the head start's runs and the Ray started here
+        (disconnect from a cluster), also one whose start a signal interrupted (its start ends
+        first); nothing when Ray was never started."""
+        if self.planner:
+            self.planner.stop()
+        if self.head:
+            self.head.stop()
+        self.ray = None
+        if self.owner:
+            self.owner.stop()
+
+
+class Planner:
+    """Batch.plan() of each input that passed the quick checks, one after another in a thread of
+    its own, so that the probes and chain checks (ffprobe and ffmpeg runs) go on while Ray starts.
+    result() waits for all; failures are reported by Batch.fail() as they come."""
+
+    def __init__(self, batch: Batch, items: list[tuple[str, str, str]]):
+        self.batch, self.items = batch, items
+        self.planned: list[dict] = []
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="denoise-batch-planner", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for inp, out, work in self.items:
+                if self.stopped:
+                    return
+                p = self.batch.plan(inp, out, work)
+                if p:
+                    self.planned.append(p)
+        except BaseException as e:  # a bug, raised again in the main thread by result()
+            self.error = e
+
+    def result(self) -> list[dict]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.planned
+
+    def stop(self) -> None:
+        """No further input; the probes and checks running are ended (an interrupt, an error)."""
+        self.stopped = True
+        children.kill_all()
+
+
+class HeadStart:
+    """The first segments, run by the driver itself (schedule.LocalRun: a thread and its ffmpeg)
+    while the main thread starts Ray here: Ray's start (seconds) would otherwise keep the GPUs
+    idle. In a thread of its own: waits for the planner, opens the work folders (as the main
+    thread does without a head start), and starts up to `n` segments not done, in order; with
+    backend cuda the k-th on device k mod `gpus` (the GPUs this machine shows, those Ray will
+    count). result() hands the jobs, the runs and the first run's start (time.monotonic()) to the
+    Runner, which takes their results like its tasks'."""
+
+    def __init__(self, batch: Batch, backend: str, n: int, gpus: int):
+        self.batch, self.backend, self.n, self.gpus = batch, backend, n, max(1, gpus)
+        self.jobs: list[dict] = []
+        self.runs: list[schedule.LocalRun] = []
+        self.start: float | None = None
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="denoise-batch-head-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            b = self.batch
+            planned = b.planner.result()
+            chain = b.chain(self.backend)
+            with b.t.phase("work folders"):
+                for p in planned:
+                    job = b.open_work(p, chain)
+                    if job:
+                        self.jobs.append(job)
+            b.jobs = self.jobs
+            # ffmpeg's environment as in a Ray worker, which sets OMP_NUM_THREADS to its task's
+            # CPUs where unset (thread pools: the segments' process context stays one)
+            env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", str(max(1, int(b.task_cpus(self.backend)))))
+            k = 0
+            for job in self.jobs:
+                for s in job["segments"]:
+                    if k >= self.n:
+                        return
+                    if s["index"] in job["done"]:
+                        continue
+                    task_chain = chain
+                    if self.backend == "cuda":
+                        task_chain = chainmod.with_denoise_options(chain, {"device": str(k % self.gpus)})
+                    with self.lock:
+                        if self.stopped:
+                            return
+                        if self.start is None:
+                            self.start = time.monotonic()
+                        self.runs.append(schedule.LocalRun(job, s, task_chain, env))
+                    k += 1
+        except BaseException as e:  # a bug, raised again in the main thread by result()
+            self.error = e
+
+    def result(self) -> tuple[list[dict], list, float | None]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.jobs, list(self.runs), self.start
+
+    def stop(self) -> None:
+        """Start no more, end the runs' ffmpeg (an interrupt, an error; a finished run: nothing)."""
+        with self.lock:
+            self.stopped = True
+            runs = list(self.runs)
+        for r in runs:
+            r.kill()

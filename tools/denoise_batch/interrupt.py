@@ -3,8 +3,11 @@
 Raised from a signal handler, an exception surfaces wherever the main thread is; inside Ray's
 compiled calls (ray.wait, ray.get) it comes out as a SystemError with a stack from Ray's
 internals. Within `deferred()` the handler only records the signal, and Interrupted is raised
-when the block ends; elsewhere (probing, ray.init, a join) it is raised at once, and a running
-subprocess.run() kills its child on the way out.
+when the block ends; elsewhere (waiting for the planner or for Ray's start, a join) it is raised
+at once, and a running subprocess.run() kills its child on the way out. The driver's other
+threads (the planner's probes, the head start's runs, Ray's start and stop: cli.py, schedule.py)
+never see it: the main thread's clean-up ends their work (children.kill_all, LocalRun.kill) and
+lets Ray's start finish before stopping it.
 """
 from __future__ import annotations
 
@@ -42,8 +45,8 @@ def _handler(signum, frame) -> None:
 
 def install() -> None:
     """Catch SIGINT, SIGTERM and SIGHUP, except those ignored when the program started (a
-    background job's SIGINT, nohup's SIGHUP). Call again after ray.init(), which sets a SIGTERM
-    handler of its own (sys.exit)."""
+    background job's SIGINT, nohup's SIGHUP). Call again after Ray's start: Ray's core worker
+    may set a C++ handler for SIGTERM (its stack dump on a crash)."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _handler)

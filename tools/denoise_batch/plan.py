@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import bisect
 import json
-import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
+
+from denoise_batch import children
 
 
 class ProbeError(RuntimeError):
     pass
+
+
+# ffprobe runs so far in this process (for --timings)
+ffprobe_runs = 0
 
 
 @dataclass
@@ -30,7 +35,6 @@ class Source:
     keyframes: list[int]       # frame indices of keyframes, increasing
     format_name: str = ""
     codec_name: str = ""
-    streams: dict = field(default_factory=dict)  # codec_type -> count
     avg_frame_rate: Fraction | None = None  # the stream's frame rate as the container states it, if any
     r_frame_rate: Fraction | None = None    # the lowest rate all timestamps fit (FFmpeg's guess)
 
@@ -47,8 +51,10 @@ class Source:
 
 
 def _run_json(cmd: list[str], what: str) -> dict:
+    global ffprobe_runs
+    ffprobe_runs += 1
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        r = children.run(cmd)
     except OSError as e:
         raise ProbeError(f"cannot run {cmd[0]}: {e}") from e
     if r.returncode != 0:
@@ -64,19 +70,19 @@ def _run_json(cmd: list[str], what: str) -> dict:
 
 
 def probe(ffprobe: str, path: str) -> Source:
-    """The first video stream's frames and keyframes. ProbeError says why a file cannot be used."""
-    info = _run_json([ffprobe, "-v", "error", "-show_entries",
+    """The first video stream's frames and keyframes. ProbeError says why a file cannot be used.
+
+    One ffprobe run (each costs the start of a process that loads the build's libraries, the
+    CUDA engine's among them: a few tenths of a second): the container, the first video stream
+    (-select_streams v:0, the stream the segments map) and its packets."""
+    info = _run_json([ffprobe, "-v", "error", "-select_streams", "v:0", "-show_entries",
                       "format=format_name,start_time:stream=index,codec_type,codec_name,time_base,"
-                      "avg_frame_rate,r_frame_rate",
+                      "avg_frame_rate,r_frame_rate:packet=pts,flags",
                       "-of", "json", path], "cannot read the file")
-    streams = info.get("streams", [])
-    video = [s for s in streams if s.get("codec_type") == "video"]
+    video = [s for s in info.get("streams", []) if s.get("codec_type") == "video"]
     if not video:
         raise ProbeError("no video stream")
     v = video[0]
-    counts: dict = {}
-    for s in streams:
-        counts[s.get("codec_type", "?")] = counts.get(s.get("codec_type", "?"), 0) + 1
     tb = _rational(v.get("time_base"))
     if not tb:
         raise ProbeError(f"video stream has no time base ({v.get('time_base')})")
@@ -85,11 +91,8 @@ def probe(ffprobe: str, path: str) -> Source:
         start = float(fmt.get("start_time", "0"))
     except ValueError:
         start = 0.0
-    pk = _run_json([ffprobe, "-v", "error", "-select_streams", f"{v['index']}",
-                    "-show_entries", "packet=pts,flags", "-of", "json", path],
-                   "cannot read the video packets")
     frames = []
-    for p in pk.get("packets", []):
+    for p in info.get("packets", []):
         flags = p.get("flags", "")
         if "D" in flags:
             continue
@@ -108,7 +111,7 @@ def probe(ffprobe: str, path: str) -> Source:
         raise ProbeError("no keyframe in the video stream")
     return Source(path=path, time_base=tb, start_time=start, pts=pts, keyframes=keys,
                   format_name=fmt.get("format_name", ""), codec_name=v.get("codec_name", ""),
-                  streams=counts, avg_frame_rate=_rational(v.get("avg_frame_rate")),
+                  avg_frame_rate=_rational(v.get("avg_frame_rate")),
                   r_frame_rate=_rational(v.get("r_frame_rate")))
 
 

@@ -8,12 +8,11 @@ path it is about (the caller names it): "no such file", "not a folder: ...", ...
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from fractions import Fraction
 
 from denoise_batch import chain as chainmod
-from denoise_batch import plan, segment
+from denoise_batch import children, plan, segment
 
 # frames of an input the chain check runs on: enough for filters that drop or add a frame every
 # few (fps, decimate's cycle of 5, select by n), few enough to take well under a second
@@ -55,32 +54,48 @@ def folder_problem(folder: str) -> str | None:
     return folder_problem(parent)
 
 
-def chain_problem(ffmpeg: str, src: plan.Source, chain: str) -> str | None:
-    """Whether the chain, its denoise filter replaced by null (no model, no GPU: the rest of the
-    chain's frame structure), outputs the input's first CHECK_FRAMES frames one for one with
-    their pts, as the segment trims need (docs/scale-out.md, "Bit-exactness"). One ffmpeg run
-    over those frames: framemd5 of wrapped frames gives each frame's pts without pixel work (the
-    minimal FFmpeg build has framemd5, not framecrc). A filter that changes the frame count or the pts (fps, select, tpad, setpts, reverse, a
-    graph with a second input) fails here, once per input, instead of in every segment."""
-    n = min(src.frames, CHECK_FRAMES)
-    graph = chainmod.without_denoise(chain)
-    if n < src.frames:
-        graph = "trim=end=%.6f," % src.between(n - 1) + graph
-    cmd = [ffmpeg, "-nostdin", "-hide_banner", "-nostats", "-v", "error", "-copyts", "-i", src.path,
-           "-map", "0:v:0", "-an", "-sn", "-dn", "-vf", graph, "-fps_mode", "passthrough",
-           "-enc_time_base:v", "demux", "-c:v", "wrapped_avframe", "-f", "framemd5", "pipe:1"]
+def chain_command(ffmpeg: str, path: str, chain: str) -> list[str]:
+    """The chain check's ffmpeg command: the chain, its denoise filter replaced by null (no
+    model, no GPU: the rest of the chain's frame structure), over the input's first CHECK_FRAMES
+    decoded frames (trim by frame count: the command needs no probe, so it runs beside it),
+    writing framemd5 of wrapped frames: each frame's pts without pixel work (the minimal FFmpeg
+    build has framemd5, not framecrc)."""
+    graph = f"trim=end_frame={CHECK_FRAMES}," + chainmod.without_denoise(chain)
+    return [ffmpeg, "-nostdin", "-hide_banner", "-nostats", "-v", "error", "-copyts", "-i", path,
+            "-map", "0:v:0", "-an", "-sn", "-dn", "-vf", graph, "-fps_mode", "passthrough",
+            "-enc_time_base:v", "demux", "-c:v", "wrapped_avframe", "-f", "framemd5", "pipe:1"]
+
+
+def chain_run(ffmpeg: str, path: str, chain: str):
+    """Run chain_command(); the CompletedProcess, or the reason it could not run (a str)."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+        return children.run(chain_command(ffmpeg, path, chain))
     except OSError as e:
         return f"cannot run {ffmpeg}: {e.strerror or e}"
+
+
+def chain_problem(ffmpeg: str, src: plan.Source, chain: str, ran=None) -> str | None:
+    """Whether the chain outputs the input's first CHECK_FRAMES frames one for one with their
+    pts, as the segment trims need (docs/scale-out.md, "Bit-exactness"). `ran`: chain_run()'s
+    result where the caller ran it already (beside the probe), else it runs here. A filter that
+    changes the frame count or the pts (fps, select, tpad, setpts, reverse, a graph with a second
+    input) fails here, once per input, instead of in every segment."""
+    n = min(src.frames, CHECK_FRAMES)
+    r = chain_run(ffmpeg, src.path, chain) if ran is None else ran
+    if isinstance(r, str):
+        return r
     if r.returncode != 0:
         # the same run without the chain tells a file that does not decode from a chain that fails
-        plain = subprocess.run(cmd[:cmd.index("-vf")] + ["-f", "null", "-"], capture_output=True, text=True,
-                               stdin=subprocess.DEVNULL, check=False)
+        cmd = r.args
+        plain = children.run(cmd[:cmd.index("-vf")] + ["-frames:v", str(n), "-f", "null", "-"])
         if plain.returncode != 0:
             return f"its first frames cannot be decoded: {segment.ffmpeg_reason(plain.stderr, 2)}"
+        why = segment.ffmpeg_reason(r.stderr, 2)
+        if why == segment.NO_MESSAGE:
+            why = (f"killed by signal {-r.returncode}" if r.returncode < 0
+                   else f"exit status {r.returncode}, no message")
         return (f"the filter chain fails on its first {n} frames (denoise-batch runs a linear chain "
-                f"with one input and one output): {segment.ffmpeg_reason(r.stderr, 2)}")
+                f"with one input and one output): {why}")
     pts, tb = [], src.time_base
     for line in r.stdout.splitlines():
         if line.startswith("#tb 0:"):

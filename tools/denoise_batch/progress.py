@@ -19,13 +19,14 @@ def _clock(s: float) -> str:
 
 class Progress:
     def __init__(self, total: int, already: int, segments: int, quiet: bool = False,
-                 interval: float = 10.0, stream=None):
+                 interval: float = 10.0, stream=None, start: float | None = None):
+        """start: when the job's first segment started (time.monotonic()), default now."""
         self.total, self.already, self.segments = total, already, segments
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = 0.5 if self.tty else interval
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic() if start is None else start
         self.last = 0.0
         self.width = 0
         self.text = ""

@@ -14,9 +14,9 @@ looks finished, and two attempts of one segment never write the same file.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
-import resource
 import signal
 import socket
 import stat
@@ -33,6 +33,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+
+
+def _child_setup(nice: int) -> None:
+    """In ffmpeg's process before it starts: die with the parent thread; `nice` more niceness."""
+    _die_with_parent()
+    if nice:
+        os.nice(nice)
 
 
 class SegmentError(RuntimeError):
@@ -96,25 +103,27 @@ NOTE_PREFIX = "# "  # the log's lines of ours (the context, the times), not ffmp
 CONTEXT_PREFIX = NOTE_PREFIX + "context: "
 
 
-def process_context() -> str:
+def process_context(environ=None, nice_add: int = 0) -> str:
     """One line for the segment's log: what in this process (the Ray worker; ffmpeg inherits all
-    but stdin, which is /dev/null) can change ffmpeg's speed:
+    but stdin, which is /dev/null; for the driver's own runs, ffmpeg's `environ` and the niceness
+    `nice_add` above the driver's) can change ffmpeg's speed:
       # context: env NAME=VALUE ... (CONTEXT_ENV's variables, shell quoted; '-' if none);
       RAY_* names only (their values are Ray's addresses and ids); cpus A of N (sched_getaffinity,
       os.cpu_count); nice K; cgroup cpu.max Q P (cgroup v2, '?' where unreadable); stdin KIND
       (tty, pipe, file, devnull, closed, other: the worker's own)
-    tools/batch_overhead.sh exports the env part to replay segment 0 in the worker's environment."""
-    env = sorted(k for k in os.environ if CONTEXT_ENV.match(k))
-    ray = sorted(k for k in os.environ if k.startswith("RAY_"))
+    tools/batch_overhead.sh exports the env part to replay a segment in the worker's environment."""
+    environ = os.environ if environ is None else environ
+    env = sorted(k for k in environ if CONTEXT_ENV.match(k))
+    ray = sorted(k for k in environ if k.startswith("RAY_"))
     try:
         affinity = str(len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         affinity = "?"
     try:
-        nice = str(os.nice(0))
+        nice = str(os.nice(0) + nice_add)
     except OSError:
         nice = "?"
-    return (CONTEXT_PREFIX + "env " + (" ".join(f"{k}={_quote(os.environ[k])}" for k in env) or "-")
+    return (CONTEXT_PREFIX + "env " + (" ".join(f"{k}={_quote(environ[k])}" for k in env) or "-")
             + "; RAY_* " + (" ".join(ray) or "-") + f"; cpus {affinity} of {os.cpu_count()}; nice {nice}"
             + f"; cgroup cpu.max {_cgroup_cpu_max()}; stdin {_stdin_kind()}")
 
@@ -159,9 +168,12 @@ def device_index(gpu_ids: list) -> int:
     return int(gid) if gid.isdigit() else 0
 
 
-def run(job: dict, seg: dict, chain: str) -> dict:
+def run(job: dict, seg: dict, chain: str, on_start=None, env: dict | None = None, nice: int = 0) -> dict:
     """Encode one segment into job['work']/seg['file']. Returns what it did; raises SegmentError
-    (with the end of ffmpeg's log) on failure."""
+    (with the end of ffmpeg's log) on failure. For the driver's own runs (cli.HeadStart):
+    on_start(popen) is called once ffmpeg runs (to end it on an interrupt), `env` is ffmpeg's
+    environment (default: this process's) and `nice` is added to ffmpeg's niceness (as Ray
+    starts its workers niced)."""
     work = job["work"]
     final = os.path.join(work, seg["file"])
     stem, ext = os.path.splitext(seg["file"])
@@ -170,22 +182,34 @@ def run(job: dict, seg: dict, chain: str) -> dict:
     progress = os.path.join(work, f"{stem}.progress")
     log = os.path.join(work, f"{stem}.log")
     cmd = command(job, seg, chain, tmp, progress)
+    wall_start = time.time()
     t0 = time.monotonic()
     with open(log, "w") as lf:
         lf.write(" ".join(_quote(a) for a in cmd) + "\n")
-        lf.write(process_context() + "\n")
+        lf.write(process_context(env, nice) + "\n")
         lf.flush()
-        # a worker runs one task at a time: the children's CPU time added meanwhile is ffmpeg's
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
-            rc = subprocess.run(cmd, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent, check=False).returncode
+            p = subprocess.Popen(cmd, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL, env=env,
+                                 preexec_fn=functools.partial(_child_setup, nice))
         except OSError as e:
             raise SegmentError(f"cannot run {cmd[0]}: {e}") from e
+        try:
+            if on_start:
+                on_start(p)
+            # ffmpeg's own CPU time (wait4: the driver may run several at once, among other children)
+            _, status, ru = os.wait4(p.pid, 0)
+            rc = p.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            # reaped by p.kill() in another thread (its poll() takes a child that has exited)
+            rc, ru = p.wait(), None
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
         seconds = time.monotonic() - t0
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        lf.write(f"{NOTE_PREFIX}times: wall {seconds:.3f} s, cpu user {r1.ru_utime - r0.ru_utime:.2f} s, "
-                 f"sys {r1.ru_stime - r0.ru_stime:.2f} s\n")
+        wall_end = time.time()
+        user, sys_ = (ru.ru_utime, ru.ru_stime) if ru else (0.0, 0.0)
+        lf.write(f"{NOTE_PREFIX}times: wall {seconds:.3f} s, cpu user {user:.2f} s, sys {sys_:.2f} s\n")
     try:
         if rc != 0:
             why = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
@@ -200,8 +224,9 @@ def run(job: dict, seg: dict, chain: str) -> dict:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return {"index": seg["index"], "frames": seg["frames"], "seconds": seconds,
-            "host": socket.gethostname()}
+    # (wall_start, wall_end: the worker's wall clock, for the driver's --timings)
+    return {"index": seg["index"], "frames": seg["frames"], "seconds": seconds, "cpu_user": user,
+            "cpu_sys": sys_, "wall_start": wall_start, "wall_end": wall_end, "host": socket.gethostname()}
 
 
 NO_MESSAGE = "(no message)"
