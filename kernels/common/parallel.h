@@ -40,7 +40,7 @@ inline int64_t grain_for(int64_t n) {
 // per frame, noise_estimate.cpp) then keep all cores but one spinning for the whole run (2 cores,
 // one call every 5 ms: 5 ms of CPU per call; 0.06 ms with one thread), beside the decoder and
 // the encoder. Ray's workers set OMP_NUM_THREADS=1, so a denoise-batch segment never had them
-// (docs/scale-out.md, "Measuring on the GPU machine").
+// (docs/scale-out.md, "Measured").
 // A CPU engine sets the count for its GEMMs: n > 0, or 0 for the count OpenBLAS chose when it
 // loaded. A GPU engine, whose only BLAS work is those eigenproblems, sets 1 unless a CPU engine of
 // this process has set it (its GEMMs then keep their threads) or OPENBLAS_NUM_THREADS is set (the

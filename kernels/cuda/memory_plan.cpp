@@ -57,7 +57,7 @@ std::string CudaBackend::make_plans() {
                 const int64_t tok = (int64_t)h2_ * w2_;
                 p.bytes = fixed + nslots * tok * 12 * 2 + 3 * tok * c0 * 2 + tok * 12 * 4 +
                           (int64_t)cuda::Net::workspace_bytes_for(cfg_, p.net);
-                if (cfg_.align)  // 2 maps per feature ring buffer; pyramids, scratch frames, other taps' maps
+                if (cfg_.align)  // 2 maps per feature ring buffer; pyramids, the two-pass head's moved maps, other taps' maps
                     p.bytes += 3 * 2 * map_bytes() + P * pyr_bytes() + align_scratch_bytes(tok) +
                                tap_maps() * map_bytes();
                 need_min = std::min(need_min, p.bytes);

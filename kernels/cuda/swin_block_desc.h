@@ -160,12 +160,12 @@ DN_HOSTDEV constexpr int swin_min_ctas(int ctas, uint32_t smem, int sm) {
 // more instrumented (the mma count, fp32 stream) for one CTA per SM. Which one the engine runs is
 // SWIN_FUSED_PREFERENCE's; denoise-cuda-bench --swin-sweep times them all. Resident CTAs x warps
 // per SM on sm_90 (registers, ptxas of CUDA 13.0, and shared memory; docs/fused.md has the table):
-//  C 32: 1/4 5 x 4 (93 registers; today's default), 1/4 ma 8 for 6: 6 x 4 (80), 1/8 3 x 8 (70),
+//  C 32: 1/4 5 x 4 (93 registers; SM 0's choice), 1/4 ma 8 for 6: 6 x 4 (80), 1/8 3 x 8 (70),
 //        1/8 for 4: 4 x 8 (64), 2/8 2 x 8 (93);
-//  C 64: 1/4 3 x 4 (134; today's default), 1/4 ma 8 for 4: 4 x 4 (124), qa ma 8 for 4 / for 5:
+//  C 64: 1/4 3 x 4 (134; SM 0's choice), 1/4 ma 8 for 4: 4 x 4 (124), qa ma 8 for 4 / for 5:
 //        4 / 5 x 4 (128 / 96; 45 KB instead of 53), 1/8 and 1/8 qa 3 x 8 (78 / 80), 2/8 1 x 8
 //        (134), 2/8 ma 8 for 2: 2 x 8 (124);
-//  C 128: 1/8 2 x 8 (102; today's default), 1/4 2 x 4 (136), 1/8 qa for 2: 2 x 8 (128; 84 KB:
+//  C 128: 1/8 2 x 8 (102; SM 0's choice), 1/4 2 x 4 (136), 1/8 qa for 2: 2 x 8 (128; 84 KB:
 //        fits sm_86 / sm_89's 99 KB per block, where 1/8's 100 KB does not).
 // Builds that spilled in the fp32 forms on sm_90 were left out (C 64: 1/4 ma 16 for 4, 1/8 for 4,
 // 1/8 with PF, 1/4 qa ma 8 for 5 with PF; C 32: 2/8 for 3).
@@ -212,7 +212,8 @@ DN_HOSTDEV constexpr int swin_min_ctas(int ctas, uint32_t smem, int sm) {
 // level 2 against 0.330. The qa kernels of C 64 (1/4 qa ma 8 for 5 CTAs timed fastest, 2.338) are
 // left out: racecheck reported shared-memory hazards in them on the same machine (a missing warp
 // barrier, fixed since: docs/fused.md, "The qa race"; their racecheck rerun and timing are
-// pending, on a GPU).
+// pending, on a GPU). The second row of C 32 and C 64 is the fastest kernel of one window a CTA
+// with 4 warps, what a SwinFusedParams forcing tw 1 / nw 4 then runs.
 #define SWIN_FUSED_PREFERENCE(X)     \
     X(90, 32, 32, 1, 8, 0, 16, 1, 4) \
     X(90, 32, 32, 1, 4, 0, 8, 1, 6)  \

@@ -523,7 +523,10 @@ inline void cp_async4(void *smem, const void *gmem) {
 }
 inline void cp_async_wait_all() {
     warp_emu::Cta &c = *warp_emu::current();
-    for (const auto &a : c.fibers[c.cur].async) std::memcpy(a.first, &a.second, 4);
+    for (const auto &a : c.fibers[c.cur].async) {
+        warp_emu::note_access(a.first, 4, true);
+        std::memcpy(a.first, &a.second, 4);
+    }
     c.fibers[c.cur].async.clear();
 }
 

@@ -675,7 +675,9 @@ class Batch:
     def shutdown(self) -> None:
         """Stop the planner's child processes, the head start's runs and the Ray started here
         (disconnect from a cluster), also one whose start a signal interrupted (its start ends
-        first); nothing when Ray was never started."""
+        first); nothing when Ray was never started. The probes it kills are not the inputs'
+        failures (fail() says nothing from here on)."""
+        self.interrupting = True
         if self.planner:
             self.planner.stop()
         if self.head:

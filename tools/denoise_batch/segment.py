@@ -28,11 +28,18 @@ import time
 _PR_SET_PDEATHSIG = 1
 
 
+# looked up here, in the parent: the child of a fork in a threaded process (the driver's head
+# start runs segments while Ray starts in another thread) must not dlopen (the loader's lock may
+# be held by a thread that does not exist in the child)
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
 def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _child_setup(nice: int) -> None:
