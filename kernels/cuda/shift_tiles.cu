@@ -2,11 +2,11 @@
 // moving half, weights/denoise_train/align.py shift_tiles), the GPU twins of
 // kernels/cpu/shift_tiles.cpp: out(p) = in(clamp(p + s)), s = (dy, dx) the shift of the tile that
 // holds p, reads outside the domain clamped to its edge. Pure copies of bf16 samples: the CPU's
-// values on the same input, bit for bit. The engine no longer moves the fusion window's frames
+// values on the same input, bit for bit. The engine moves neither the fusion window's frames
 // (the fusion conv reads them through their maps) nor, with the tensor-core head, F_{t-1} and
-// F_{t+1}: the gathers are tile_shift.h's, shared with those readers, and these copies remain for
-// the two-pass head's maps (shift_tiles) and as align_check's and the bench's reference
-// (shift_tiles_s2d).
+// F_{t+1}: a read through the map costs no DRAM round trip of a whole frame. The gathers are
+// tile_shift.h's, shared with those readers; these copies serve the two-pass head's maps
+// (shift_tiles) and align_check's and the bench's reference (shift_tiles_s2d).
 //
 // shift_tiles_s2d: the full-resolution frame behind an s2d network input (h2, w2, 12): pixel
 // (Y, X) of colour c is token (Y / 2, X / 2), channel c*4 + (Y & 1)*2 + (X & 1), so an odd shift

@@ -62,8 +62,8 @@
 // token: 4 C tanh on the MUFU (16 per clock per SM: at C 64 as many clocks as the GEMMs take at
 // the tensor core's peak; TANH 1 halves them) and about 10 ALU operations per hidden unit (bias,
 // GELU polynomial, pack). C 128 streams the weights from L2: 256 KB per round of 2 x 64 tokens,
-// 2 KB per token. Expected (not yet measured): C 64 at 4K level 0 (2.09 M tokens, 1.07 GB moved)
-// about 0.35-0.45 ms, 300-400 TFLOP/s, near the DRAM floor of 0.32 ms; L2-resident maps show the
+// 2 KB per token. At C 64 and 4K level 0 (2.09 M tokens, 1.07 GB moved) the DRAM floor is 0.32 ms
+// (the expected time: docs/fused.md, "Hopper path: first probe"); L2-resident maps show the
 // compute rate alone. The fused kernel's whole C 64 block runs at 13-16 % of the GEMM ceiling.
 //
 // PTX followed (PTX ISA 8.x/9.0, section titles): "Asynchronous Warpgroup Level Matrix Multiply-

@@ -80,6 +80,7 @@ or a Ray that cannot run the tasks, 128 + N after signal N.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -287,7 +288,8 @@ def work_folder(o: dict, out: str) -> str:
 
 def local_gpus() -> int:
     """NVIDIA GPUs this machine shows (CUDA_VISIBLE_DEVICES, else nvidia-smi -L), as Ray counts
-    them when it starts here: for --dry-run, which starts no Ray."""
+    them when it starts here: for --dry-run, which starts no Ray, and the head start, which
+    runs beside Ray's start."""
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
         return len([v for v in vis.split(",") if v.strip() and not v.strip().startswith("-")])
@@ -421,6 +423,14 @@ class Batch:
             w = o["workers"]
             address = None
             cpus = int(w * self.task_cpus("cpu") + 0.999) if w and backend != "cuda" else None
+        if importlib.util.find_spec("ray") is None:
+            # before the head start: no segment runs for a job that cannot finish
+            print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
+                  file=err)
+            return 2
+        # Ray starts in its own thread first; nvidia-smi and the head start's set-up go beside it
+        self.owner = schedule.RayOwner(address, cpus, self.t)
+        if not address:
             # the first segments start here, beside Ray's start (on this machine: what Ray will
             # find, as for --dry-run)
             gpus = local_gpus() if backend != "cpu" else 0
@@ -429,7 +439,6 @@ class Batch:
             if n:
                 self.head = HeadStart(self, head_backend, n, gpus)
         try:
-            self.owner = schedule.RayOwner(address, cpus, self.t)
             self.ray = self.owner.result()
         except ImportError:
             print("denoise-batch: the Python package 'ray' is not installed (python3 -m pip install ray)",
@@ -750,6 +759,9 @@ class HeadStart:
             chain = b.chain(self.backend)
             with b.t.phase("work folders"):
                 for p in planned:
+                    with self.lock:
+                        if self.stopped:  # an interrupt came while the probes ran
+                            return
                     job = b.open_work(p, chain)
                     if job:
                         self.jobs.append(job)
