@@ -67,6 +67,25 @@ void reference(const std::vector<float> F[3], int h, int w, int Cin, const std::
             }
 }
 
+// The kernel's arguments for an h x w map with Cin features in, Cout out, over the whole map's
+// tiles; the caller sets the three feature maps (and shift maps).
+head_tc::Args head_args(int h, int w, int Cin, const uint16_t *wk, const float *bias, int Cout, const uint16_t *res,
+                        float *out, bool as_change) {
+    head_tc::Args a{};
+    a.h = h;
+    a.w = w;
+    a.cin = Cin;
+    a.wk = wk;
+    a.bias = bias;
+    a.cout = Cout;
+    a.res = res;
+    a.out = out;
+    a.as_change = as_change;
+    a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
+    a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
+    return a;
+}
+
 void check(int Cin, int h, int w, int Cout, bool as_change, int ncta, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<float> F[3];
@@ -85,20 +104,9 @@ void check(int Cin, int h, int w, int Cout, bool as_change, int ncta, uint32_t s
     int64_t clamped = 0;
     reference(F, h, w, Cin, W, bias, Cout, res, as_change, &ref, &clamped);
 
-    head_tc::Args a{};
-    for (int dt = 0; dt < 3; ++dt) a.F[dt] = Fb[dt].data();
-    a.h = h;
-    a.w = w;
-    a.cin = Cin;
-    a.wk = wk.data();
-    a.bias = bias.data();
-    a.cout = Cout;
-    a.res = resb.data();
     std::vector<float> out((size_t)h * w * Cout, std::numeric_limits<float>::quiet_NaN());
-    a.out = out.data();
-    a.as_change = as_change;
-    a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
-    a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
+    head_tc::Args a = head_args(h, w, Cin, wk.data(), bias.data(), Cout, resb.data(), out.data(), as_change);
+    for (int dt = 0; dt < 3; ++dt) a.F[dt] = Fb[dt].data();
     ncta = std::min(ncta, a.ntiles);
     const size_t bytes = head_tc::smem_bytes(Cin);
     ASSERT_GT(bytes, 0u);
@@ -156,25 +164,14 @@ void check_shifted(int Cin, int h, int w, int t, int R, bool domain, int ncta, u
     std::vector<uint16_t> wk((size_t)9 * head_tc::kN * 3 * Cin, 0xFFFF);
     ASSERT_TRUE(head_conv3d_tc_pack(W.data(), Cout, Cin, wk.data()));
     auto run = [&](bool through_maps, std::vector<float> *out) {
-        head_tc::Args a{};
+        out->assign((size_t)h * w * Cout, std::numeric_limits<float>::quiet_NaN());
+        head_tc::Args a = head_args(h, w, Cin, wk.data(), bias.data(), Cout, resb.data(), out->data(), true);
         for (int dt = 0; dt < 3; ++dt) {
             a.F[dt] = through_maps ? Fb[dt].data() : Mb[dt].data();
             a.shift[dt] = through_maps && dt != 1 ? whole[dt].data() + ((size_t)m * stride + m) * 2 : nullptr;
         }
         a.shift_stride = stride;
         a.shift_tile = t;
-        a.h = h;
-        a.w = w;
-        a.cin = Cin;
-        a.wk = wk.data();
-        a.bias = bias.data();
-        a.cout = Cout;
-        a.res = resb.data();
-        out->assign((size_t)h * w * Cout, std::numeric_limits<float>::quiet_NaN());
-        a.out = out->data();
-        a.as_change = true;
-        a.tiles_x = (w + head_tc::kTileW - 1) / head_tc::kTileW;
-        a.ntiles = a.tiles_x * ((h + head_tc::kTileH - 1) / head_tc::kTileH);
         const int n = std::min(ncta, a.ntiles);
         tc_emu::run_ctas(n, head_tc::kThreads, head_tc::smem_bytes(Cin),
                          [&](int b, int tid, uint8_t *sm) { head_tc::head_cta_any(a, b, n, tid, sm); });
